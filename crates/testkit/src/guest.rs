@@ -1,0 +1,48 @@
+//! Locates the pinned guest CLI installs that `scripts/install-guests.sh` (run by `.ci/run`)
+//! puts under `<workspace>/.cache/guests/`.
+//!
+//! Tests that need a real guest call [`gemini_prefix`] and fail loudly when it is missing: a
+//! missing guest is a broken setup, never a silently skipped test.
+
+use std::path::{Path, PathBuf};
+
+/// The Gemini CLI version every test and fixture is pinned to.
+pub const GEMINI_CLI_VERSION: &str = "0.61.0";
+
+/// Environment variable that overrides where the pinned Gemini CLI install lives.
+pub const GEMINI_PREFIX_ENV: &str = "SWITCHYARD_TEST_GEMINI_PREFIX";
+
+/// The workspace root (two levels above this crate's manifest).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("crates/testkit sits two levels below the workspace root")
+        .to_path_buf()
+}
+
+/// The npm prefix holding `@google/gemini-cli@0.61.0` (`node_modules/...` below it).
+///
+/// # Panics
+/// When the install is missing, with the command that creates it.
+pub fn gemini_prefix() -> PathBuf {
+    let prefix = std::env::var_os(GEMINI_PREFIX_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            workspace_root()
+                .join(".cache/guests")
+                .join(format!("gemini-cli-{GEMINI_CLI_VERSION}"))
+        });
+    let entry = gemini_entry_in(&prefix);
+    assert!(
+        entry.is_file(),
+        "pinned Gemini CLI not found at {}; run `bash scripts/install-guests.sh` first",
+        entry.display()
+    );
+    prefix
+}
+
+/// The JavaScript entry point (`bundle/gemini.js`) inside an npm prefix.
+pub fn gemini_entry_in(prefix: &Path) -> PathBuf {
+    prefix.join("node_modules/@google/gemini-cli/bundle/gemini.js")
+}

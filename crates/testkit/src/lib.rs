@@ -1,0 +1,6 @@
+//! Test kit: scripted model upstreams on 127.0.0.1 and helpers to find the pinned guest CLIs.
+//!
+//! Used by integration tests, the capture tool, benchmarks and the demo. Nothing here reaches
+//! beyond loopback.
+
+pub mod guest;
