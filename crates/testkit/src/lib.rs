@@ -3,4 +3,5 @@
 //! Used by integration tests, the capture tool, benchmarks and the demo. Nothing here reaches
 //! beyond loopback.
 
+pub mod chat_upstream;
 pub mod guest;
