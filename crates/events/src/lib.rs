@@ -1,1 +1,20 @@
-//! placeholder
+//! The canonical event model shared by every backend, and the normalizers into it.
+//!
+//! Layers (never mixed):
+//! - upstream wire types live in `switchyard-protocol` (what the guest printed);
+//! - [`event`] is Switchyard's canonical model: every field says which upstream field it comes
+//!   from (`Source:`) or that Switchyard derived it (`Derived:`);
+//! - [`tools`] classifies tool names by exact whitelist;
+//! - [`outcome`] turns the guest's terminal event and exit into a typed [`outcome::RunOutcome`];
+//! - [`gemini`] normalizes Gemini CLI stream-json lines into canonical events.
+//!
+//! No I/O happens here.
+
+pub mod event;
+pub mod gemini;
+pub mod outcome;
+pub mod tools;
+
+pub use event::{Envelope, Event};
+pub use outcome::{ErrorKind, GuestExit, OutcomeStatus, RunError, RunOutcome, StopCause};
+pub use tools::ToolCategory;

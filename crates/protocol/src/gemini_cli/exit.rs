@@ -64,7 +64,10 @@ mod tests {
     #[test]
     fn api_errors_fold_back_to_http_status() {
         for (code, http) in [(144, 400), (145, 401), (147, 403), (173, 429), (244, 500)] {
-            assert_eq!(ExitClass::from_code(code), ExitClass::ApiStatus { http_status: http });
+            assert_eq!(
+                ExitClass::from_code(code),
+                ExitClass::ApiStatus { http_status: http }
+            );
         }
     }
 

@@ -227,7 +227,14 @@ pub enum InvalidLine {
 }
 
 /// The `type` strings this version knows.
-pub const KNOWN_TYPES: [&str; 6] = ["init", "message", "tool_use", "tool_result", "error", "result"];
+pub const KNOWN_TYPES: [&str; 6] = [
+    "init",
+    "message",
+    "tool_use",
+    "tool_result",
+    "error",
+    "result",
+];
 
 /// Classifies one stdout line (without its trailing newline). Never panics, never fails.
 pub fn parse_line(line: &str) -> StreamLine {
@@ -277,7 +284,11 @@ mod tests {
     #[test]
     fn parses_tool_result_with_error_and_keeps_unknown_fields() {
         let line = r#"{"type":"tool_result","timestamp":"t","tool_id":"read_file__x","status":"error","output":"o","error":{"type":"invalid_tool_params","message":"m"},"future":1}"#;
-        let StreamLine::Event { event: StreamEvent::ToolResult(r), .. } = parse_line(line) else {
+        let StreamLine::Event {
+            event: StreamEvent::ToolResult(r),
+            ..
+        } = parse_line(line)
+        else {
             panic!("not a tool_result: {:?}", parse_line(line));
         };
         assert_eq!(r.status, Status::Error);
@@ -301,7 +312,10 @@ mod tests {
     fn known_type_with_wrong_shape_is_invalid_not_dropped() {
         let line = r#"{"type":"result","timestamp":"t","status":"success"}"#;
         match parse_line(line) {
-            StreamLine::Invalid { reason: InvalidLine::BadShape { event_type, .. }, raw } => {
+            StreamLine::Invalid {
+                reason: InvalidLine::BadShape { event_type, .. },
+                raw,
+            } => {
                 assert_eq!(event_type, "result");
                 assert_eq!(raw, line);
             }
@@ -311,15 +325,36 @@ mod tests {
 
     #[test]
     fn non_json_non_object_and_untyped_lines_are_invalid() {
-        assert!(matches!(parse_line("{not json"), StreamLine::Invalid { reason: InvalidLine::NotJson(_), .. }));
-        assert!(matches!(parse_line("[1]"), StreamLine::Invalid { reason: InvalidLine::NotAnObject, .. }));
-        assert!(matches!(parse_line(r#"{"a":1}"#), StreamLine::Invalid { reason: InvalidLine::MissingType, .. }));
+        assert!(matches!(
+            parse_line("{not json"),
+            StreamLine::Invalid {
+                reason: InvalidLine::NotJson(_),
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse_line("[1]"),
+            StreamLine::Invalid {
+                reason: InvalidLine::NotAnObject,
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse_line(r#"{"a":1}"#),
+            StreamLine::Invalid {
+                reason: InvalidLine::MissingType,
+                ..
+            }
+        ));
     }
 
     #[test]
     fn event_round_trips_through_serde() {
-        let line = r#"{"type":"message","timestamp":"t","role":"assistant","content":"hi","delta":true}"#;
-        let StreamLine::Event { event, raw } = parse_line(line) else { panic!() };
+        let line =
+            r#"{"type":"message","timestamp":"t","role":"assistant","content":"hi","delta":true}"#;
+        let StreamLine::Event { event, raw } = parse_line(line) else {
+            panic!()
+        };
         assert_eq!(serde_json::to_value(&event).unwrap(), raw);
     }
 }

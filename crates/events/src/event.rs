@@ -1,0 +1,247 @@
+//! Canonical events: one model for every backend.
+//!
+//! Each field's doc says where it comes from: `Source:` names the upstream field (for Gemini CLI:
+//! a stream-json field), `Derived:` says Switchyard computed it. Backends added later map their
+//! own wire fields into the same variants and document their sources here.
+
+use crate::outcome::{OutcomeStatus, RunError};
+use crate::tools::ToolCategory;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// An event with its place in the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// Derived: 0-based position in the run's event sequence, without gaps.
+    pub seq: u64,
+    /// Derived: when Switchyard produced the event (UTC).
+    pub at: DateTime<Utc>,
+    /// Source: the guest's own `timestamp` field, verbatim, when the event came from a guest line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_timestamp: Option<String>,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// The canonical events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    RunStarted(RunStarted),
+    SessionStarted(SessionStarted),
+    UserMessage(UserMessage),
+    AssistantDelta(AssistantDelta),
+    AssistantMessage(AssistantMessage),
+    ToolCall(ToolCall),
+    ToolResult(ToolResult),
+    Warning(Warning),
+    Error(ErrorReport),
+    Usage(Usage),
+    Unrecognized(Unrecognized),
+    RunFinished(RunFinished),
+}
+
+impl Event {
+    /// The `type` tag of this event.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::RunStarted(_) => "run_started",
+            Event::SessionStarted(_) => "session_started",
+            Event::UserMessage(_) => "user_message",
+            Event::AssistantDelta(_) => "assistant_delta",
+            Event::AssistantMessage(_) => "assistant_message",
+            Event::ToolCall(_) => "tool_call",
+            Event::ToolResult(_) => "tool_result",
+            Event::Warning(_) => "warning",
+            Event::Error(_) => "error",
+            Event::Usage(_) => "usage",
+            Event::Unrecognized(_) => "unrecognized",
+            Event::RunFinished(_) => "run_finished",
+        }
+    }
+}
+
+/// Derived: Switchyard started the guest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunStarted {
+    /// Derived: the run id Switchyard assigned.
+    pub run_id: String,
+    /// Derived: backend name, e.g. `gemini-cli`.
+    pub agent: String,
+    /// Derived: the pinned guest version (from the sealed install's manifest).
+    pub agent_version: String,
+    /// Derived: the guest's working directory.
+    pub workdir: String,
+    /// Derived: the model the run asked for (the upstream model name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// The guest opened its session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionStarted {
+    /// Source: stream-json `init.session_id`.
+    pub session_id: String,
+    /// Source: stream-json `init.model` (the configured model, not the routed one).
+    pub model: String,
+}
+
+/// The prompt as the guest received it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserMessage {
+    /// Source: stream-json `message.content` with `role:"user"`.
+    pub text: String,
+}
+
+/// One streamed chunk of assistant text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssistantDelta {
+    /// Source: stream-json `message.content` with `role:"assistant"`, `delta:true`.
+    pub text: String,
+    /// Derived: 0-based model turn (a turn ends when tool results go back to the model).
+    pub turn: u32,
+}
+
+/// All assistant text of one model turn, emitted when the turn's text ends (before its tool
+/// calls, or before the run ends).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssistantMessage {
+    /// Derived: concatenation of the turn's [`AssistantDelta`] texts.
+    pub text: String,
+    /// Derived: 0-based model turn.
+    pub turn: u32,
+}
+
+/// The model asked for a tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Source: stream-json `tool_use.tool_id` (`<name>__<id>`); pairs with [`ToolResult::call_id`].
+    pub call_id: String,
+    /// Derived: `call_id` without the `<name>__` prefix: the `functionCall.id` the model (or the
+    /// gateway) sent, or the CLI's synthesized `<name>_<epochMs>_<n>`.
+    pub model_call_id: String,
+    /// Source: stream-json `tool_use.tool_name`.
+    pub tool_name: String,
+    /// Derived: exact-whitelist category of `tool_name`.
+    pub category: ToolCategory,
+    /// Source: stream-json `tool_use.parameters`, verbatim.
+    pub arguments: Value,
+    /// Derived: 0-based model turn.
+    pub turn: u32,
+}
+
+/// `success` or `error`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    Success,
+    Error,
+}
+
+/// The outcome of a tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// Source: stream-json `tool_result.tool_id`.
+    pub call_id: String,
+    /// Derived: the tool name of the matching [`ToolCall`]; `None` if no call had this id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// Source: stream-json `tool_result.status`.
+    pub status: ToolStatus,
+    /// Source: stream-json `tool_result.output` (only present for string displays; the headless
+    /// transport is lossy here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// Source: stream-json `tool_result.error.{type,message}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ToolError>,
+}
+
+/// A tool's typed error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolError {
+    /// Source: `error.type` (Gemini ToolErrorType, e.g. `invalid_tool_params`).
+    pub kind: String,
+    /// Source: `error.message`.
+    pub message: String,
+}
+
+/// A non-fatal warning.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Warning {
+    /// Source: stream-json `error.message` with `severity:"warning"`, or Derived (then `derived`
+    /// is true), e.g. stdout lines that overflowed the line cap.
+    pub message: String,
+    /// Derived: true when Switchyard produced the warning itself.
+    #[serde(default)]
+    pub derived: bool,
+}
+
+/// A runtime error the guest surfaced; the run may still continue or finish.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorReport {
+    /// Source: stream-json `error.message` with `severity:"error"`.
+    pub message: String,
+}
+
+/// Token usage reported by the guest for the whole run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Source: `result.stats.input_tokens` (prompt tokens, cached included).
+    pub input_tokens: u64,
+    /// Source: `result.stats.cached`.
+    pub cached_tokens: u64,
+    /// Source: `result.stats.output_tokens`.
+    pub output_tokens: u64,
+    /// Source: `result.stats.total_tokens`.
+    pub total_tokens: u64,
+    /// Source: `result.stats.tool_calls`.
+    pub tool_calls: u64,
+    /// Source: `result.stats.duration_ms` (0 in the guest's error results).
+    pub duration_ms: u64,
+    /// Source: `result.stats.models.<name>.{input_tokens, cached, output_tokens, total_tokens}`.
+    #[serde(default)]
+    pub by_model: BTreeMap<String, ModelUsage>,
+}
+
+/// One model's share of [`Usage`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelUsage {
+    pub input_tokens: u64,
+    pub cached_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+}
+
+/// A guest line Switchyard could not map: kept verbatim and counted, never fatal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unrecognized {
+    /// Derived: why it was not mapped (unknown type, not JSON, unexpected shape).
+    pub reason: String,
+    /// Source: the line's `type`, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
+    /// Source: the raw line (JSON value when it parsed, else a string).
+    pub raw: Value,
+}
+
+/// The run ended. Always the last event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunFinished {
+    /// Derived: see [`crate::outcome`] for the rules.
+    pub status: OutcomeStatus,
+    /// Derived: typed error when `status` is not `succeeded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RunError>,
+    /// Derived: the assistant text of the last model turn (the run's answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_text: Option<String>,
+    /// Derived: number of model turns seen.
+    pub turns: u32,
+    /// Derived: guest lines that were kept as [`Unrecognized`].
+    pub unrecognized_lines: u64,
+    /// Source: the guest process exit (code or signal) and whether Switchyard stopped it.
+    pub exit: crate::outcome::GuestExit,
+}

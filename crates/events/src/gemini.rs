@@ -1,0 +1,265 @@
+//! Normalizer: Gemini CLI stream-json lines → canonical [`Event`]s.
+//!
+//! Feed every stdout line with [`GeminiNormalizer::push_line`] (already classified by
+//! `switchyard_protocol::gemini_cli::stream_json::parse_line`), then call
+//! [`GeminiNormalizer::finish`] with the process exit to get the closing events and the typed
+//! outcome. The normalizer never drops a line: unknown and invalid lines become
+//! [`Event::Unrecognized`] and are counted.
+
+use crate::event::{
+    AssistantDelta, AssistantMessage, ErrorReport, Event, ModelUsage, RunFinished, SessionStarted,
+    ToolCall, ToolError, ToolResult, ToolStatus, Unrecognized, Usage, UserMessage, Warning,
+};
+use crate::outcome::{GuestExit, RunOutcome, classify_gemini};
+use crate::tools::gemini_tool_category;
+use serde_json::Value;
+use std::collections::HashMap;
+use switchyard_protocol::gemini_cli::stream_json::{
+    ResultEvent, Role, Severity, Status, StreamEvent, StreamLine,
+};
+
+/// One normalized event plus the guest timestamp it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Normalized {
+    pub event: Event,
+    /// Source: the stream-json `timestamp` of the line that produced the event.
+    pub guest_timestamp: Option<String>,
+}
+
+/// Stateful stream-json → canonical mapping for one run.
+#[derive(Debug, Default)]
+pub struct GeminiNormalizer {
+    turn: u32,
+    saw_model_output: bool,
+    awaiting_next_turn: bool,
+    turn_text: String,
+    last_turn_text: Option<String>,
+    tool_names: HashMap<String, String>,
+    result: Option<ResultEvent>,
+    last_error_message: Option<String>,
+    unrecognized: u64,
+    lines_after_result: u64,
+}
+
+impl GeminiNormalizer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Lines kept as [`Event::Unrecognized`] so far.
+    pub fn unrecognized_lines(&self) -> u64 {
+        self.unrecognized
+    }
+
+    /// Whether the terminal `result` line has been seen.
+    pub fn has_result(&self) -> bool {
+        self.result.is_some()
+    }
+
+    /// Maps one classified line to zero or more events.
+    pub fn push_line(&mut self, line: StreamLine) -> Vec<Normalized> {
+        match line {
+            StreamLine::Event { event, .. } => {
+                let ts = Some(event.timestamp().to_owned());
+                self.map_event(event)
+                    .into_iter()
+                    .map(|event| Normalized {
+                        event,
+                        guest_timestamp: ts.clone(),
+                    })
+                    .collect()
+            }
+            StreamLine::UnknownType { event_type, raw } => {
+                self.unrecognized += 1;
+                let ts = raw
+                    .get("timestamp")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                vec![Normalized {
+                    event: Event::Unrecognized(Unrecognized {
+                        reason: format!("unknown event type \"{event_type}\""),
+                        event_type: Some(event_type),
+                        raw,
+                    }),
+                    guest_timestamp: ts,
+                }]
+            }
+            StreamLine::Invalid { reason, raw } => {
+                self.unrecognized += 1;
+                let event_type = match &reason {
+                    switchyard_protocol::gemini_cli::stream_json::InvalidLine::BadShape {
+                        event_type,
+                        ..
+                    } => Some(event_type.clone()),
+                    _ => None,
+                };
+                vec![Normalized {
+                    event: Event::Unrecognized(Unrecognized {
+                        reason: reason.to_string(),
+                        event_type,
+                        raw: serde_json::from_str(&raw).unwrap_or(Value::String(raw)),
+                    }),
+                    guest_timestamp: None,
+                }]
+            }
+        }
+    }
+
+    fn begin_model_output(&mut self) {
+        if self.awaiting_next_turn {
+            self.turn += 1;
+            self.awaiting_next_turn = false;
+        }
+        self.saw_model_output = true;
+    }
+
+    fn flush_text(&mut self, out: &mut Vec<Event>) {
+        if !self.turn_text.is_empty() {
+            let text = std::mem::take(&mut self.turn_text);
+            self.last_turn_text = Some(text.clone());
+            out.push(Event::AssistantMessage(AssistantMessage {
+                text,
+                turn: self.turn,
+            }));
+        }
+    }
+
+    fn map_event(&mut self, event: StreamEvent) -> Vec<Event> {
+        let mut out = Vec::new();
+        if self.result.is_some() {
+            self.lines_after_result += 1;
+        }
+        match event {
+            StreamEvent::Init(init) => out.push(Event::SessionStarted(SessionStarted {
+                session_id: init.session_id,
+                model: init.model,
+            })),
+            StreamEvent::Message(m) => match m.role {
+                Role::User => out.push(Event::UserMessage(UserMessage { text: m.content })),
+                Role::Assistant => {
+                    self.begin_model_output();
+                    if self.last_turn_text.is_some() && self.turn_text.is_empty() {
+                        // A new text segment of a new turn replaces the previous answer.
+                        self.last_turn_text = None;
+                    }
+                    self.turn_text.push_str(&m.content);
+                    out.push(Event::AssistantDelta(AssistantDelta {
+                        text: m.content,
+                        turn: self.turn,
+                    }));
+                }
+            },
+            StreamEvent::ToolUse(t) => {
+                self.begin_model_output();
+                self.flush_text(&mut out);
+                // The answer of the run is the text of the last turn; a turn with tool calls
+                // is not the last one.
+                self.last_turn_text = None;
+                let model_call_id = t
+                    .tool_id
+                    .strip_prefix(&format!("{}__", t.tool_name))
+                    .unwrap_or(&t.tool_id)
+                    .to_owned();
+                self.tool_names
+                    .insert(t.tool_id.clone(), t.tool_name.clone());
+                out.push(Event::ToolCall(ToolCall {
+                    category: gemini_tool_category(&t.tool_name),
+                    call_id: t.tool_id,
+                    model_call_id,
+                    tool_name: t.tool_name,
+                    arguments: t.parameters,
+                    turn: self.turn,
+                }));
+            }
+            StreamEvent::ToolResult(r) => {
+                self.awaiting_next_turn = true;
+                out.push(Event::ToolResult(ToolResult {
+                    tool_name: self.tool_names.get(&r.tool_id).cloned(),
+                    call_id: r.tool_id,
+                    status: match r.status {
+                        Status::Success => ToolStatus::Success,
+                        Status::Error => ToolStatus::Error,
+                    },
+                    output: r.output,
+                    error: r.error.map(|e| ToolError {
+                        kind: e.kind,
+                        message: e.message,
+                    }),
+                }));
+            }
+            StreamEvent::Error(e) => match e.severity {
+                Severity::Warning => out.push(Event::Warning(Warning {
+                    message: e.message,
+                    derived: false,
+                })),
+                Severity::Error => {
+                    self.last_error_message = Some(e.message.clone());
+                    out.push(Event::Error(ErrorReport { message: e.message }));
+                }
+            },
+            StreamEvent::Result(r) => {
+                self.flush_text(&mut out);
+                let s = &r.stats;
+                out.push(Event::Usage(Usage {
+                    input_tokens: s.input_tokens,
+                    cached_tokens: s.cached,
+                    output_tokens: s.output_tokens,
+                    total_tokens: s.total_tokens,
+                    tool_calls: s.tool_calls,
+                    duration_ms: s.duration_ms,
+                    by_model: s
+                        .models
+                        .iter()
+                        .map(|(name, m)| {
+                            (
+                                name.clone(),
+                                ModelUsage {
+                                    input_tokens: m.input_tokens,
+                                    cached_tokens: m.cached,
+                                    output_tokens: m.output_tokens,
+                                    total_tokens: m.total_tokens,
+                                },
+                            )
+                        })
+                        .collect(),
+                }));
+                self.result = Some(r);
+            }
+        }
+        out
+    }
+
+    /// Closes the run: flushes pending text and returns the final events (ending with
+    /// [`Event::RunFinished`]) and the typed outcome.
+    pub fn finish(mut self, exit: GuestExit) -> (Vec<Event>, RunOutcome) {
+        let mut out = Vec::new();
+        self.flush_text(&mut out);
+        if self.lines_after_result > 0 {
+            out.push(Event::Warning(Warning {
+                message: format!(
+                    "{} event(s) arrived after the result event",
+                    self.lines_after_result
+                ),
+                derived: true,
+            }));
+        }
+        let outcome = classify_gemini(
+            self.result.as_ref(),
+            self.last_error_message.as_deref(),
+            exit,
+        );
+        out.push(Event::RunFinished(RunFinished {
+            status: outcome.status,
+            error: outcome.error.clone(),
+            final_text: self.last_turn_text.clone(),
+            turns: if self.saw_model_output {
+                self.turn + 1
+            } else {
+                0
+            },
+            unrecognized_lines: self.unrecognized,
+            exit,
+        }));
+        (out, outcome)
+    }
+}

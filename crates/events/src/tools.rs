@@ -1,0 +1,137 @@
+//! Tool categories by exact whitelist of Gemini CLI 0.61.0 tool names. Never fuzzy matching:
+//! a name that is not listed is [`ToolCategory::Unknown`] and the raw name is kept by the caller.
+
+use serde::{Deserialize, Serialize};
+
+/// What kind of action a tool call performs. Derived from the tool name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ToolCategory {
+    /// Runs a shell command.
+    Command,
+    /// Reads files or directory listings.
+    FileRead,
+    /// Creates or edits files.
+    FileWrite,
+    /// Asks the user a question.
+    AskUser,
+    /// Searches or fetches the web.
+    Web,
+    /// Planning, bookkeeping, skills, subagents and background-process management.
+    Planning,
+    /// A tool of an MCP server, named `mcp_<server>_<tool>`.
+    Mcp {
+        /// The part of the name up to the first `_` after `mcp_` (server names should avoid `_`).
+        server: String,
+        /// The rest of the name.
+        tool: String,
+    },
+    /// Not in the whitelist.
+    Unknown,
+}
+
+const COMMAND: &[&str] = &["run_shell_command"];
+const FILE_READ: &[&str] = &[
+    "read_file",
+    "read_many_files",
+    "list_directory",
+    "glob",
+    "grep_search",
+];
+const FILE_WRITE: &[&str] = &["replace", "write_file"];
+const ASK_USER: &[&str] = &["ask_user"];
+const WEB: &[&str] = &["google_web_search", "web_fetch"];
+const PLANNING: &[&str] = &[
+    "write_todos",
+    "enter_plan_mode",
+    "exit_plan_mode",
+    "complete_task",
+    "save_memory",
+    "activate_skill",
+    "get_internal_docs",
+    "update_topic",
+    "invoke_agent",
+    "list_background_processes",
+    "read_background_output",
+];
+
+/// Classifies a Gemini CLI tool name.
+pub fn gemini_tool_category(name: &str) -> ToolCategory {
+    let is = |list: &[&str]| list.contains(&name);
+    if is(COMMAND) {
+        ToolCategory::Command
+    } else if is(FILE_READ) {
+        ToolCategory::FileRead
+    } else if is(FILE_WRITE) {
+        ToolCategory::FileWrite
+    } else if is(ASK_USER) {
+        ToolCategory::AskUser
+    } else if is(WEB) {
+        ToolCategory::Web
+    } else if is(PLANNING) {
+        ToolCategory::Planning
+    } else if let Some((server, tool)) = name
+        .strip_prefix("mcp_")
+        .and_then(|rest| rest.split_once('_'))
+        .filter(|(server, tool)| !server.is_empty() && !tool.is_empty())
+    {
+        ToolCategory::Mcp {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+        }
+    } else {
+        ToolCategory::Unknown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_whitelist() {
+        assert_eq!(
+            gemini_tool_category("run_shell_command"),
+            ToolCategory::Command
+        );
+        assert_eq!(gemini_tool_category("grep_search"), ToolCategory::FileRead);
+        assert_eq!(gemini_tool_category("replace"), ToolCategory::FileWrite);
+        assert_eq!(gemini_tool_category("ask_user"), ToolCategory::AskUser);
+        assert_eq!(gemini_tool_category("web_fetch"), ToolCategory::Web);
+        assert_eq!(
+            gemini_tool_category("read_background_output"),
+            ToolCategory::Planning
+        );
+    }
+
+    #[test]
+    fn no_fuzzy_matching() {
+        for name in [
+            "run_shell",
+            "Read_File",
+            "read_file ",
+            "shell",
+            "write_file2",
+            "",
+        ] {
+            assert_eq!(
+                gemini_tool_category(name),
+                ToolCategory::Unknown,
+                "{name:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn mcp_names_split_server_and_tool() {
+        assert_eq!(
+            gemini_tool_category("mcp_echo_echo_twice"),
+            ToolCategory::Mcp {
+                server: "echo".into(),
+                tool: "echo_twice".into()
+            }
+        );
+        assert_eq!(gemini_tool_category("mcp__x"), ToolCategory::Unknown);
+        assert_eq!(gemini_tool_category("mcp_echo"), ToolCategory::Unknown);
+    }
+}
