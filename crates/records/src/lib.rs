@@ -1,1 +1,45 @@
-//! placeholder
+//! Durable records of Switchyard runs: the run itself, its canonical events, the guest's raw output
+//! lines, and every model exchange the gateway relays (guest request, context-policy request,
+//! upstream attempts with raw stream events, assembled messages, timings, usage, delivered calls).
+//!
+//! Producers hold a [`Recorder`] (cheap to clone, `Send + Sync`) and call [`Recorder::record`] with
+//! [`RecordOp`]s; a single writer thread redacts secrets ([`Redactor`]) and commits batches to a
+//! [`RecordStore`] (SQLite by default, [`SqliteStore`]). Readers open a [`SqliteStore`] and use the
+//! [`RecordStore`] trait; [`export`], [`html`] and [`timeline`] render what is stored.
+//!
+//! ```no_run
+//! use switchyard_records::{ExchangeRecord, Recorder, Redactor, ingress};
+//! let recorder = Recorder::open_dir("/tmp/records", Redactor::new(["the-upstream-key"]))?;
+//! let mut exchange = ExchangeRecord::begin(None, ingress::GENERATE_CONTENT, "gemini-2.5-pro",
+//!     serde_json::json!({"contents": []}));
+//! recorder.record_exchange(exchange.clone())?;            // begins: InFlight
+//! exchange.status = switchyard_records::ExchangeStatus::Ok;
+//! recorder.record_exchange(exchange)?;                    // ends: upsert
+//! recorder.close()?;                                      // flush on shutdown
+//! # Ok::<(), switchyard_records::RecordError>(())
+//! ```
+
+pub mod error;
+pub mod model;
+pub mod recorder;
+pub mod redact;
+pub mod sqlite;
+pub mod store;
+
+pub use error::{RecordError, StoreError};
+pub use model::{
+    DeliveredCall, EventRecord, ExchangeRecord, ExchangeStatus, RawLineRecord, RawStream, RecordOp,
+    RunRecord, RunState, RunSummary, TypedError, UpstreamAttempt, Usage, ingress, new_record_id,
+};
+pub use recorder::{Recorder, RecorderOptions, RecorderStats};
+pub use redact::{REDACTED, Redactor};
+pub use sqlite::SqliteStore;
+pub use store::{ExchangeFilter, RecordStore, RecoveryReport};
+
+/// File name of the SQLite store inside a records directory.
+pub const STORE_FILE_NAME: &str = "switchyard.sqlite3";
+
+/// The store path for a records directory: `DIR/switchyard.sqlite3`.
+pub fn store_path(dir: impl AsRef<std::path::Path>) -> std::path::PathBuf {
+    dir.as_ref().join(STORE_FILE_NAME)
+}

@@ -1,0 +1,75 @@
+//! Typed errors of the records crate. Backend-neutral: no SQLite types leak through them.
+
+use thiserror::Error;
+
+/// An error from a [`crate::RecordStore`].
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// The storage backend failed (open, query, write, commit...).
+    #[error("record store backend error while {context}: {message}")]
+    Backend {
+        /// What the store was doing.
+        context: &'static str,
+        /// The backend's message.
+        message: String,
+    },
+    /// The store's files or lock files could not be accessed.
+    #[error("record store I/O error at {path}: {source}")]
+    Io {
+        /// The path involved.
+        path: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A stored record could not be (de)serialized.
+    #[error("record (de)serialization failed for {what}: {source}")]
+    Serde {
+        /// Which record.
+        what: String,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// No run matches the given id or prefix.
+    #[error("no run matches {0:?}")]
+    RunNotFound(String),
+    /// More than one run matches the given prefix.
+    #[error("run prefix {prefix:?} is ambiguous: {count} runs match")]
+    AmbiguousRunPrefix {
+        /// The prefix given.
+        prefix: String,
+        /// How many runs match.
+        count: usize,
+    },
+    /// The database was written by a newer (unknown) schema version.
+    #[error("record store schema version {found} is newer than supported version {supported}")]
+    UnsupportedSchema {
+        /// Version found in the store.
+        found: i64,
+        /// Highest version this build understands.
+        supported: i64,
+    },
+}
+
+/// An error from the [`crate::Recorder`] handle.
+#[derive(Debug, Error)]
+pub enum RecordError {
+    /// The recorder was closed (or its writer thread is gone); the op was not accepted.
+    #[error("recorder is closed")]
+    Closed,
+    /// The writer thread could not persist some ops since the last flush.
+    #[error("recorder failed to persist {failed_ops} op(s); last error: {last_error}")]
+    WriteFailed {
+        /// How many ops failed to persist since the previous flush.
+        failed_ops: u64,
+        /// The most recent store error, rendered.
+        last_error: String,
+    },
+    /// Starting the recorder failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The writer thread could not be spawned.
+    #[error("could not spawn the recorder writer thread: {0}")]
+    Spawn(#[source] std::io::Error),
+}

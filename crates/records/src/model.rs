@@ -1,0 +1,334 @@
+//! The record data model: what Switchyard keeps about runs, their canonical events, the guest's raw
+//! output lines and every model exchange the gateway relays.
+//!
+//! Everything here is plain data (serde-serializable, no I/O). Producers (the backend/run command and
+//! the gateway) build these values and hand them to a [`crate::Recorder`] as [`RecordOp`]s; the
+//! writer thread redacts secrets and persists them. Readers get the same types back from a
+//! [`crate::RecordStore`].
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+/// A new time-sortable record id (UUID v7). Use it for [`RunRecord::id`] and [`ExchangeRecord::id`].
+pub fn new_record_id() -> Uuid {
+    Uuid::now_v7()
+}
+
+/// One run of a guest agent CLI under Switchyard.
+///
+/// Written when the run starts (with `ended_at: None`) and upserted again when it ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Run id, a UUID v7 (sorts by start time).
+    pub id: Uuid,
+    /// Guest agent name, e.g. `"gemini-cli"`.
+    pub agent: String,
+    /// Guest agent version, e.g. `"0.61.0"`.
+    pub agent_version: String,
+    /// The guest command line. The producer must already have removed secrets; the store still
+    /// passes every element through the [`crate::Redactor`].
+    pub argv: Vec<String>,
+    /// Digest (e.g. hex SHA-256) of the effective settings the guest ran with.
+    pub settings_digest: String,
+    /// Working directory of the guest.
+    pub workdir: String,
+    /// Upstream model the gateway routed this run to, when known.
+    pub upstream_model: Option<String>,
+    /// When the run started.
+    pub started_at: DateTime<Utc>,
+    /// When the run ended; `None` while it is still running (or if it never finished).
+    pub ended_at: Option<DateTime<Utc>>,
+    /// Typed outcome of the run, serialized by the caller (e.g. the backend's `RunOutcome`).
+    pub outcome: Option<Value>,
+    /// Lifecycle state. Producers set `Running` and then `Ended`; the store sets `Incomplete` for runs
+    /// whose writer died before it ended them. A run upserted with `ended_at` set is stored as `Ended`.
+    #[serde(default)]
+    pub state: RunState,
+    /// Aggregated counts for the run.
+    #[serde(default)]
+    pub summary: RunSummary,
+    /// Raw guest output lines the producer did not keep because its bound was reached.
+    #[serde(default)]
+    pub raw_lines_dropped: u64,
+}
+
+/// Lifecycle state of a [`RunRecord`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// Started and not ended yet.
+    #[default]
+    Running,
+    /// Ended normally (whatever the outcome).
+    Ended,
+    /// Its writer died before the run ended (crash, SIGKILL); marked when the store is next opened.
+    Incomplete,
+}
+
+impl RunState {
+    /// The stable lowercase name stored in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Ended => "ended",
+            RunState::Incomplete => "incomplete",
+        }
+    }
+}
+
+/// Aggregated counts for one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// Model turns (upstream exchanges that produced an assistant message).
+    pub turns: u32,
+    /// Function/tool calls delivered to the guest.
+    pub tool_calls: u32,
+    /// Prompt tokens (including cached ones).
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+    /// Prompt tokens served from a provider cache.
+    pub cached_tokens: u64,
+    /// Reasoning ("thinking") tokens.
+    pub reasoning_tokens: u64,
+}
+
+/// One canonical event of a run, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// The run this event belongs to.
+    pub run_id: Uuid,
+    /// Position in the run's event sequence (0-based, strictly increasing; re-recording the same
+    /// `seq` replaces the earlier event).
+    pub seq: u64,
+    /// When the event happened.
+    pub at: DateTime<Utc>,
+    /// Event kind (the canonical event's tag, e.g. `"message"`, `"tool_call"`, `"tool_result"`).
+    pub kind: String,
+    /// The canonical event, serialized by the caller.
+    pub event: Value,
+}
+
+/// Which guest output stream a raw line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RawStream {
+    /// The guest's standard output.
+    Stdout,
+    /// The guest's standard error.
+    Stderr,
+}
+
+impl RawStream {
+    /// `"stdout"` or `"stderr"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RawStream::Stdout => "stdout",
+            RawStream::Stderr => "stderr",
+        }
+    }
+}
+
+/// One raw output line of the guest, as read (bounded by the producer; see
+/// [`RunRecord::raw_lines_dropped`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RawLineRecord {
+    /// The run this line belongs to.
+    pub run_id: Uuid,
+    /// Which stream it was read from.
+    pub stream: RawStream,
+    /// Position within that stream (0-based).
+    pub seq: u64,
+    /// The line without its terminator (lossily decoded as UTF-8 by the producer).
+    pub line: String,
+}
+
+/// Ingress API names used in [`ExchangeRecord::ingress_api`].
+pub mod ingress {
+    /// Google `models/{model}:streamGenerateContent`.
+    pub const STREAM_GENERATE_CONTENT: &str = "google.streamGenerateContent";
+    /// Google `models/{model}:generateContent`.
+    pub const GENERATE_CONTENT: &str = "google.generateContent";
+    /// Google `models/{model}:countTokens`.
+    pub const COUNT_TOKENS: &str = "google.countTokens";
+}
+
+/// One model exchange relayed by the gateway: the guest's request, what went upstream (per attempt),
+/// what came back, and what was delivered to the guest.
+///
+/// Lifecycle: upsert it once when it begins (`status: InFlight`) and again when it ends. When a store
+/// is opened after a crash, exchanges still `InFlight` whose writer is gone become `Incomplete`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExchangeRecord {
+    /// Exchange id, a UUID v7 (sorts by receive time).
+    pub id: Uuid,
+    /// The run this exchange belongs to, if the gateway knows it (per-run token).
+    pub run_id: Option<Uuid>,
+    /// Ingress API, one of the [`ingress`] constants.
+    pub ingress_api: String,
+    /// Model name the guest asked for.
+    pub requested_model: String,
+    /// Upstream endpoint URL the exchange was routed to (query-string keys are redacted on write).
+    pub upstream_url: String,
+    /// Upstream model name the exchange was routed to.
+    pub upstream_model: String,
+    /// The guest's original request body, as received.
+    pub guest_request: Value,
+    /// The guest request after the context policy was applied; `None` means unchanged.
+    pub context_request: Option<Value>,
+    /// Every upstream attempt, in order (retries add attempts).
+    pub attempts: Vec<UpstreamAttempt>,
+    /// The assembled upstream assistant message (e.g. an OpenAI chat `message` object with
+    /// `role`, `content`, `tool_calls`).
+    pub upstream_message: Option<Value>,
+    /// The assembled response sent to the guest (e.g. a GenerateContent response; for streams the
+    /// merged chunks).
+    pub guest_response: Option<Value>,
+    /// Exchange status.
+    pub status: ExchangeStatus,
+    /// Typed error when `status` is `Error` (or `Incomplete` after recovery).
+    pub error: Option<TypedError>,
+    /// Upstream retries performed (attempts minus one, unless an attempt was never sent).
+    pub retries: u32,
+    /// When the gateway received the guest request.
+    pub received_at: DateTime<Utc>,
+    /// First upstream response byte of the successful (or last) attempt.
+    pub first_byte_at: Option<DateTime<Utc>>,
+    /// Last upstream response byte of the successful (or last) attempt.
+    pub last_byte_at: Option<DateTime<Utc>>,
+    /// When the response was fully delivered to the guest.
+    pub delivered_at: Option<DateTime<Utc>>,
+    /// Token usage reported upstream.
+    pub usage: Usage,
+    /// Every function call delivered to the guest, in order.
+    pub function_calls: Vec<DeliveredCall>,
+    /// Translation decisions worth knowing about (dropped fields, renamed ids, repaired JSON...).
+    pub notes: Vec<String>,
+}
+
+impl ExchangeRecord {
+    /// A fresh in-flight exchange with a new v7 id, received now, and every optional part empty.
+    pub fn begin(
+        run_id: Option<Uuid>,
+        ingress_api: impl Into<String>,
+        requested_model: impl Into<String>,
+        guest_request: Value,
+    ) -> Self {
+        ExchangeRecord {
+            id: new_record_id(),
+            run_id,
+            ingress_api: ingress_api.into(),
+            requested_model: requested_model.into(),
+            upstream_url: String::new(),
+            upstream_model: String::new(),
+            guest_request,
+            context_request: None,
+            attempts: Vec::new(),
+            upstream_message: None,
+            guest_response: None,
+            status: ExchangeStatus::InFlight,
+            error: None,
+            retries: 0,
+            received_at: Utc::now(),
+            first_byte_at: None,
+            last_byte_at: None,
+            delivered_at: None,
+            usage: Usage::default(),
+            function_calls: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// One request sent upstream and what came back for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UpstreamAttempt {
+    /// The request body the provider received (e.g. an OpenAI chat completions request).
+    pub request: Value,
+    /// HTTP status, if a response head arrived.
+    pub status: Option<u16>,
+    /// Raw SSE `data:` payloads in arrival order, or the whole raw body for non-streaming responses.
+    pub raw_events: Vec<String>,
+    /// Why this attempt failed, if it did.
+    pub error: Option<TypedError>,
+    /// When the request was sent.
+    pub started_at: DateTime<Utc>,
+    /// First response byte.
+    pub first_byte_at: Option<DateTime<Utc>>,
+    /// Last response byte.
+    pub last_byte_at: Option<DateTime<Utc>>,
+}
+
+/// Status of an [`ExchangeRecord`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExchangeStatus {
+    /// Begun, not finished yet.
+    InFlight,
+    /// Completed and delivered.
+    Ok,
+    /// Ended with a typed error.
+    Error,
+    /// Its writer died while it was in flight; marked when the store is next opened.
+    Incomplete,
+}
+
+impl ExchangeStatus {
+    /// The stable lowercase name stored in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExchangeStatus::InFlight => "in_flight",
+            ExchangeStatus::Ok => "ok",
+            ExchangeStatus::Error => "error",
+            ExchangeStatus::Incomplete => "incomplete",
+        }
+    }
+}
+
+/// A typed error: a stable machine-readable `kind` and a human message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TypedError {
+    /// Stable kind, e.g. `"upstream_status"`, `"upstream_timeout"`, `"translate"`, `"interrupted"`.
+    pub kind: String,
+    /// Human-readable detail.
+    pub message: String,
+}
+
+/// Token usage of one exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens (including cached ones).
+    pub input: u64,
+    /// Prompt tokens served from cache.
+    pub cached: u64,
+    /// Completion tokens.
+    pub output: u64,
+    /// Reasoning tokens.
+    pub reasoning: u64,
+}
+
+/// A function call delivered to the guest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliveredCall {
+    /// Call id as delivered (the id the guest will answer with).
+    pub id: String,
+    /// Function name.
+    pub name: String,
+    /// Parsed arguments object.
+    pub arguments: Value,
+}
+
+/// One write for the recorder. Every op is an idempotent upsert or append-by-key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RecordOp {
+    /// Insert or replace a run.
+    UpsertRun(RunRecord),
+    /// Insert or replace the event `(run_id, seq)`.
+    Event(EventRecord),
+    /// Insert or replace the raw line `(run_id, stream, seq)`.
+    RawLine(RawLineRecord),
+    /// Insert or replace an exchange (begin and end of its lifecycle).
+    UpsertExchange(Box<ExchangeRecord>),
+}

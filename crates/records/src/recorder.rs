@@ -1,0 +1,366 @@
+//! The [`Recorder`]: a cheap, cloneable handle that queues record ops for one writer thread.
+//!
+//! The queue is bounded ([`RecorderOptions::queue_capacity`]); when it is full, `record` blocks until
+//! the writer catches up (backpressure) instead of dropping records. The writer drains the queue in
+//! batches, redacts every op, and applies each batch in one transaction. `flush` waits until
+//! everything queued before it is committed; `close` (or dropping the last handle) flushes and stops
+//! the writer. [`Recorder::disabled`] is the "records off" recorder: it accepts and discards.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvError, SyncSender, TryRecvError, sync_channel};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::thread::JoinHandle;
+
+use crate::error::{RecordError, StoreError};
+use crate::model::{EventRecord, ExchangeRecord, RawLineRecord, RecordOp, RunRecord};
+use crate::redact::Redactor;
+use crate::sqlite::SqliteStore;
+use crate::store::RecordStore;
+
+/// Tuning of the writer queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecorderOptions {
+    /// Ops the queue holds before `record` blocks.
+    pub queue_capacity: usize,
+    /// Most ops committed in one transaction.
+    pub max_batch: usize,
+}
+
+impl Default for RecorderOptions {
+    fn default() -> Self {
+        RecorderOptions {
+            queue_capacity: 4096,
+            max_batch: 512,
+        }
+    }
+}
+
+/// Counters of a recorder's writer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecorderStats {
+    /// Ops committed.
+    pub written_ops: u64,
+    /// Ops that could not be persisted (ever).
+    pub failed_ops: u64,
+    /// Transactions committed.
+    pub batches: u64,
+}
+
+enum Message {
+    Op(RecordOp),
+    Flush(SyncSender<()>),
+    Close,
+}
+
+#[derive(Default)]
+struct WriterStatus {
+    written_ops: AtomicU64,
+    failed_ops: AtomicU64,
+    failed_since_flush: AtomicU64,
+    batches: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+struct Shared {
+    sender: SyncSender<Message>,
+    closed: AtomicBool,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    redactor: Arc<RwLock<Redactor>>,
+    status: Arc<WriterStatus>,
+}
+
+impl Shared {
+    fn stop_writer(&self) {
+        if !self.closed.swap(true, Ordering::SeqCst) {
+            // The writer may already be gone (it only exits on Close or when the store panicked).
+            let _ = self.sender.send(Message::Close);
+        }
+        let handle = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.stop_writer();
+    }
+}
+
+/// Handle for recording runs, events, raw lines and exchanges. Clone it freely (it is an `Arc`).
+#[derive(Clone)]
+pub struct Recorder {
+    shared: Option<Arc<Shared>>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("enabled", &self.is_enabled())
+            .finish()
+    }
+}
+
+impl Recorder {
+    /// A recorder that accepts every op and stores nothing ("records off").
+    pub fn disabled() -> Self {
+        Recorder { shared: None }
+    }
+
+    /// Opens (or creates) the SQLite store at `path`, recovers what a crashed writer left in
+    /// flight, and starts the writer thread with default options.
+    pub fn open_sqlite(path: impl AsRef<Path>, redactor: Redactor) -> Result<Self, RecordError> {
+        let store = SqliteStore::open(path)?;
+        Recorder::start(Box::new(store), redactor, RecorderOptions::default())
+    }
+
+    /// Opens the store `DIR/switchyard.sqlite3` (creating `DIR`), as [`Recorder::open_sqlite`].
+    pub fn open_dir(dir: impl AsRef<Path>, redactor: Redactor) -> Result<Self, RecordError> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        Recorder::open_sqlite(crate::store_path(dir), redactor)
+    }
+
+    /// Starts a writer thread that owns `store`.
+    pub fn start(
+        store: Box<dyn RecordStore>,
+        redactor: Redactor,
+        options: RecorderOptions,
+    ) -> Result<Self, RecordError> {
+        let (sender, receiver) = sync_channel(options.queue_capacity.max(1));
+        let redactor = Arc::new(RwLock::new(redactor));
+        let status = Arc::new(WriterStatus::default());
+        let writer = Writer {
+            store,
+            receiver,
+            redactor: Arc::clone(&redactor),
+            status: Arc::clone(&status),
+            max_batch: options.max_batch.max(1),
+        };
+        let handle = std::thread::Builder::new()
+            .name("switchyard-records-writer".into())
+            .spawn(move || writer.run())
+            .map_err(RecordError::Spawn)?;
+        Ok(Recorder {
+            shared: Some(Arc::new(Shared {
+                sender,
+                closed: AtomicBool::new(false),
+                writer: Mutex::new(Some(handle)),
+                redactor,
+                status,
+            })),
+        })
+    }
+
+    /// False for [`Recorder::disabled`].
+    pub fn is_enabled(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// Queues one op. Returns at once unless the queue is full, in which case it waits for room.
+    pub fn record(&self, op: RecordOp) -> Result<(), RecordError> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        if shared.closed.load(Ordering::Acquire) {
+            return Err(RecordError::Closed);
+        }
+        shared
+            .sender
+            .send(Message::Op(op))
+            .map_err(|_| RecordError::Closed)
+    }
+
+    /// Queues an upsert of `run`.
+    pub fn record_run(&self, run: RunRecord) -> Result<(), RecordError> {
+        self.record(RecordOp::UpsertRun(run))
+    }
+
+    /// Queues one canonical event.
+    pub fn record_event(&self, event: EventRecord) -> Result<(), RecordError> {
+        self.record(RecordOp::Event(event))
+    }
+
+    /// Queues one raw guest line.
+    pub fn record_raw_line(&self, line: RawLineRecord) -> Result<(), RecordError> {
+        self.record(RecordOp::RawLine(line))
+    }
+
+    /// Queues an upsert of `exchange` (call it when the exchange begins and when it ends).
+    pub fn record_exchange(&self, exchange: ExchangeRecord) -> Result<(), RecordError> {
+        self.record(RecordOp::UpsertExchange(Box::new(exchange)))
+    }
+
+    /// Registers one more secret to redact (e.g. a per-run token). It applies to every op the
+    /// writer has not written yet, including ones already queued.
+    pub fn add_secret(&self, secret: impl Into<String>) {
+        if let Some(shared) = &self.shared {
+            shared
+                .redactor
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .add_secret(secret);
+        }
+    }
+
+    /// Waits until every op queued before this call is committed. Reports ops that failed to
+    /// persist since the previous flush.
+    pub fn flush(&self) -> Result<(), RecordError> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        let (done_sender, done) = sync_channel(1);
+        shared
+            .sender
+            .send(Message::Flush(done_sender))
+            .map_err(|_| RecordError::Closed)?;
+        done.recv().map_err(|_| RecordError::Closed)?;
+        take_failures(&shared.status)
+    }
+
+    /// Flushes and stops the writer thread. Later `record` calls on any clone return
+    /// [`RecordError::Closed`]. Closing twice is fine.
+    pub fn close(&self) -> Result<(), RecordError> {
+        let Some(shared) = &self.shared else {
+            return Ok(());
+        };
+        shared.stop_writer();
+        take_failures(&shared.status)
+    }
+
+    /// Writer counters so far.
+    pub fn stats(&self) -> RecorderStats {
+        let Some(shared) = &self.shared else {
+            return RecorderStats::default();
+        };
+        RecorderStats {
+            written_ops: shared.status.written_ops.load(Ordering::Relaxed),
+            failed_ops: shared.status.failed_ops.load(Ordering::Relaxed),
+            batches: shared.status.batches.load(Ordering::Relaxed),
+        }
+    }
+}
+
+fn take_failures(status: &WriterStatus) -> Result<(), RecordError> {
+    let failed_ops = status.failed_since_flush.swap(0, Ordering::AcqRel);
+    if failed_ops == 0 {
+        return Ok(());
+    }
+    let last_error = status
+        .last_error
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+        .unwrap_or_default();
+    Err(RecordError::WriteFailed {
+        failed_ops,
+        last_error,
+    })
+}
+
+struct Writer {
+    store: Box<dyn RecordStore>,
+    receiver: Receiver<Message>,
+    redactor: Arc<RwLock<Redactor>>,
+    status: Arc<WriterStatus>,
+    max_batch: usize,
+}
+
+impl Writer {
+    fn run(mut self) {
+        let mut batch = Vec::with_capacity(self.max_batch);
+        let mut flushes = Vec::new();
+        let mut closing = false;
+        while !closing {
+            match self.receiver.recv() {
+                Ok(message) => closing = self.take(message, &mut batch, &mut flushes),
+                Err(RecvError) => closing = true,
+            }
+            while !closing && batch.len() < self.max_batch {
+                match self.receiver.try_recv() {
+                    Ok(message) => closing = self.take(message, &mut batch, &mut flushes),
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+                }
+            }
+            if closing {
+                // Keep whatever other clones queued before the close was seen.
+                while let Ok(message) = self.receiver.try_recv() {
+                    self.take(message, &mut batch, &mut flushes);
+                    if batch.len() >= self.max_batch {
+                        self.write(&mut batch);
+                    }
+                }
+            }
+            self.write(&mut batch);
+            for flush in flushes.drain(..) {
+                let _ = flush.send(());
+            }
+        }
+    }
+
+    /// Sorts one message into the batch; returns true for `Close`.
+    fn take(
+        &self,
+        message: Message,
+        batch: &mut Vec<RecordOp>,
+        flushes: &mut Vec<SyncSender<()>>,
+    ) -> bool {
+        match message {
+            Message::Op(op) => batch.push(op),
+            Message::Flush(done) => flushes.push(done),
+            Message::Close => return true,
+        }
+        false
+    }
+
+    fn write(&mut self, batch: &mut Vec<RecordOp>) {
+        if batch.is_empty() {
+            return;
+        }
+        {
+            let redactor = self.redactor.read().unwrap_or_else(PoisonError::into_inner);
+            batch.iter_mut().for_each(|op| redactor.redact_op(op));
+        }
+        match self.store.apply(batch) {
+            Ok(()) => self.count_written(batch.len()),
+            Err(_) => {
+                // Retry one op per transaction so one bad op cannot sink the others.
+                for op in batch.iter() {
+                    match self.store.apply(std::slice::from_ref(op)) {
+                        Ok(()) => self.count_written(1),
+                        Err(error) => self.count_failed(&error),
+                    }
+                }
+            }
+        }
+        batch.clear();
+    }
+
+    fn count_written(&self, ops: usize) {
+        self.status
+            .written_ops
+            .fetch_add(ops as u64, Ordering::Relaxed);
+        self.status.batches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn count_failed(&self, error: &StoreError) {
+        self.status.failed_ops.fetch_add(1, Ordering::Relaxed);
+        self.status
+            .failed_since_flush
+            .fetch_add(1, Ordering::AcqRel);
+        *self
+            .status
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
+    }
+}

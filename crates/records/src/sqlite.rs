@@ -1,0 +1,617 @@
+//! The embedded SQLite record store (WAL, busy timeout, one transaction per batch).
+//!
+//! Each store instance registers itself as a *writer* by holding an exclusive lock on
+//! `<db>.writers/<writer-id>.lock` for as long as it is open. Rows it writes carry that writer id.
+//! Opening a store recovers rows left in flight by writers whose lock file is no longer held (the
+//! process died, even by SIGKILL): their in-flight exchanges and unfinished runs become
+//! `Incomplete`. Rows of writers still alive in other processes are left alone.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use uuid::Uuid;
+
+use crate::error::StoreError;
+use crate::model::{
+    EventRecord, ExchangeRecord, ExchangeStatus, RawLineRecord, RawStream, RecordOp, RunRecord,
+    RunState, TypedError,
+};
+use crate::store::{ExchangeFilter, RecordStore, RecoveryReport};
+
+/// Schema version stored in `PRAGMA user_version`.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// How long a writer waits for another process's transaction before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(15);
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS runs (
+    id             TEXT PRIMARY KEY,          -- UUID v7, hyphenated lowercase (sorts by time)
+    writer_id      TEXT NOT NULL,             -- store instance that last wrote the row
+    agent          TEXT NOT NULL,
+    upstream_model TEXT,
+    started_at     TEXT NOT NULL,             -- RFC 3339, UTC
+    ended_at       TEXT,
+    state          TEXT NOT NULL,             -- running | ended | incomplete
+    record         TEXT NOT NULL              -- the whole RunRecord as JSON
+);
+CREATE TABLE IF NOT EXISTS events (
+    run_id TEXT NOT NULL,
+    seq    INTEGER NOT NULL,
+    at     TEXT NOT NULL,
+    kind   TEXT NOT NULL,
+    event  TEXT NOT NULL,                     -- canonical event JSON
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS raw_lines (
+    run_id TEXT NOT NULL,
+    stream TEXT NOT NULL,                     -- stdout | stderr
+    seq    INTEGER NOT NULL,
+    line   TEXT NOT NULL,
+    PRIMARY KEY (run_id, stream, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS exchanges (
+    id             TEXT PRIMARY KEY,          -- UUID v7
+    run_id         TEXT,
+    writer_id      TEXT NOT NULL,
+    status         TEXT NOT NULL,             -- in_flight | ok | error | incomplete
+    ingress_api    TEXT NOT NULL,
+    upstream_model TEXT NOT NULL,
+    received_at    TEXT NOT NULL,
+    record         TEXT NOT NULL              -- the whole ExchangeRecord as JSON
+);
+CREATE INDEX IF NOT EXISTS exchanges_by_run ON exchanges (run_id, id);
+CREATE INDEX IF NOT EXISTS exchanges_in_flight ON exchanges (writer_id) WHERE status = 'in_flight';
+CREATE INDEX IF NOT EXISTS runs_running ON runs (writer_id) WHERE state = 'running';
+"#;
+
+/// The SQLite implementation of [`RecordStore`].
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+    writer: WriterLock,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .field("writer_id", &self.writer.id)
+            .finish()
+    }
+}
+
+/// The exclusive lock that proves this store instance is alive.
+struct WriterLock {
+    id: Uuid,
+    path: PathBuf,
+    _file: File,
+}
+
+impl Drop for WriterLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn backend(context: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
+    move |error| StoreError::Backend {
+        context,
+        message: error.to_string(),
+    }
+}
+
+fn io_error(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|source| StoreError::Serde {
+        what: what.to_owned(),
+        source,
+    })
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|source| StoreError::Serde {
+        what: what.to_owned(),
+        source,
+    })
+}
+
+fn timestamp(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+fn parse_timestamp(text: &str) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|at| at.with_timezone(&Utc))
+        .map_err(|error| StoreError::Backend {
+            context: "reading a timestamp",
+            message: format!("{text:?}: {error}"),
+        })
+}
+
+fn parse_uuid(text: &str) -> Result<Uuid, StoreError> {
+    Uuid::parse_str(text).map_err(|error| StoreError::Backend {
+        context: "reading an id",
+        message: format!("{text:?}: {error}"),
+    })
+}
+
+fn writers_dir(db_path: &Path) -> PathBuf {
+    let mut name = db_path.as_os_str().to_owned();
+    name.push(".writers");
+    PathBuf::from(name)
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the store at `path`: WAL mode, schema, a writer lock for this instance,
+    /// then crash recovery of dead writers' rows.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let conn = Connection::open(&path).map_err(backend("opening the database"))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(backend("setting busy_timeout"))?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(backend("enabling WAL"))?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(backend("setting synchronous"))?;
+        let found: i64 = conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .map_err(backend("reading user_version"))?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::UnsupportedSchema {
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if found < SCHEMA_VERSION {
+            let tx = conn
+                .unchecked_transaction()
+                .map_err(backend("starting schema setup"))?;
+            tx.execute_batch(SCHEMA)
+                .map_err(backend("creating the schema"))?;
+            tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+                .map_err(backend("writing user_version"))?;
+            tx.commit().map_err(backend("committing the schema"))?;
+        }
+        let writer = register_writer(&path)?;
+        let mut store = SqliteStore { conn, path, writer };
+        store.recover()?;
+        Ok(store)
+    }
+
+    /// The database file path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// This instance's writer id (stored on every run and exchange row it writes).
+    pub fn writer_id(&self) -> Uuid {
+        self.writer.id
+    }
+
+    /// Result of `PRAGMA integrity_check` (`"ok"` when the database is sound).
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        self.conn
+            .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+            .map_err(backend("running integrity_check"))
+    }
+
+    /// Writes the WAL back into the main database file (`PRAGMA wal_checkpoint(TRUNCATE)`).
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(backend("checkpointing"))
+    }
+
+    fn apply_op(tx: &Transaction<'_>, writer: &str, op: &RecordOp) -> Result<(), StoreError> {
+        match op {
+            RecordOp::UpsertRun(run) => {
+                let mut run = run.clone();
+                if run.ended_at.is_some() && run.state == RunState::Running {
+                    run.state = RunState::Ended;
+                }
+                let record = to_json("run", &run)?;
+                tx.prepare_cached(
+                    "INSERT INTO runs (id, writer_id, agent, upstream_model, started_at, ended_at, state, record)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                     ON CONFLICT (id) DO UPDATE SET writer_id = excluded.writer_id, agent = excluded.agent,
+                       upstream_model = excluded.upstream_model, started_at = excluded.started_at,
+                       ended_at = excluded.ended_at, state = excluded.state, record = excluded.record",
+                )
+                .and_then(|mut statement| {
+                    statement.execute(params![
+                        run.id.to_string(),
+                        writer,
+                        run.agent,
+                        run.upstream_model,
+                        timestamp(run.started_at),
+                        run.ended_at.map(timestamp),
+                        run.state.as_str(),
+                        record
+                    ])
+                })
+                .map_err(backend("writing a run"))?;
+            }
+            RecordOp::Event(event) => {
+                let body = to_json("event", &event.event)?;
+                tx.prepare_cached(
+                    "INSERT OR REPLACE INTO events (run_id, seq, at, kind, event) VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .and_then(|mut statement| {
+                    statement.execute(params![
+                        event.run_id.to_string(),
+                        event.seq as i64,
+                        timestamp(event.at),
+                        event.kind,
+                        body
+                    ])
+                })
+                .map_err(backend("writing an event"))?;
+            }
+            RecordOp::RawLine(line) => {
+                tx.prepare_cached(
+                    "INSERT OR REPLACE INTO raw_lines (run_id, stream, seq, line) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .and_then(|mut statement| {
+                    statement.execute(params![
+                        line.run_id.to_string(),
+                        line.stream.as_str(),
+                        line.seq as i64,
+                        line.line
+                    ])
+                })
+                .map_err(backend("writing a raw line"))?;
+            }
+            RecordOp::UpsertExchange(exchange) => {
+                let record = to_json("exchange", exchange)?;
+                tx.prepare_cached(
+                    "INSERT INTO exchanges (id, run_id, writer_id, status, ingress_api, upstream_model, received_at, record)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                     ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, writer_id = excluded.writer_id,
+                       status = excluded.status, ingress_api = excluded.ingress_api,
+                       upstream_model = excluded.upstream_model, received_at = excluded.received_at,
+                       record = excluded.record",
+                )
+                .and_then(|mut statement| {
+                    statement.execute(params![
+                        exchange.id.to_string(),
+                        exchange.run_id.map(|id| id.to_string()),
+                        writer,
+                        exchange.status.as_str(),
+                        exchange.ingress_api,
+                        exchange.upstream_model,
+                        timestamp(exchange.received_at),
+                        record
+                    ])
+                })
+                .map_err(backend("writing an exchange"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writer ids with unfinished rows, or with a lock file on disk.
+    fn candidate_writers(&self) -> Result<Vec<String>, StoreError> {
+        let mut statement = self
+            .conn
+            .prepare(
+                "SELECT writer_id FROM exchanges WHERE status = 'in_flight'
+                 UNION SELECT writer_id FROM runs WHERE state = 'running'",
+            )
+            .map_err(backend("finding unfinished rows"))?;
+        let mut writers: Vec<String> = statement
+            .query_map([], |row| row.get(0))
+            .and_then(Iterator::collect)
+            .map_err(backend("finding unfinished rows"))?;
+        let dir = writers_dir(&self.path);
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if let Some(id) = name.strip_suffix(".lock")
+                    && !writers.iter().any(|known| known == id)
+                {
+                    writers.push(id.to_owned());
+                }
+            }
+        }
+        Ok(writers)
+    }
+
+    fn mark_writer_incomplete(&mut self, writer: &str) -> Result<(u64, u64), StoreError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(backend("starting recovery"))?;
+        let mut exchanges = 0;
+        let mut runs = 0;
+        {
+            let mut select = tx
+                .prepare("SELECT id, record FROM exchanges WHERE writer_id = ?1 AND status = 'in_flight'")
+                .map_err(backend("reading in-flight exchanges"))?;
+            let rows: Vec<(String, String)> = select
+                .query_map([writer], |row| Ok((row.get(0)?, row.get(1)?)))
+                .and_then(Iterator::collect)
+                .map_err(backend("reading in-flight exchanges"))?;
+            for (id, record) in rows {
+                let mut exchange: ExchangeRecord = from_json("exchange", &record)?;
+                exchange.status = ExchangeStatus::Incomplete;
+                exchange.error.get_or_insert_with(|| TypedError {
+                    kind: "interrupted".into(),
+                    message: "the recording process stopped before the exchange ended".into(),
+                });
+                tx.execute(
+                    "UPDATE exchanges SET status = 'incomplete', record = ?2 WHERE id = ?1",
+                    params![id, to_json("exchange", &exchange)?],
+                )
+                .map_err(backend("marking an exchange incomplete"))?;
+                exchanges += 1;
+            }
+            let mut select = tx
+                .prepare("SELECT id, record FROM runs WHERE writer_id = ?1 AND state = 'running'")
+                .map_err(backend("reading running runs"))?;
+            let rows: Vec<(String, String)> = select
+                .query_map([writer], |row| Ok((row.get(0)?, row.get(1)?)))
+                .and_then(Iterator::collect)
+                .map_err(backend("reading running runs"))?;
+            for (id, record) in rows {
+                let mut run: RunRecord = from_json("run", &record)?;
+                run.state = RunState::Incomplete;
+                tx.execute(
+                    "UPDATE runs SET state = 'incomplete', record = ?2 WHERE id = ?1",
+                    params![id, to_json("run", &run)?],
+                )
+                .map_err(backend("marking a run incomplete"))?;
+                runs += 1;
+            }
+        }
+        tx.commit().map_err(backend("committing recovery"))?;
+        Ok((exchanges, runs))
+    }
+
+    fn read_exchanges(
+        &self,
+        sql: &str,
+        param: Option<String>,
+    ) -> Result<Vec<ExchangeRecord>, StoreError> {
+        let mut statement = self
+            .conn
+            .prepare_cached(sql)
+            .map_err(backend("reading exchanges"))?;
+        let params: Vec<String> = param.into_iter().collect();
+        let rows: Vec<String> = statement
+            .query_map(rusqlite::params_from_iter(params), |row| row.get(0))
+            .and_then(Iterator::collect)
+            .map_err(backend("reading exchanges"))?;
+        rows.iter()
+            .map(|record| from_json("exchange", record))
+            .collect()
+    }
+}
+
+/// Creates and exclusively locks `<db>.writers/<new id>.lock`.
+fn register_writer(db_path: &Path) -> Result<WriterLock, StoreError> {
+    let dir = writers_dir(db_path);
+    std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+    let id = Uuid::now_v7();
+    let path = dir.join(format!("{id}.lock"));
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(&path)
+        .map_err(io_error(&path))?;
+    file.lock().map_err(io_error(&path))?;
+    Ok(WriterLock {
+        id,
+        path,
+        _file: file,
+    })
+}
+
+/// True when the writer's lock file is held by a live process.
+fn writer_is_alive(db_path: &Path, writer: &str) -> Result<bool, StoreError> {
+    let path = writers_dir(db_path).join(format!("{writer}.lock"));
+    let file = match OpenOptions::new().write(true).open(&path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(error) => return Err(io_error(&path)(error)),
+    };
+    match file.try_lock() {
+        Ok(()) => {
+            // Nobody holds it: the writer is gone. Remove its lock file while we hold the lock.
+            let _ = std::fs::remove_file(&path);
+            Ok(false)
+        }
+        Err(TryLockError::WouldBlock) => Ok(true),
+        Err(TryLockError::Error(error)) => Err(io_error(&path)(error)),
+    }
+}
+
+impl RecordStore for SqliteStore {
+    fn apply(&mut self, ops: &[RecordOp]) -> Result<(), StoreError> {
+        let writer = self.writer.id.to_string();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(backend("starting a write transaction"))?;
+        for op in ops {
+            SqliteStore::apply_op(&tx, &writer, op)?;
+        }
+        tx.commit().map_err(backend("committing a batch"))
+    }
+
+    fn recover(&mut self) -> Result<RecoveryReport, StoreError> {
+        let mut report = RecoveryReport::default();
+        let own = self.writer.id.to_string();
+        for writer in self.candidate_writers()? {
+            if writer == own || writer_is_alive(&self.path, &writer)? {
+                continue;
+            }
+            let (exchanges, runs) = self.mark_writer_incomplete(&writer)?;
+            report.exchanges_marked_incomplete += exchanges;
+            report.runs_marked_incomplete += runs;
+            report.dead_writers += 1;
+        }
+        Ok(report)
+    }
+
+    fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        let mut statement = self
+            .conn
+            .prepare_cached("SELECT record FROM runs ORDER BY id")
+            .map_err(backend("reading runs"))?;
+        let rows: Vec<String> = statement
+            .query_map([], |row| row.get(0))
+            .and_then(Iterator::collect)
+            .map_err(backend("reading runs"))?;
+        rows.iter().map(|record| from_json("run", record)).collect()
+    }
+
+    fn run(&self, id: Uuid) -> Result<Option<RunRecord>, StoreError> {
+        let record: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT record FROM runs WHERE id = ?1",
+                [id.to_string()],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(backend("reading a run"))?;
+        record.map(|record| from_json("run", &record)).transpose()
+    }
+
+    fn resolve_run(&self, id_or_prefix: &str) -> Result<RunRecord, StoreError> {
+        let needle: String = id_or_prefix
+            .chars()
+            .filter(|c| *c != '-')
+            .collect::<String>()
+            .to_ascii_lowercase();
+        if needle.is_empty() || !needle.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(StoreError::RunNotFound(id_or_prefix.to_owned()));
+        }
+        let mut statement = self
+            .conn
+            .prepare(
+                "SELECT record FROM runs WHERE replace(id, '-', '') LIKE ?1 || '%' ORDER BY id",
+            )
+            .map_err(backend("resolving a run prefix"))?;
+        let rows: Vec<String> = statement
+            .query_map([&needle], |row| row.get(0))
+            .and_then(Iterator::collect)
+            .map_err(backend("resolving a run prefix"))?;
+        match rows.as_slice() {
+            [] => Err(StoreError::RunNotFound(id_or_prefix.to_owned())),
+            [record] => from_json("run", record),
+            many => Err(StoreError::AmbiguousRunPrefix {
+                prefix: id_or_prefix.to_owned(),
+                count: many.len(),
+            }),
+        }
+    }
+
+    fn events(&self, run_id: Uuid) -> Result<Vec<EventRecord>, StoreError> {
+        let mut statement = self
+            .conn
+            .prepare_cached(
+                "SELECT seq, at, kind, event FROM events WHERE run_id = ?1 ORDER BY seq",
+            )
+            .map_err(backend("reading events"))?;
+        let rows: Vec<(i64, String, String, String)> = statement
+            .query_map([run_id.to_string()], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+            })
+            .and_then(Iterator::collect)
+            .map_err(backend("reading events"))?;
+        rows.into_iter()
+            .map(|(seq, at, kind, event)| {
+                Ok(EventRecord {
+                    run_id,
+                    seq: seq as u64,
+                    at: parse_timestamp(&at)?,
+                    kind,
+                    event: from_json("event", &event)?,
+                })
+            })
+            .collect()
+    }
+
+    fn raw_lines(&self, run_id: Uuid) -> Result<Vec<RawLineRecord>, StoreError> {
+        let mut statement = self
+            .conn
+            .prepare_cached(
+                "SELECT stream, seq, line FROM raw_lines WHERE run_id = ?1 ORDER BY stream DESC, seq",
+            )
+            .map_err(backend("reading raw lines"))?;
+        let rows: Vec<(String, i64, String)> = statement
+            .query_map([run_id.to_string()], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })
+            .and_then(Iterator::collect)
+            .map_err(backend("reading raw lines"))?;
+        rows.into_iter()
+            .map(|(stream, seq, line)| {
+                let stream = match stream.as_str() {
+                    "stdout" => RawStream::Stdout,
+                    "stderr" => RawStream::Stderr,
+                    other => {
+                        return Err(StoreError::Backend {
+                            context: "reading raw lines",
+                            message: format!("unknown stream {other:?}"),
+                        });
+                    }
+                };
+                Ok(RawLineRecord {
+                    run_id,
+                    stream,
+                    seq: seq as u64,
+                    line,
+                })
+            })
+            .collect()
+    }
+
+    fn exchanges(&self, filter: ExchangeFilter) -> Result<Vec<ExchangeRecord>, StoreError> {
+        match filter {
+            ExchangeFilter::All => {
+                self.read_exchanges("SELECT record FROM exchanges ORDER BY id", None)
+            }
+            ExchangeFilter::Run(run_id) => self.read_exchanges(
+                "SELECT record FROM exchanges WHERE run_id = ?1 ORDER BY id",
+                Some(run_id.to_string()),
+            ),
+            ExchangeFilter::Unattributed => self.read_exchanges(
+                "SELECT record FROM exchanges WHERE run_id IS NULL ORDER BY id",
+                None,
+            ),
+        }
+    }
+
+    fn exchange(&self, id: Uuid) -> Result<Option<ExchangeRecord>, StoreError> {
+        let record: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT record FROM exchanges WHERE id = ?1",
+                [id.to_string()],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(backend("reading an exchange"))?;
+        record
+            .map(|record| from_json("exchange", &record))
+            .transpose()
+    }
+}
+
+/// Parses a stored id column (exposed for tests and tools that read the database directly).
+pub fn parse_record_id(text: &str) -> Result<Uuid, StoreError> {
+    parse_uuid(text)
+}
