@@ -4,4 +4,5 @@
 //! beyond loopback.
 
 pub mod chat_upstream;
+pub mod genai_upstream;
 pub mod guest;
