@@ -230,8 +230,13 @@ impl GeminiNormalizer {
     }
 
     /// Closes the run: flushes pending text and returns the final events (ending with
-    /// [`Event::RunFinished`]) and the typed outcome.
-    pub fn finish(mut self, exit: GuestExit) -> (Vec<Event>, RunOutcome) {
+    /// [`Event::RunFinished`]) and the typed outcome. `fallback_message` (e.g. the guest's last
+    /// stderr lines) is used when neither a `result` nor an `error` event said what went wrong.
+    pub fn finish(
+        mut self,
+        exit: GuestExit,
+        fallback_message: Option<&str>,
+    ) -> (Vec<Event>, RunOutcome) {
         let mut out = Vec::new();
         self.flush_text(&mut out);
         if self.lines_after_result > 0 {
@@ -243,11 +248,8 @@ impl GeminiNormalizer {
                 derived: true,
             }));
         }
-        let outcome = classify_gemini(
-            self.result.as_ref(),
-            self.last_error_message.as_deref(),
-            exit,
-        );
+        let message = self.last_error_message.as_deref().or(fallback_message);
+        let outcome = classify_gemini(self.result.as_ref(), message, exit);
         out.push(Event::RunFinished(RunFinished {
             status: outcome.status,
             error: outcome.error.clone(),
