@@ -1,1 +1,67 @@
-//! placeholder
+//! # switchyard-translate
+//!
+//! Pure protocol crate (no I/O): Google GenerateContent wire types ([`google`]), OpenAI Chat
+//! Completions wire types ([`openai`]) and the translation between them, used by the gateway.
+//!
+//! ## Request direction (guest -> upstream)
+//! * [`parse_request`] + [`translate_request`] turn a `:generateContent` / `:streamGenerateContent`
+//!   body into a [`openai::ChatRequest`] plus a [`TranslationReport`] (decisions and notes to record).
+//!   Any field we do not model is a [`TranslateError::UnknownField`]; every error maps to HTTP 400 via
+//!   [`TranslateError::to_google_error`].
+//! * Ordering: a user Content with `functionResponse` parts becomes the tool messages first (in the
+//!   call order of the preceding assistant message), then one user message holding tool-result
+//!   images (labelled with the call id) and the user's own text/images.
+//! * `functionResponse.response` becomes the tool message content as **compact JSON of the whole
+//!   response object** (e.g. `{"output":"hello"}`).
+//! * Thought parts are dropped and `thoughtSignature`s are never sent upstream (counted in the report).
+//! * PNG images are re-encoded as lossless, exact WebP ([`image`]); 16-bit PNGs pass unchanged (noted).
+//! * Tool schemas are cleaned by [`schema::clean_schema`] (allow-list documented there).
+//!
+//! ## Response direction (upstream -> guest)
+//! * [`StreamTranslator`]: feed every SSE `data:` payload (including `[DONE]`) to
+//!   [`StreamTranslator::push`]; forward the returned chunks (`data: {chunk.to_json_line()}\r\n\r\n`);
+//!   at `[DONE]` or end of stream call [`StreamTranslator::finish`] which yields a [`TurnOutcome`]:
+//!   * [`TurnOutcome::Complete`]: write `final_chunk` (complete function calls, finishReason,
+//!     usageMetadata), then register `delivered_call_ids` in the session's [`CallLedger`].
+//!   * [`TurnOutcome::Malformed`]: a tool call was invalid or truncated and was **not** delivered. Retry
+//!     the upstream exchange (bounded) with a new translator whose
+//!     [`ResponseConfig::already_forwarded_text`] is the `forwarded_text` of this outcome, or give up
+//!     by writing its `final_chunk` (finishReason `MALFORMED_FUNCTION_CALL`, no functionCall part).
+//! * [`translate_completion`] does the same for a non-streamed `chat.completion` body.
+//!
+//! ## Call identity
+//! Upstream `tool_calls[].id` becomes `functionCall.id` unchanged and must come back as the
+//! `tool_call_id`. A call without upstream id gets `"{ResponseConfig::synthetic_id_prefix}_{index}"`.
+//! [`CallLedger`] (one per session, kept by the gateway) rejects reused ids and checks that request
+//! `functionResponse` ids were delivered before.
+//!
+//! ## Other
+//! * [`count_tokens`] / [`estimate_request_tokens`]: local estimate (method in [`tokens`]).
+//! * [`errors`]: Google error bodies from upstream HTTP errors, with `RetryInfo`.
+
+pub mod error;
+pub mod errors;
+pub mod google;
+pub mod image;
+pub mod ledger;
+pub mod openai;
+pub mod options;
+pub mod request;
+pub mod response;
+pub mod schema;
+pub mod tokens;
+
+pub use error::{TranslateError, UpstreamError};
+pub use errors::{
+    google_error, google_status_for_http, parse_retry_after, upstream_error_to_google,
+};
+pub use ledger::{CallLedger, LedgerError};
+pub use options::{
+    ResponseConfig, ResponseReport, SchemaChange, ThinkingMode, TranslateOptions, TranslationReport,
+};
+pub use request::{TranslatedRequest, is_json_response, parse_request, translate_request};
+pub use response::{
+    CompletedTurn, MalformedReason, MalformedTurn, StreamTranslator, TurnOutcome,
+    map_finish_reason, map_usage, strip_json_fences, translate_completion,
+};
+pub use tokens::{count_tokens, estimate_request_tokens};

@@ -1,0 +1,145 @@
+//! Google-shaped error bodies for the guest, built from upstream HTTP errors (pure functions).
+//!
+//! Gemini CLI classifies errors by `error.status`, `error.code` and google.rpc `details`; a
+//! `RetryInfo` detail with `retryDelay: "12s"` tells it how long to wait before retrying a 429/5xx.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::google::{GoogleError, GoogleErrorBody};
+
+/// `@type` of the google.rpc retry detail.
+pub const RETRY_INFO_TYPE: &str = "type.googleapis.com/google.rpc.RetryInfo";
+
+/// google.rpc status name for an HTTP status.
+///
+/// 400 INVALID_ARGUMENT, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 NOT_FOUND, 409 ABORTED,
+/// 429 RESOURCE_EXHAUSTED, 499 CANCELLED, 500 INTERNAL, 501 UNIMPLEMENTED, 502/503 UNAVAILABLE,
+/// 504 DEADLINE_EXCEEDED; other 4xx FAILED_PRECONDITION, other 5xx INTERNAL, anything else UNKNOWN.
+pub fn google_status_for_http(status: u16) -> &'static str {
+    match status {
+        400 => "INVALID_ARGUMENT",
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "NOT_FOUND",
+        409 => "ABORTED",
+        429 => "RESOURCE_EXHAUSTED",
+        499 => "CANCELLED",
+        500 => "INTERNAL",
+        501 => "UNIMPLEMENTED",
+        502 | 503 => "UNAVAILABLE",
+        504 => "DEADLINE_EXCEEDED",
+        405..=498 => "FAILED_PRECONDITION",
+        505..=599 => "INTERNAL",
+        _ => "UNKNOWN",
+    }
+}
+
+/// A Google error body; with `retry_after`, adds a `RetryInfo` detail (`retryDelay` in whole
+/// seconds, rounded up, e.g. `"12s"`).
+pub fn google_error(status: u16, message: &str, retry_after: Option<Duration>) -> GoogleErrorBody {
+    let mut details = Vec::new();
+    if let Some(delay) = retry_after {
+        details.push(retry_info_detail(delay));
+    }
+    GoogleErrorBody {
+        error: GoogleError {
+            code: status,
+            message: message.to_string(),
+            status: google_status_for_http(status).to_string(),
+            details,
+        },
+    }
+}
+
+/// `{"@type": RetryInfo, "retryDelay": "<secs>s"}`.
+pub fn retry_info_detail(delay: Duration) -> Value {
+    let secs = delay.as_secs() + u64::from(delay.subsec_nanos() > 0);
+    json!({ "@type": RETRY_INFO_TYPE, "retryDelay": format!("{secs}s") })
+}
+
+/// Parses a retry hint: `Retry-After` delta-seconds (`"12"`, `"1.5"`) or a duration string as in
+/// `x-ratelimit-reset-*` headers (`"12s"`, `"250ms"`, `"1m30s"`, `"2h"`). HTTP-date values need a
+/// clock and are not handled here (returns `None`; the gateway may compute them itself).
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if value.is_empty() {
+        return None;
+    }
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = value;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if num_len == 0 {
+            return None;
+        }
+        let number: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit_secs = match &rest[..unit_len] {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += Duration::from_secs_f64(number * unit_secs);
+    }
+    Some(total)
+}
+
+/// Builds the guest error for an upstream HTTP error response.
+///
+/// The message is taken from an OpenAI-shaped body (`{"error":{"message":..}}`), a Google-shaped body,
+/// a top-level `message`/`detail` string, or else the body text itself (trimmed to 2000 characters).
+/// `retry_after` (from [`parse_retry_after`] on `Retry-After` or `x-ratelimit-reset-*`) adds a
+/// `RetryInfo` detail; a Google-shaped upstream body keeps its own `details` too.
+pub fn upstream_error_to_google(
+    status: u16,
+    body: &[u8],
+    retry_after: Option<Duration>,
+) -> GoogleErrorBody {
+    let text = String::from_utf8_lossy(body);
+    let parsed: Option<Value> = serde_json::from_str(&text).ok();
+    let mut upstream_details = Vec::new();
+    let message = parsed
+        .as_ref()
+        .and_then(|v| {
+            let err = v.get("error");
+            if let Some(details) = err.and_then(|e| e.get("details")).and_then(Value::as_array) {
+                upstream_details = details.clone();
+            }
+            err.and_then(|e| e.get("message"))
+                .or_else(|| err.filter(|e| e.is_string()))
+                .or_else(|| v.get("message"))
+                .or_else(|| v.get("detail"))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| {
+            let trimmed = text.trim();
+            if trimmed.is_empty() {
+                format!("upstream returned HTTP {status} with an empty body")
+            } else {
+                trimmed.chars().take(2000).collect()
+            }
+        });
+    let mut body = google_error(status, &format!("upstream: {message}"), retry_after);
+    let has_retry = !body.error.details.is_empty();
+    for detail in upstream_details {
+        let is_retry = detail.get("@type").and_then(Value::as_str) == Some(RETRY_INFO_TYPE);
+        if !(is_retry && has_retry) {
+            body.error.details.push(detail);
+        }
+    }
+    body
+}

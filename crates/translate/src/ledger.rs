@@ -1,0 +1,149 @@
+//! [`CallLedger`]: per-session bookkeeping of delivered function-call ids (pure, no I/O).
+//!
+//! The gateway keeps one ledger per guest session. After a turn completes it registers the ids it
+//! delivered ([`CallLedger::register_delivered`]; a reused id is an error). Before translating the
+//! next request it checks that every `functionResponse.id` answers a delivered call
+//! ([`CallLedger::check_request`]). For a session resumed from disk (history the ledger never saw),
+//! [`CallLedger::adopt_history`] registers the `functionCall` ids already in the history.
+
+use std::collections::HashSet;
+
+use crate::google::GenerateContentRequest;
+
+/// Ledger errors.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LedgerError {
+    /// The id was already delivered earlier in this session.
+    #[error("function call id {0:?} was already used in this session")]
+    ReusedId(String),
+    /// The id appears twice in one batch.
+    #[error("function call id {0:?} appears twice in one turn")]
+    DuplicateInTurn(String),
+    /// A functionResponse answers an id that was never delivered.
+    #[error("functionResponse at `{path}` answers id {id:?}, which this session never delivered")]
+    UnknownResponseId {
+        /// JSON path.
+        path: String,
+        /// The id.
+        id: String,
+    },
+    /// A functionResponse without id (Gemini CLI always sends one).
+    #[error("functionResponse at `{path}` has no id")]
+    MissingResponseId {
+        /// JSON path.
+        path: String,
+    },
+}
+
+/// Set of function-call ids delivered to the guest in one session.
+#[derive(Debug, Clone, Default)]
+pub struct CallLedger {
+    delivered: HashSet<String>,
+    order: Vec<String>,
+}
+
+impl CallLedger {
+    /// Empty ledger.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers ids delivered in one turn. All-or-nothing: on error nothing is registered.
+    pub fn register_delivered<I, S>(&mut self, ids: I) -> Result<(), LedgerError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let ids: Vec<String> = ids.into_iter().map(|s| s.as_ref().to_string()).collect();
+        let mut batch = HashSet::new();
+        for id in &ids {
+            if self.delivered.contains(id) {
+                return Err(LedgerError::ReusedId(id.clone()));
+            }
+            if !batch.insert(id.as_str()) {
+                return Err(LedgerError::DuplicateInTurn(id.clone()));
+            }
+        }
+        for id in ids {
+            self.delivered.insert(id.clone());
+            self.order.push(id);
+        }
+        Ok(())
+    }
+
+    /// Whether `id` was delivered.
+    pub fn contains(&self, id: &str) -> bool {
+        self.delivered.contains(id)
+    }
+
+    /// Would any of these ids be a reuse? (Check before forwarding a turn.)
+    pub fn check_fresh<'a>(
+        &self,
+        ids: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), LedgerError> {
+        let mut batch = HashSet::new();
+        for id in ids {
+            if self.delivered.contains(id) {
+                return Err(LedgerError::ReusedId(id.to_string()));
+            }
+            if !batch.insert(id) {
+                return Err(LedgerError::DuplicateInTurn(id.to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Delivered ids in delivery order.
+    pub fn delivered(&self) -> &[String] {
+        &self.order
+    }
+
+    /// Number of delivered ids.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// No ids yet.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// Checks that every `functionResponse` in the request carries an id this session delivered.
+    pub fn check_request(&self, req: &GenerateContentRequest) -> Result<(), LedgerError> {
+        for (ci, content) in req.contents.iter().enumerate() {
+            for (pi, part) in content.parts.iter().enumerate() {
+                if let Some(resp) = &part.function_response {
+                    let path = format!("contents[{ci}].parts[{pi}].functionResponse");
+                    match &resp.id {
+                        None => return Err(LedgerError::MissingResponseId { path }),
+                        Some(id) if !self.delivered.contains(id) => {
+                            return Err(LedgerError::UnknownResponseId {
+                                path,
+                                id: id.clone(),
+                            });
+                        }
+                        Some(_) => {}
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Registers every `functionCall.id` found in the request history that is not yet known
+    /// (for sessions resumed from disk). Returns how many ids were adopted.
+    pub fn adopt_history(&mut self, req: &GenerateContentRequest) -> usize {
+        let mut adopted = 0;
+        for content in &req.contents {
+            for part in &content.parts {
+                if let Some(id) = part.function_call.as_ref().and_then(|c| c.id.as_ref())
+                    && self.delivered.insert(id.clone())
+                {
+                    self.order.push(id.clone());
+                    adopted += 1;
+                }
+            }
+        }
+        adopted
+    }
+}

@@ -1,0 +1,148 @@
+//! Knobs of a translation ([`TranslateOptions`], [`ResponseConfig`]) and the "decisions and notes"
+//! reports it produces ([`TranslationReport`], [`ResponseReport`]) for the gateway to record.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// What to do with `generationConfig.thinkingConfig`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ThinkingMode {
+    /// Not forwarded; recorded in [`TranslationReport::dropped_options`]. (Default.)
+    #[default]
+    Drop,
+    /// Mapped to `reasoning_effort`: `thinkingLevel` MINIMAL/LOW/MEDIUM/HIGH -> the same lower-case
+    /// word; else `thinkingBudget` 0 -> `minimal`, 1..=1024 -> `low`, 1025..=8192 -> `medium`,
+    /// larger -> `high`, -1 (dynamic) -> not sent; `includeThoughts` alone -> not sent.
+    ReasoningEffort,
+}
+
+/// Options for [`crate::translate_request`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TranslateOptions {
+    /// Model name sent upstream.
+    pub upstream_model: String,
+    /// Build a streaming request (`stream: true` + `stream_options.include_usage`).
+    pub stream: bool,
+    /// Forward `topK` as `top_k` (vLLM, llama.cpp, Ollama accept it); else dropped and recorded.
+    pub forward_top_k: bool,
+    /// `thinkingConfig` handling.
+    pub thinking: ThinkingMode,
+    /// Re-encode PNG images as lossless WebP (exact, pixel-identical).
+    pub reencode_png: bool,
+    /// Maximum `stopSequences` accepted (more is a typed error). OpenAI allows 4.
+    pub max_stop_sequences: usize,
+}
+
+impl TranslateOptions {
+    /// Defaults for an upstream model: no top_k, thinking dropped, PNG re-encoded, 4 stop sequences.
+    pub fn new(upstream_model: impl Into<String>, stream: bool) -> Self {
+        TranslateOptions {
+            upstream_model: upstream_model.into(),
+            stream,
+            forward_top_k: false,
+            thinking: ThinkingMode::Drop,
+            reencode_png: true,
+            max_stop_sequences: 4,
+        }
+    }
+}
+
+/// A tool schema that the cleaner changed (the original stays in the guest request body).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaChange {
+    /// Tool name, or `responseSchema`.
+    pub target: String,
+    /// JSON pointers of removed keys.
+    pub dropped_keys: Vec<String>,
+    /// `$ref`s that could not be inlined and were kept.
+    pub unresolved_refs: Vec<String>,
+    /// Number of type names lower-cased / `nullable` rewrites.
+    pub rewrites: u32,
+}
+
+/// Decisions taken while translating one guest request.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TranslationReport {
+    /// `thought: true` parts removed from the history.
+    pub dropped_thought_parts: u32,
+    /// `thoughtSignature`s removed (not sent upstream).
+    pub stripped_signatures: u32,
+    /// Of which were the `skip_thought_signature_validator` sentinel.
+    pub stripped_skip_validator_signatures: u32,
+    /// Images forwarded upstream.
+    pub images_forwarded: u32,
+    /// PNGs re-encoded as lossless WebP.
+    pub images_reencoded: u32,
+    /// Sum of decoded input bytes of re-encoded PNGs.
+    pub reencoded_bytes_before: u64,
+    /// Sum of WebP output bytes.
+    pub reencoded_bytes_after: u64,
+    /// PNGs forwarded unchanged and why (e.g. 16-bit), as `path: reason`.
+    pub png_passthrough: Vec<String>,
+    /// Known options not forwarded, as `path=value` (e.g. `generationConfig.topK=64`).
+    pub dropped_options: Vec<String>,
+    /// Options mapped in a non-obvious way (e.g. `thinkingLevel=HIGH -> reasoning_effort=high`).
+    pub mapped_options: Vec<String>,
+    /// Tool / response schemas changed by cleaning.
+    pub schema_changes: Vec<SchemaChange>,
+    /// functionResponses without id paired with a call by name (first unanswered call).
+    pub responses_paired_by_name: u32,
+    /// Ids synthesized for history functionCalls without id.
+    pub synthesized_history_ids: u32,
+    /// Other notes, human readable.
+    pub notes: Vec<String>,
+}
+
+/// Configuration of a response translation ([`crate::StreamTranslator`], [`crate::translate_completion`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponseConfig {
+    /// `modelVersion` on every chunk (the upstream model name).
+    pub model_version: String,
+    /// `responseId` on every chunk.
+    pub response_id: String,
+    /// Prefix of synthesized call ids: a tool call without upstream id gets `"{prefix}_{index}"`
+    /// (index = the upstream tool-call index). Make it unique per exchange (e.g. `call_<exchange uuid>`).
+    pub synthetic_id_prefix: String,
+    /// Guest asked for `application/json`: text is buffered and sent once, ```json fences stripped.
+    pub json_response: bool,
+    /// Forward upstream `reasoning_content`/`reasoning` as `thought: true` parts.
+    pub forward_reasoning: bool,
+    /// Prompt-token estimate used when the upstream sends no usage (see [`crate::estimate_request_tokens`]).
+    pub prompt_token_estimate: Option<u32>,
+    /// Retry of an attempt that ended malformed: the visible text already forwarded to the guest.
+    /// See [`crate::StreamTranslator`] for the suppression rule.
+    pub already_forwarded_text: Option<String>,
+}
+
+/// Decisions taken while translating one upstream response.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponseReport {
+    /// Upstream `finish_reason` as received (`None` if missing).
+    pub upstream_finish_reason: Option<String>,
+    /// No finish_reason came; STOP was synthesized.
+    pub synthesized_finish_reason: bool,
+    /// Call ids synthesized because the upstream gave none.
+    pub synthesized_call_ids: Vec<String>,
+    /// Calls whose argument text was empty and became `{}`.
+    pub empty_arguments_as_empty_object: u32,
+    /// The upstream sent no usage; counts were estimated (bytes / 4).
+    pub usage_estimated: bool,
+    /// ```json fences removed from a JSON answer.
+    pub fences_stripped: bool,
+    /// Upstream keys we do not model, by name, with counts (kept in the raw record).
+    pub unknown_upstream_fields: BTreeMap<String, u32>,
+    /// Choices other than index 0 (ignored).
+    pub ignored_choices: u32,
+    /// Reasoning deltas forwarded as thought parts.
+    pub reasoning_parts: u32,
+    /// Reasoning deltas not forwarded (forward_reasoning off).
+    pub dropped_reasoning_chars: u64,
+    /// Retry: characters of upstream text not forwarded because the guest already had them.
+    pub suppressed_text_chars: u64,
+    /// Retry: the new attempt's text differed from what the guest already had; the rest of its text
+    /// was suppressed so the guest's view stays one consistent text.
+    pub retry_text_diverged: bool,
+    /// Tool calls discarded because the turn ended with content_filter (not delivered).
+    pub calls_discarded_on_safety: u32,
+}
