@@ -1,1 +1,69 @@
-//! placeholder
+//! # switchyard-gateway
+//!
+//! A model gateway: serves Google's GenerateContent API (what Gemini CLI speaks) on loopback and
+//! forwards every request to an OpenAI-compatible Chat Completions upstream, translating both ways
+//! with `switchyard-translate` and recording each exchange with `switchyard-records`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), switchyard_gateway::GatewayError> {
+//! use switchyard_gateway::{Gateway, GatewayConfig};
+//! let handle = Gateway::start(GatewayConfig::new("http://127.0.0.1:8000/v1", "qwen3")).await?;
+//! println!("{}", handle.banner(None)); // GOOGLE_GEMINI_BASE_URL=..., GEMINI_API_KEY=...
+//! handle.shutdown().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Sessions and call ids
+//! Upstream `tool_calls[].id`s are delivered unchanged as `functionCall.id` and must come back as
+//! `functionResponse.id` (→ `tool_call_id`). The gateway keeps one call-id ledger per *session*:
+//! by default one gateway instance is one session (one `switchyard run`); a guest can name its
+//! session with the `x-switchyard-session` header (Gemini CLI: `GEMINI_CLI_CUSTOM_HEADERS`).
+//! The first request of a session adopts the function-call ids already in its history (a resumed
+//! conversation); after that a `functionResponse` id the session never delivered is a 400, and an
+//! upstream that reuses an id already delivered in the session is treated like a malformed call
+//! (retried, then `MALFORMED_FUNCTION_CALL`).
+//!
+//! ## Retry and timeout budget
+//! Per exchange the gateway makes at most `retries.upstream_attempts` (3) attempts for retryable
+//! upstream failures (429, 408, 5xx, connect errors, first-byte timeouts, a stream that breaks
+//! before anything reached the guest). Waits double from `initial_backoff_ms` (250 ms), honour
+//! `Retry-After`/`retry-after-ms` but never exceed `max_backoff_ms` (4 s), and no retry starts
+//! later than `budget_ms` (10 s) after the exchange began. Malformed tool calls get
+//! `malformed_retries` (2) extra attempts within the same time budget.
+//!
+//! Gemini CLI retries too (`general.maxAttempts`; `switchyard run` sets 2; backoff 5 s, 10 s, ...,
+//! ±30 %, and 429/499/5xx are retried). So the two do not multiply, when the gateway gives up on a
+//! retryable failure it answers (by default, `retries.guest_fail_fast = true`) with 429
+//! `RESOURCE_EXHAUSTED` (upstream said 429) or 503 `UNAVAILABLE` (anything else) whose message
+//! contains `limit: 0`: Gemini CLI classifies that as a terminal quota error and stops at once.
+//! Worst case for a dead upstream is therefore about 10 s of gateway retrying, and a run fails
+//! well within a minute. With `guest_fail_fast = false` the status is passed on with a
+//! `RetryInfo` detail (when the upstream gave a delay) and the guest retries as it likes; the
+//! worst case is then `maxAttempts × (10 s + guest backoff)`.
+//! Non-retryable upstream statuses (400, 401, 403, 404, ...) are passed on in Google error shape
+//! (404 makes Gemini CLI stop with ModelNotFound; 400/401/403 are not retried).
+//!
+//! Timeouts (`[timeouts]`): `connect_ms` 5 s, `first_byte_ms` (request sent → response head)
+//! 120 s, `idle_ms` (silence between body chunks) 120 s, `shutdown_ms` 3 s.
+//!
+//! ## Streaming output
+//! Each translated chunk is written as one single-line `data: <json>\r\n\r\n` frame as soon as
+//! it is produced. Text deltas are forwarded immediately; function calls only complete, on the
+//! last chunk, which always carries `finishReason` and `usageMetadata`; `modelVersion` is the
+//! upstream model. Upstream failures after the response head become a raw Google error JSON
+//! chunk (Gemini CLI turns it into an API error with that code).
+
+pub mod auth;
+pub mod bench;
+pub mod config;
+mod exchange;
+pub mod retry;
+pub mod routing;
+pub mod server;
+mod trace;
+pub mod upstream;
+
+pub use config::{
+    ConfigError, DEFAULT_UPSTREAM_KEY_ENV, GatewayConfig, RetryConfig, TimeoutConfig,
+};
+pub use server::{Gateway, GatewayDeps, GatewayError, GatewayHandle, SESSION_HEADER};

@@ -1,0 +1,297 @@
+//! Gateway settings: what the `switchyard gateway` flags and the TOML config file set.
+//!
+//! Every field has a default except the upstream URL and model. A TOML file uses the same names
+//! (see `README.md` in this crate for a full example); command-line flags override the file.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Default environment variable holding the upstream API key.
+pub const DEFAULT_UPSTREAM_KEY_ENV: &str = "SWITCHYARD_UPSTREAM_KEY";
+
+/// Why a configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {source}")]
+    Parse {
+        path: String,
+        source: Box<toml::de::Error>,
+    },
+    #[error(
+        "refusing to listen on non-loopback address {0}: the gateway serves unauthenticated model \
+         traffic; set allow_non_loopback = true (flag --allow-non-loopback) to do it anyway"
+    )]
+    NonLoopback(SocketAddr),
+    #[error("upstream_url is required (flag --upstream-url)")]
+    MissingUpstreamUrl,
+    #[error("upstream_model is required (flag --upstream-model)")]
+    MissingUpstreamModel,
+    #[error("upstream_url {url:?} is not an http(s) URL")]
+    BadUpstreamUrl { url: String },
+    #[error("invalid alias pattern {0:?}: '*' is only allowed once, at the end")]
+    BadAlias(String),
+    #[error("ingress_key must not be empty")]
+    EmptyIngressKey,
+}
+
+/// Everything the gateway needs to run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// Address to listen on; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// Allow a non-loopback `listen` address.
+    pub allow_non_loopback: bool,
+    /// OpenAI-compatible base URL; `/chat/completions` is appended (e.g. `http://host:8000/v1`).
+    pub upstream_url: String,
+    /// Upstream model every guest model is routed to unless an alias says otherwise.
+    pub upstream_model: String,
+    /// Name of the environment variable holding the upstream API key (sent as
+    /// `Authorization: Bearer`). Unset or empty variable: no Authorization header.
+    pub upstream_key_env: String,
+    /// Directory of the record store; `None` = records off.
+    pub records_dir: Option<PathBuf>,
+    /// When set, every guest request must carry `x-goog-api-key: <ingress_key>`.
+    pub ingress_key: Option<String>,
+    /// Guest model name (or `prefix*` pattern) -> upstream model. Exact names win over patterns;
+    /// among patterns the longest prefix wins.
+    pub aliases: BTreeMap<String, String>,
+    /// Refuse guest model names that are neither an alias nor `upstream_model` (404).
+    pub strict_models: bool,
+    pub retries: RetryConfig,
+    pub timeouts: TimeoutConfig,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            allow_non_loopback: false,
+            upstream_url: String::new(),
+            upstream_model: String::new(),
+            upstream_key_env: DEFAULT_UPSTREAM_KEY_ENV.to_string(),
+            records_dir: None,
+            ingress_key: None,
+            aliases: BTreeMap::new(),
+            strict_models: false,
+            retries: RetryConfig::default(),
+            timeouts: TimeoutConfig::default(),
+        }
+    }
+}
+
+/// Upstream retry policy. See the crate docs for the budget and how it combines with the
+/// guest's own retries.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetryConfig {
+    /// Most upstream attempts per exchange for retryable failures (429, 5xx, connect errors,
+    /// timeouts before the first byte). 1 = no retries.
+    pub upstream_attempts: u32,
+    /// Extra attempts when the upstream produced a malformed or truncated tool call (or a
+    /// reused call id) before anything was delivered to the guest.
+    pub malformed_retries: u32,
+    /// First backoff; doubles per retry.
+    pub initial_backoff_ms: u64,
+    /// Cap on a single wait, including an upstream `Retry-After`.
+    pub max_backoff_ms: u64,
+    /// No retry starts later than this after the exchange began.
+    pub budget_ms: u64,
+    /// After the gateway gives up on a retryable upstream failure, answer so that the guest
+    /// does not retry again (`limit: 0` quota wording, which Gemini CLI treats as terminal).
+    /// `false` passes a retryable status with `RetryInfo` to the guest instead.
+    pub guest_fail_fast: bool,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        Self {
+            upstream_attempts: 3,
+            malformed_retries: 2,
+            initial_backoff_ms: 250,
+            max_backoff_ms: 4_000,
+            budget_ms: 10_000,
+            guest_fail_fast: true,
+        }
+    }
+}
+
+/// Upstream timeouts and the shutdown bound.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TimeoutConfig {
+    /// TCP/TLS connect.
+    pub connect_ms: u64,
+    /// From sending the request to the response head.
+    pub first_byte_ms: u64,
+    /// Longest silence between two chunks of a streamed (or any) response body.
+    pub idle_ms: u64,
+    /// How long `shutdown` waits for in-flight exchanges to end after cancelling them.
+    pub shutdown_ms: u64,
+}
+
+impl Default for TimeoutConfig {
+    fn default() -> Self {
+        Self {
+            connect_ms: 5_000,
+            first_byte_ms: 120_000,
+            idle_ms: 120_000,
+            shutdown_ms: 3_000,
+        }
+    }
+}
+
+impl TimeoutConfig {
+    pub fn connect(&self) -> Duration {
+        Duration::from_millis(self.connect_ms)
+    }
+    pub fn first_byte(&self) -> Duration {
+        Duration::from_millis(self.first_byte_ms)
+    }
+    pub fn idle(&self) -> Duration {
+        Duration::from_millis(self.idle_ms)
+    }
+    pub fn shutdown(&self) -> Duration {
+        Duration::from_millis(self.shutdown_ms)
+    }
+}
+
+impl GatewayConfig {
+    /// A config routing everything to `upstream_model` at `upstream_url`, defaults elsewhere.
+    pub fn new(upstream_url: impl Into<String>, upstream_model: impl Into<String>) -> Self {
+        Self {
+            upstream_url: upstream_url.into(),
+            upstream_model: upstream_model.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Parse a TOML config file.
+    pub fn from_toml_file(path: &std::path::Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_toml_str(&text).map_err(|e| match e {
+            ConfigError::Parse { source, .. } => ConfigError::Parse {
+                path: path.display().to_string(),
+                source,
+            },
+            other => other,
+        })
+    }
+
+    /// Parse TOML text.
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|source| ConfigError::Parse {
+            path: "<string>".into(),
+            source: Box::new(source),
+        })
+    }
+
+    /// Check the settings that can be checked without I/O.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.allow_non_loopback && !self.listen.ip().is_loopback() {
+            return Err(ConfigError::NonLoopback(self.listen));
+        }
+        if self.upstream_url.is_empty() {
+            return Err(ConfigError::MissingUpstreamUrl);
+        }
+        if !(self.upstream_url.starts_with("http://") || self.upstream_url.starts_with("https://"))
+        {
+            return Err(ConfigError::BadUpstreamUrl {
+                url: self.upstream_url.clone(),
+            });
+        }
+        if self.upstream_model.is_empty() {
+            return Err(ConfigError::MissingUpstreamModel);
+        }
+        for pattern in self.aliases.keys() {
+            let stars = pattern.matches('*').count();
+            if stars > 1 || (stars == 1 && !pattern.ends_with('*')) {
+                return Err(ConfigError::BadAlias(pattern.clone()));
+            }
+        }
+        if self.ingress_key.as_deref() == Some("") {
+            return Err(ConfigError::EmptyIngressKey);
+        }
+        Ok(())
+    }
+
+    /// The upstream chat completions endpoint.
+    pub fn chat_completions_url(&self) -> String {
+        format!(
+            "{}/chat/completions",
+            self.upstream_url.trim_end_matches('/')
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_round_trip_with_aliases_retries_and_timeouts() {
+        let cfg = GatewayConfig::from_toml_str(
+            r#"
+            listen = "127.0.0.1:8123"
+            upstream_url = "http://127.0.0.1:9000/v1"
+            upstream_model = "qwen"
+            strict_models = true
+            [aliases]
+            "gemini-3-flash-preview" = "small"
+            "gemini-2.5-*" = "big"
+            [retries]
+            malformed_retries = 1
+            [timeouts]
+            idle_ms = 500
+            "#,
+        )
+        .unwrap();
+        cfg.validate().unwrap();
+        assert_eq!(cfg.listen.port(), 8123);
+        assert_eq!(cfg.aliases["gemini-2.5-*"], "big");
+        assert_eq!(cfg.retries.malformed_retries, 1);
+        assert_eq!(cfg.retries.upstream_attempts, 3, "unset keys keep defaults");
+        assert_eq!(cfg.timeouts.idle_ms, 500);
+        assert_eq!(
+            cfg.chat_completions_url(),
+            "http://127.0.0.1:9000/v1/chat/completions"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let err = GatewayConfig::from_toml_str("upstream_modle = \"x\"").unwrap_err();
+        assert!(err.to_string().contains("upstream_modle"), "{err}");
+    }
+
+    #[test]
+    fn non_loopback_needs_explicit_opt_in() {
+        let mut cfg = GatewayConfig::new("http://127.0.0.1:1/v1", "m");
+        cfg.listen = "0.0.0.0:8080".parse().unwrap();
+        assert!(matches!(cfg.validate(), Err(ConfigError::NonLoopback(_))));
+        cfg.allow_non_loopback = true;
+        cfg.validate().unwrap();
+        cfg.listen = "[::1]:0".parse().unwrap();
+        cfg.allow_non_loopback = false;
+        cfg.validate().unwrap();
+    }
+
+    #[test]
+    fn alias_patterns_only_allow_a_trailing_star() {
+        let mut cfg = GatewayConfig::new("http://127.0.0.1:1/v1", "m");
+        cfg.aliases.insert("gem*ini".into(), "x".into());
+        assert!(matches!(cfg.validate(), Err(ConfigError::BadAlias(_))));
+    }
+}

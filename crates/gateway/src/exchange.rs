@@ -1,0 +1,571 @@
+//! One guest request, end to end: route the model, check the call-id ledger, translate to Chat
+//! Completions, call the upstream with retries, translate the answer back, record it.
+//!
+//! Streaming (`:streamGenerateContent`): the handler obtains a 2xx upstream response head
+//! first (retrying 429/5xx/connect failures within the budget), so failures before that are real
+//! HTTP errors for the guest. Then a pump task forwards each translated chunk as one
+//! `data: <json>\r\n\r\n` frame as soon as it is produced. Function calls are delivered only
+//! complete, at the end of the turn. A malformed or truncated call (or a reused call id) is
+//! never delivered: the exchange is retried (`malformed_retries`), text the guest already has is
+//! not repeated (the translator suppresses it), and when retries are used up the turn ends with
+//! `finishReason: MALFORMED_FUNCTION_CALL` and no `functionCall`. An upstream failure after the
+//! head was sent becomes a raw Google error chunk, which Gemini CLI turns into an API error.
+
+use std::sync::Arc;
+
+use axum::response::Response;
+use bytes::Bytes;
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use switchyard_records::model::ingress;
+use switchyard_translate::google::{GenerateContentResponse, GoogleErrorBody};
+use switchyard_translate::{
+    CallLedger, ResponseConfig, StreamTranslator, TranslateOptions, TurnOutcome,
+};
+use tokio::sync::mpsc;
+
+use crate::retry::RetryBudget;
+use crate::routing::Route;
+use crate::server::{AppState, error_response, google_error_response, sse_body};
+use crate::trace::Trace;
+use crate::upstream::UpstreamError;
+
+/// Largest non-streamed upstream body read.
+const MAX_COMPLETION_BODY: usize = 64 * 1024 * 1024;
+
+/// Message marker Gemini CLI treats as a terminal quota error (no further retries by the guest).
+const FAIL_FAST_MARKER: &str = "gateway retry limit: 0 remaining";
+
+/// Who is asking, for what.
+pub(crate) struct ExchangeContext {
+    pub state: Arc<AppState>,
+    pub guest_model: String,
+    pub session: String,
+}
+
+/// What the guest gets when the upstream cannot be reached successfully.
+fn upstream_failure_body(
+    state: &AppState,
+    error: &UpstreamError,
+    attempts: u32,
+) -> GoogleErrorBody {
+    if let UpstreamError::Status {
+        status,
+        body,
+        retry_after,
+    } = error
+        && !error.retryable()
+    {
+        return switchyard_translate::upstream_error_to_google(
+            *status,
+            body.as_bytes(),
+            *retry_after,
+        );
+    }
+    let status = match error.status() {
+        Some(429) => 429,
+        _ => 503,
+    };
+    if state.config.retries.guest_fail_fast {
+        let message = format!(
+            "upstream failed after {attempts} attempt(s) by the gateway ({error}); the gateway \
+             already spent its retry budget, {FAIL_FAST_MARKER}"
+        );
+        switchyard_translate::google_error(status, &message, error.retry_after())
+    } else {
+        let message = format!("upstream failed after {attempts} attempt(s): {error}");
+        switchyard_translate::google_error(status, &message, error.retry_after())
+    }
+}
+
+/// Send the upstream request until a 2xx head arrives or the budget says stop.
+async fn connect(
+    state: &AppState,
+    chat_body: &Bytes,
+    budget: &mut RetryBudget,
+    trace: &mut Trace,
+) -> Result<reqwest::Response, (UpstreamError, u32)> {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        trace.attempt_started(chat_body);
+        let result = tokio::select! {
+            r = state.upstream.send(chat_body.clone()) => r,
+            _ = state.cancel.cancelled() => Err(UpstreamError::Connect("gateway shutting down".into())),
+        };
+        match result {
+            Ok(response) => {
+                trace.attempt_head(response.status().as_u16());
+                return Ok(response);
+            }
+            Err(error) => {
+                if let Some(status) = error.status() {
+                    trace.attempt_head(status);
+                }
+                trace.attempt_failed(error.kind(), &error.to_string());
+                let wait = if error.retryable() && !state.cancel.is_cancelled() {
+                    budget.next_transient(error.retry_after())
+                } else {
+                    None
+                };
+                let Some(wait) = wait else {
+                    return Err((error, attempts));
+                };
+                tracing::debug!(%error, ?wait, "retrying upstream");
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = state.cancel.cancelled() => return Err((error, attempts)),
+                }
+            }
+        }
+    }
+}
+
+/// Route, ledger check and translation shared by both generate methods.
+struct Prepared {
+    chat_body: Bytes,
+    response_config: ResponseConfig,
+}
+
+fn prepare(
+    ctx: &ExchangeContext,
+    body: &[u8],
+    stream: bool,
+    trace: &mut Trace,
+) -> Result<Prepared, Response> {
+    let state = &ctx.state;
+    let upstream_model = match state.router.route(&ctx.guest_model) {
+        Route::Upstream(m) => m,
+        Route::Refused => {
+            return Err(error_response(
+                404,
+                &format!(
+                    "model {:?} is not routed by this switchyard gateway (strict_models = true); \
+                     add it to [aliases] or use {:?}",
+                    ctx.guest_model, state.config.upstream_model
+                ),
+            ));
+        }
+    };
+    trace.route(state.upstream.url(), &upstream_model);
+    let request = switchyard_translate::parse_request(body)
+        .map_err(|e| google_error_response(&e.to_google_error()))?;
+    {
+        let mut sessions = state.sessions.lock().expect("session ledgers");
+        let ledger = sessions.entry(ctx.session.clone()).or_insert_with(|| {
+            // First request of a session: its history (a resumed session) is accepted as is.
+            let mut ledger = CallLedger::new();
+            ledger.adopt_history(&request);
+            ledger
+        });
+        if let Err(e) = ledger.check_request(&request) {
+            return Err(error_response(400, &e.to_string()));
+        }
+    }
+    let options = TranslateOptions::new(upstream_model.clone(), stream);
+    let translated = switchyard_translate::translate_request(&request, &options)
+        .map_err(|e| google_error_response(&e.to_google_error()))?;
+    if trace.enabled() {
+        let report = translated.report.clone();
+        trace.note(|| {
+            format!(
+                "translation: {}",
+                serde_json::to_string(&report).unwrap_or_default()
+            )
+        });
+    }
+    let chat_body = Bytes::from(
+        serde_json::to_vec(&translated.chat).map_err(|e| error_response(500, &e.to_string()))?,
+    );
+    let response_config = ResponseConfig {
+        model_version: upstream_model.clone(),
+        response_id: uuid::Uuid::now_v7().simple().to_string(),
+        synthetic_id_prefix: format!("call_{}", uuid::Uuid::now_v7().simple()),
+        json_response: translated.json_response,
+        forward_reasoning: false,
+        prompt_token_estimate: Some(switchyard_translate::estimate_request_tokens(&request)),
+        already_forwarded_text: None,
+    };
+    Ok(Prepared {
+        chat_body,
+        response_config,
+    })
+}
+
+fn call_ids(calls: &[switchyard_translate::google::FunctionCall]) -> Vec<String> {
+    calls.iter().filter_map(|c| c.id.clone()).collect()
+}
+
+/// Check a completed turn's call ids against the session ledger and register them.
+fn accept_call_ids(state: &AppState, session: &str, ids: &[String]) -> Result<(), String> {
+    let mut sessions = state.sessions.lock().expect("session ledgers");
+    let ledger = sessions.entry(session.to_string()).or_default();
+    ledger.register_delivered(ids).map_err(|e| e.to_string())
+}
+
+fn frame(chunk: &GenerateContentResponse) -> Bytes {
+    let json = chunk.to_json_line();
+    let mut out = Vec::with_capacity(json.len() + 10);
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(json.as_bytes());
+    out.extend_from_slice(b"\r\n\r\n");
+    Bytes::from(out)
+}
+
+/// `:streamGenerateContent`.
+pub(crate) async fn stream_generate(ctx: ExchangeContext, body: Bytes) -> Response {
+    let state = ctx.state.clone();
+    let mut trace = Trace::begin(
+        &state.recorder,
+        state.run_id,
+        ingress::STREAM_GENERATE_CONTENT,
+        &ctx.guest_model,
+        &body,
+    );
+    let prepared = match prepare(&ctx, &body, true, &mut trace) {
+        Ok(p) => p,
+        Err(response) => {
+            trace.finish_error(&[], "guest_request", "request refused before translation");
+            return response;
+        }
+    };
+    trace.write();
+    let mut budget = RetryBudget::new(&state.config.retries);
+    let response = match connect(&state, &prepared.chat_body, &mut budget, &mut trace).await {
+        Ok(r) => r,
+        Err((error, attempts)) => {
+            trace.finish_error(&[], error.kind(), &error.to_string());
+            return google_error_response(&upstream_failure_body(&state, &error, attempts));
+        }
+    };
+    let (tx, rx) = mpsc::channel(32);
+    let guard = state.in_flight.clone();
+    tokio::spawn(async move {
+        let _in_flight = guard;
+        pump(ctx, prepared, response, budget, trace, tx).await;
+    });
+    sse_body(rx)
+}
+
+/// How one upstream stream attempt ended.
+enum AttemptEnd {
+    Outcome(TurnOutcome),
+    Failed(UpstreamError),
+    GuestGone,
+    Cancelled,
+}
+
+async fn pump(
+    ctx: ExchangeContext,
+    prepared: Prepared,
+    mut response: reqwest::Response,
+    mut budget: RetryBudget,
+    mut trace: Trace,
+    tx: mpsc::Sender<Bytes>,
+) {
+    let state = ctx.state.clone();
+    let mut delivered: Vec<GenerateContentResponse> = Vec::new();
+    let mut config = prepared.response_config.clone();
+    loop {
+        let end = stream_attempt(
+            &state,
+            response,
+            config.clone(),
+            &tx,
+            &mut trace,
+            &mut delivered,
+        )
+        .await;
+        let retry_reason = match end {
+            AttemptEnd::GuestGone => {
+                trace.finish_error(
+                    &delivered,
+                    "guest_disconnected",
+                    "the guest closed the stream",
+                );
+                return;
+            }
+            AttemptEnd::Cancelled => {
+                trace.finish_error(&delivered, "interrupted", "gateway shut down mid-stream");
+                return;
+            }
+            AttemptEnd::Failed(error) => {
+                let nothing_sent = delivered.is_empty();
+                let wait = (nothing_sent && error.retryable())
+                    .then(|| budget.next_transient(error.retry_after()))
+                    .flatten();
+                match wait {
+                    Some(wait) => {
+                        tokio::time::sleep(wait).await;
+                        format!("retrying after stream failure: {error}")
+                    }
+                    None => {
+                        let body = upstream_failure_body(&state, &error, budget.retries() + 1);
+                        let _ = tx.send(Bytes::from(body.to_json_line())).await;
+                        trace.finish_error(&delivered, error.kind(), &error.to_string());
+                        return;
+                    }
+                }
+            }
+            AttemptEnd::Outcome(TurnOutcome::Complete(turn)) => {
+                match accept_call_ids(&state, &ctx.session, &call_ids(&turn.delivered_calls)) {
+                    Ok(()) => {
+                        let _ = tx.send(frame(&turn.final_chunk)).await;
+                        delivered.push(turn.final_chunk);
+                        trace.finish_ok(&delivered);
+                        return;
+                    }
+                    Err(reason) if budget.next_malformed() => {
+                        config.already_forwarded_text = Some(forwarded_text(&delivered));
+                        format!("retrying: {reason}")
+                    }
+                    Err(reason) => {
+                        let last = malformed_final_chunk(&config, &turn.final_chunk);
+                        let _ = tx.send(frame(&last)).await;
+                        delivered.push(last);
+                        trace.finish_error(&delivered, "reused_call_id", &reason);
+                        return;
+                    }
+                }
+            }
+            AttemptEnd::Outcome(TurnOutcome::Malformed(turn)) => {
+                let reason = format!("{:?}", turn.reason);
+                if budget.next_malformed() {
+                    config.already_forwarded_text = Some(turn.forwarded_text.clone());
+                    format!("retrying malformed tool call: {reason}")
+                } else {
+                    let _ = tx.send(frame(&turn.final_chunk)).await;
+                    delivered.push(turn.final_chunk);
+                    trace.finish_error(&delivered, "malformed_function_call", &reason);
+                    return;
+                }
+            }
+        };
+        tracing::debug!(%retry_reason, "stream exchange retried");
+        trace.note(|| retry_reason.clone());
+        response = match connect(&state, &prepared.chat_body, &mut budget, &mut trace).await {
+            Ok(r) => r,
+            Err((error, attempts)) => {
+                let body = upstream_failure_body(&state, &error, attempts);
+                let _ = tx.send(Bytes::from(body.to_json_line())).await;
+                trace.finish_error(&delivered, error.kind(), &error.to_string());
+                return;
+            }
+        };
+    }
+}
+
+/// The visible text the guest already received in this exchange.
+fn forwarded_text(delivered: &[GenerateContentResponse]) -> String {
+    delivered
+        .iter()
+        .flat_map(|c| c.parts())
+        .filter(|p| p.thought != Some(true))
+        .filter_map(|p| p.text.as_deref())
+        .collect()
+}
+
+/// The final chunk of a turn whose calls cannot be delivered: finishReason
+/// MALFORMED_FUNCTION_CALL, text kept, function calls removed.
+fn malformed_final_chunk(
+    config: &ResponseConfig,
+    complete: &GenerateContentResponse,
+) -> GenerateContentResponse {
+    let mut chunk = complete.clone();
+    chunk.model_version = Some(config.model_version.clone());
+    for candidate in &mut chunk.candidates {
+        candidate
+            .content
+            .parts
+            .retain(|p| p.function_call.is_none());
+        candidate.finish_reason =
+            Some(switchyard_translate::google::FinishReason::MalformedFunctionCall);
+    }
+    chunk
+}
+
+async fn stream_attempt(
+    state: &AppState,
+    response: reqwest::Response,
+    config: ResponseConfig,
+    tx: &mpsc::Sender<Bytes>,
+    trace: &mut Trace,
+    delivered: &mut Vec<GenerateContentResponse>,
+) -> AttemptEnd {
+    let mut translator = StreamTranslator::new(config);
+    let mut events = state.upstream.body_stream(response).eventsource();
+    loop {
+        let next = tokio::select! {
+            next = events.next() => next,
+            _ = state.cancel.cancelled() => return AttemptEnd::Cancelled,
+            _ = tx.closed() => return AttemptEnd::GuestGone,
+        };
+        match next {
+            None => break,
+            Some(Err(eventsource_stream::EventStreamError::Transport(e))) => {
+                return AttemptEnd::Failed(e);
+            }
+            Some(Err(e)) => return AttemptEnd::Failed(UpstreamError::Invalid(e.to_string())),
+            Some(Ok(event)) => {
+                trace.attempt_event(&event.data);
+                let done = event.data.trim() == "[DONE]";
+                match translator.push(&event.data) {
+                    Ok(chunks) => {
+                        for chunk in chunks {
+                            if tx.send(frame(&chunk)).await.is_err() {
+                                return AttemptEnd::GuestGone;
+                            }
+                            delivered.push(chunk);
+                        }
+                    }
+                    Err(e) => return AttemptEnd::Failed(UpstreamError::Invalid(e.to_string())),
+                }
+                if done {
+                    break;
+                }
+            }
+        }
+    }
+    AttemptEnd::Outcome(translator.finish())
+}
+
+/// `:generateContent` (auxiliary calls): one non-streamed upstream completion.
+pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
+    let state = ctx.state.clone();
+    let _in_flight = state.in_flight.clone();
+    let mut trace = Trace::begin(
+        &state.recorder,
+        state.run_id,
+        ingress::GENERATE_CONTENT,
+        &ctx.guest_model,
+        &body,
+    );
+    let prepared = match prepare(&ctx, &body, false, &mut trace) {
+        Ok(p) => p,
+        Err(response) => {
+            trace.finish_error(&[], "guest_request", "request refused before translation");
+            return response;
+        }
+    };
+    trace.write();
+    let mut budget = RetryBudget::new(&state.config.retries);
+    let mut config = prepared.response_config.clone();
+    loop {
+        let response = match connect(&state, &prepared.chat_body, &mut budget, &mut trace).await {
+            Ok(r) => r,
+            Err((error, attempts)) => {
+                trace.finish_error(&[], error.kind(), &error.to_string());
+                return google_error_response(&upstream_failure_body(&state, &error, attempts));
+            }
+        };
+        let read = tokio::select! {
+            r = state.upstream.read_body(response, MAX_COMPLETION_BODY) => r,
+            _ = state.cancel.cancelled() => Err(UpstreamError::Connect("gateway shutting down".into())),
+        };
+        let bytes = match read {
+            Ok(b) => b,
+            Err(error) => {
+                trace.attempt_failed(error.kind(), &error.to_string());
+                if error.retryable()
+                    && let Some(wait) = budget.next_transient(None)
+                {
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+                trace.finish_error(&[], error.kind(), &error.to_string());
+                return google_error_response(&upstream_failure_body(
+                    &state,
+                    &error,
+                    budget.retries() + 1,
+                ));
+            }
+        };
+        trace.attempt_event(&String::from_utf8_lossy(&bytes));
+        let outcome = match switchyard_translate::translate_completion(&bytes, config.clone()) {
+            Ok(o) => o,
+            Err(e) => {
+                trace.finish_error(&[], "upstream_invalid", &e.to_string());
+                return google_error_response(&e.to_google_error());
+            }
+        };
+        match outcome {
+            TurnOutcome::Complete(turn) => {
+                match accept_call_ids(&state, &ctx.session, &call_ids(&turn.delivered_calls)) {
+                    Ok(()) => {
+                        trace.finish_ok(std::slice::from_ref(&turn.final_chunk));
+                        return json_response(&turn.final_chunk);
+                    }
+                    Err(reason) if budget.next_malformed() => {
+                        trace.note(|| format!("retrying: {reason}"));
+                    }
+                    Err(reason) => {
+                        let last = malformed_final_chunk(&config, &turn.final_chunk);
+                        trace.finish_error(std::slice::from_ref(&last), "reused_call_id", &reason);
+                        return json_response(&last);
+                    }
+                }
+            }
+            TurnOutcome::Malformed(turn) => {
+                let reason = format!("{:?}", turn.reason);
+                if budget.next_malformed() {
+                    trace.note(|| format!("retrying malformed tool call: {reason}"));
+                } else {
+                    trace.finish_error(
+                        std::slice::from_ref(&turn.final_chunk),
+                        "malformed_function_call",
+                        &reason,
+                    );
+                    return json_response(&turn.final_chunk);
+                }
+            }
+        }
+        config.already_forwarded_text = None;
+    }
+}
+
+fn json_response(chunk: &GenerateContentResponse) -> Response {
+    Response::builder()
+        .status(200)
+        .header(
+            axum::http::header::CONTENT_TYPE,
+            "application/json; charset=utf-8",
+        )
+        .body(axum::body::Body::from(chunk.to_json_line()))
+        .expect("static response parts are valid")
+}
+
+/// `:countTokens`: a local estimate, never an upstream call.
+pub(crate) async fn count_tokens(ctx: ExchangeContext, body: Bytes) -> Response {
+    let state = &ctx.state;
+    if let Route::Refused = state.router.route(&ctx.guest_model) {
+        return error_response(
+            404,
+            &format!("model {:?} is not routed by this gateway", ctx.guest_model),
+        );
+    }
+    let request: switchyard_translate::google::CountTokensRequest =
+        match serde_json::from_slice(&body) {
+            Ok(r) => r,
+            Err(e) => return error_response(400, &format!("invalid countTokens body: {e}")),
+        };
+    let answer = switchyard_translate::count_tokens(&request);
+    let mut trace = Trace::begin(
+        &state.recorder,
+        state.run_id,
+        ingress::COUNT_TOKENS,
+        &ctx.guest_model,
+        &body,
+    );
+    trace.note(|| format!("local estimate: {} tokens", answer.total_tokens));
+    trace.finish_ok(&[]);
+    Response::builder()
+        .status(200)
+        .header(
+            axum::http::header::CONTENT_TYPE,
+            "application/json; charset=utf-8",
+        )
+        .body(axum::body::Body::from(
+            serde_json::to_string(&answer).unwrap_or_default(),
+        ))
+        .expect("static response parts are valid")
+}

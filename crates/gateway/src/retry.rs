@@ -1,0 +1,174 @@
+//! Upstream retry decisions: which failures are retried, how long to wait (exponential backoff,
+//! an upstream `Retry-After` honoured up to a cap), and the per-exchange budget.
+//!
+//! Budget (defaults): at most `upstream_attempts = 3` attempts, waits of 250 ms, 500 ms, ...
+//! each capped at `max_backoff_ms = 4 s` (also the cap for `Retry-After`), and no retry *starts*
+//! later than `budget_ms = 10 s` after the exchange began; a wait that would cross the budget is
+//! not taken. Malformed tool calls get their own counter (`malformed_retries = 2`) but share
+//! the same time budget.
+
+use std::time::{Duration, Instant};
+
+use crate::config::RetryConfig;
+
+/// Tracks retries of one exchange.
+#[derive(Debug)]
+pub struct RetryBudget {
+    config: RetryConfig,
+    started: Instant,
+    transient_retries: u32,
+    malformed_retries: u32,
+}
+
+impl RetryBudget {
+    pub fn new(config: &RetryConfig) -> Self {
+        Self {
+            config: config.clone(),
+            started: Instant::now(),
+            transient_retries: 0,
+            malformed_retries: 0,
+        }
+    }
+
+    /// Retries taken so far (both kinds).
+    pub fn retries(&self) -> u32 {
+        self.transient_retries + self.malformed_retries
+    }
+
+    /// After a retryable upstream failure: how long to wait before the next attempt, or `None`
+    /// when attempts or time are used up.
+    pub fn next_transient(&mut self, retry_after: Option<Duration>) -> Option<Duration> {
+        if self.transient_retries + 1 >= self.config.upstream_attempts.max(1) {
+            return None;
+        }
+        let backoff = Duration::from_millis(
+            self.config
+                .initial_backoff_ms
+                .saturating_mul(1u64 << self.transient_retries.min(16)),
+        );
+        let wait = retry_after
+            .unwrap_or(backoff)
+            .min(Duration::from_millis(self.config.max_backoff_ms));
+        if !self.fits(wait) {
+            return None;
+        }
+        self.transient_retries += 1;
+        Some(wait)
+    }
+
+    /// After a malformed tool call: whether to try again (immediately).
+    pub fn next_malformed(&mut self) -> bool {
+        if self.malformed_retries >= self.config.malformed_retries || !self.fits(Duration::ZERO) {
+            return false;
+        }
+        self.malformed_retries += 1;
+        true
+    }
+
+    fn fits(&self, wait: Duration) -> bool {
+        self.started.elapsed() + wait <= Duration::from_millis(self.config.budget_ms)
+    }
+}
+
+/// Parse a `Retry-After` value: delay seconds (integer or decimal) or an HTTP date.
+pub fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let when = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let delta = when.with_timezone(&chrono::Utc) - now;
+    Some(delta.to_std().unwrap_or(Duration::ZERO))
+}
+
+/// The delay an upstream response asks for: `retry-after-ms` (OpenAI), else `Retry-After`.
+pub fn retry_after_from_headers(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    if let Some(ms) = headers
+        .get("retry-after-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    headers
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| parse_retry_after(v, chrono::Utc::now()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_seconds_and_dates() {
+        let now = chrono::DateTime::parse_from_rfc3339("2015-10-21T07:28:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(parse_retry_after("2", now), Some(Duration::from_secs(2)));
+        assert_eq!(
+            parse_retry_after("0.5", now),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:07 GMT", now),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-3", now), None);
+    }
+
+    #[test]
+    fn backoff_doubles_caps_retry_after_and_stops_after_attempts() {
+        let cfg = RetryConfig {
+            upstream_attempts: 4,
+            initial_backoff_ms: 100,
+            max_backoff_ms: 1_000,
+            ..RetryConfig::default()
+        };
+        let mut b = RetryBudget::new(&cfg);
+        assert_eq!(b.next_transient(None), Some(Duration::from_millis(100)));
+        assert_eq!(
+            b.next_transient(Some(Duration::from_secs(3600))),
+            Some(Duration::from_millis(1_000)),
+            "Retry-After is capped"
+        );
+        assert_eq!(b.next_transient(None), Some(Duration::from_millis(400)));
+        assert_eq!(b.next_transient(None), None, "4 attempts = 3 retries");
+        assert_eq!(b.retries(), 3);
+    }
+
+    #[test]
+    fn a_wait_crossing_the_time_budget_is_not_taken() {
+        let cfg = RetryConfig {
+            upstream_attempts: 10,
+            max_backoff_ms: 60_000,
+            budget_ms: 1_000,
+            ..RetryConfig::default()
+        };
+        let mut b = RetryBudget::new(&cfg);
+        assert_eq!(b.next_transient(Some(Duration::from_secs(5))), None);
+        assert_eq!(
+            b.next_transient(Some(Duration::from_millis(10))),
+            Some(Duration::from_millis(10))
+        );
+    }
+
+    #[test]
+    fn malformed_retries_are_counted_separately() {
+        let cfg = RetryConfig {
+            malformed_retries: 2,
+            ..RetryConfig::default()
+        };
+        let mut b = RetryBudget::new(&cfg);
+        assert!(b.next_malformed());
+        assert!(b.next_malformed());
+        assert!(!b.next_malformed());
+        assert!(b.next_transient(None).is_some());
+    }
+}

@@ -1,0 +1,347 @@
+//! The axum server: `Gateway::start(config)` binds, serves the Google GenerateContent routes and
+//! returns a [`GatewayHandle`] (`local_addr`, guest env lines, `shutdown`).
+//!
+//! Routes (`{version}` is normally `v1beta`; the model segment is `{model}:{method}`):
+//! * `POST /{version}/models/{model}:streamGenerateContent?alt=sse`
+//! * `POST /{version}/models/{model}:generateContent`
+//! * `POST /{version}/models/{model}:countTokens`
+//!
+//! Shutdown: stop accepting, cancel every in-flight exchange (dropping its upstream request),
+//! wait (bounded by `timeouts.shutdown_ms`) for exchanges to finish writing their records, then
+//! flush the recorder.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use switchyard_records::Recorder;
+use switchyard_translate::CallLedger;
+use switchyard_translate::google::GoogleErrorBody;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::auth::ingress_allowed;
+use crate::config::{ConfigError, GatewayConfig};
+use crate::exchange;
+use crate::routing::ModelRouter;
+use crate::upstream::UpstreamClient;
+
+/// Largest guest request body accepted (history with images can be large).
+pub const MAX_GUEST_BODY: usize = 256 * 1024 * 1024;
+
+/// Header that selects the call-id session (set it in the guest with
+/// `GEMINI_CLI_CUSTOM_HEADERS="x-switchyard-session: <id>"`); absent = the default session.
+pub const SESSION_HEADER: &str = "x-switchyard-session";
+
+/// Placeholder key printed for guests when no ingress key is configured.
+pub const PLACEHOLDER_GUEST_KEY: &str = "switchyard-gateway";
+
+/// Why the gateway could not start or stop cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot build the upstream HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+    #[error("cannot open records in {dir}: {source}")]
+    Records {
+        dir: String,
+        source: switchyard_records::RecordError,
+    },
+    #[error("records flush failed at shutdown: {0}")]
+    Flush(switchyard_records::RecordError),
+}
+
+/// What the embedding program supplies besides the config.
+#[derive(Debug, Clone, Default)]
+pub struct GatewayDeps {
+    /// Record sink; `None` = open `config.records_dir` (or records off when that is unset).
+    pub recorder: Option<Recorder>,
+    /// Upstream API key; `None` = read the env var named by `config.upstream_key_env`.
+    pub upstream_key: Option<String>,
+    /// Run the exchanges belong to (recorded on every exchange).
+    pub run_id: Option<Uuid>,
+}
+
+/// Shared state of a running gateway.
+pub(crate) struct AppState {
+    pub config: GatewayConfig,
+    pub router: ModelRouter,
+    pub upstream: UpstreamClient,
+    pub recorder: Recorder,
+    pub run_id: Option<Uuid>,
+    /// Call-id ledgers by session id.
+    pub sessions: Mutex<HashMap<String, CallLedger>>,
+    pub cancel: CancellationToken,
+    /// Each in-flight exchange holds a clone; shutdown waits until all are dropped.
+    pub in_flight: mpsc::Sender<()>,
+}
+
+/// Entry point.
+pub struct Gateway;
+
+impl Gateway {
+    /// Start with the config alone (key from the environment, records from `records_dir`).
+    pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, GatewayError> {
+        Self::start_with(config, GatewayDeps::default()).await
+    }
+
+    /// Start with explicit dependencies (used by `switchyard run`).
+    pub async fn start_with(
+        config: GatewayConfig,
+        deps: GatewayDeps,
+    ) -> Result<GatewayHandle, GatewayError> {
+        config.validate()?;
+        let upstream_key = deps
+            .upstream_key
+            .or_else(|| std::env::var(&config.upstream_key_env).ok())
+            .filter(|k| !k.is_empty());
+        let recorder = match (deps.recorder, &config.records_dir) {
+            (Some(r), _) => r,
+            (None, Some(dir)) => {
+                let redactor = switchyard_records::Redactor::new(
+                    upstream_key
+                        .iter()
+                        .chain(config.ingress_key.iter())
+                        .cloned(),
+                );
+                Recorder::open_dir(dir, redactor).map_err(|source| GatewayError::Records {
+                    dir: dir.display().to_string(),
+                    source,
+                })?
+            }
+            (None, None) => Recorder::disabled(),
+        };
+        for secret in upstream_key.iter().chain(config.ingress_key.iter()) {
+            recorder.add_secret(secret.clone());
+        }
+        let upstream = UpstreamClient::new(&config, upstream_key)?;
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| GatewayError::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        let local_addr = listener.local_addr().map_err(|source| GatewayError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+        let cancel = CancellationToken::new();
+        let (in_flight, in_flight_done) = mpsc::channel(1);
+        let state = Arc::new(AppState {
+            router: ModelRouter::new(
+                &config.upstream_model,
+                &config.aliases,
+                config.strict_models,
+            ),
+            config,
+            upstream,
+            recorder: recorder.clone(),
+            run_id: deps.run_id,
+            sessions: Mutex::new(HashMap::new()),
+            cancel: cancel.clone(),
+            in_flight,
+        });
+        let app = Router::new()
+            .route("/{version}/models/{*rest}", post(models))
+            .fallback(not_found)
+            .layer(DefaultBodyLimit::max(MAX_GUEST_BODY))
+            .with_state(state.clone());
+        let stop = cancel.clone();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await
+        });
+        tracing::info!(%local_addr, upstream = %state.upstream.url(), "gateway listening");
+        Ok(GatewayHandle {
+            local_addr,
+            ingress_key: state.config.ingress_key.clone(),
+            shutdown_bound: state.config.timeouts.shutdown(),
+            cancel,
+            server,
+            state: Some(state),
+            in_flight_done,
+            recorder,
+        })
+    }
+}
+
+/// A running gateway.
+pub struct GatewayHandle {
+    local_addr: SocketAddr,
+    ingress_key: Option<String>,
+    shutdown_bound: std::time::Duration,
+    cancel: CancellationToken,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    state: Option<Arc<AppState>>,
+    in_flight_done: mpsc::Receiver<()>,
+    recorder: Recorder,
+}
+
+impl GatewayHandle {
+    /// The bound address (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// `http://<local_addr>`, the value for `GOOGLE_GEMINI_BASE_URL`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.local_addr)
+    }
+
+    /// Environment a stock Gemini CLI needs to talk to this gateway. `GEMINI_API_KEY` is the
+    /// ingress key when one is configured (the guest must send it), else a placeholder.
+    pub fn guest_env(&self) -> Vec<(String, String)> {
+        vec![
+            ("GOOGLE_GEMINI_BASE_URL".into(), self.base_url()),
+            (
+                "GEMINI_API_KEY".into(),
+                self.ingress_key
+                    .clone()
+                    .unwrap_or_else(|| PLACEHOLDER_GUEST_KEY.to_string()),
+            ),
+        ]
+    }
+
+    /// The user settings a stock Gemini CLI needs (`~/.gemini/settings.json`).
+    pub fn guest_settings() -> serde_json::Value {
+        serde_json::json!({
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "general": {"maxAttempts": 2}
+        })
+    }
+
+    /// Human-readable start banner. With an ingress key, the key itself is not printed: the
+    /// line names `ingress_key_hint` instead (e.g. the env var the key came from).
+    pub fn banner(&self, ingress_key_hint: Option<&str>) -> String {
+        let key_line = match (&self.ingress_key, ingress_key_hint) {
+            (None, _) => format!("export GEMINI_API_KEY={PLACEHOLDER_GUEST_KEY}"),
+            (Some(_), Some(hint)) => format!("export GEMINI_API_KEY=\"{hint}\""),
+            (Some(_), None) => "export GEMINI_API_KEY=<the configured ingress_key>".to_string(),
+        };
+        format!(
+            "switchyard gateway listening on {addr}\n\
+             # point a stock Gemini CLI at it:\n\
+             export GOOGLE_GEMINI_BASE_URL={base}\n\
+             {key_line}\n\
+             # and in $GEMINI_CLI_HOME/.gemini/settings.json (or ~/.gemini/settings.json):\n\
+             {settings}\n",
+            addr = self.local_addr,
+            base = self.base_url(),
+            settings = Self::guest_settings(),
+        )
+    }
+
+    /// Stop accepting, cancel in-flight upstream requests, wait (bounded) for exchanges to end,
+    /// flush records. Returns within about `timeouts.shutdown_ms`.
+    pub async fn shutdown(mut self) -> Result<(), GatewayError> {
+        self.cancel.cancel();
+        // Our own sender copy must go, or the wait below never ends.
+        self.state.take();
+        let deadline = tokio::time::Instant::now() + self.shutdown_bound;
+        let _ = tokio::time::timeout_at(deadline, self.in_flight_done.recv()).await;
+        if tokio::time::timeout_at(deadline, &mut self.server)
+            .await
+            .is_err()
+        {
+            self.server.abort();
+            tracing::warn!("gateway connections did not close in time; aborted");
+        }
+        let recorder = self.recorder.clone();
+        tokio::task::spawn_blocking(move || recorder.flush())
+            .await
+            .map_err(|_| GatewayError::Flush(switchyard_records::RecordError::Closed))
+            .and_then(|r| r.map_err(GatewayError::Flush))
+    }
+}
+
+/// A Google-shaped error response.
+pub(crate) fn google_error_response(body: &GoogleErrorBody) -> Response {
+    let status = StatusCode::from_u16(body.error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
+        body.to_json_line(),
+    )
+        .into_response()
+}
+
+pub(crate) fn error_response(status: u16, message: &str) -> Response {
+    google_error_response(&switchyard_translate::google_error(status, message, None))
+}
+
+async fn not_found() -> Response {
+    error_response(
+        404,
+        "switchyard gateway serves POST /v1beta/models/{model}:streamGenerateContent, \
+         :generateContent and :countTokens only",
+    )
+}
+
+async fn models(
+    State(state): State<Arc<AppState>>,
+    Path((_version, rest)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if !ingress_allowed(state.config.ingress_key.as_deref(), &headers) {
+        return error_response(
+            401,
+            "missing or wrong API key: this gateway requires its per-run ingress key in \
+             x-goog-api-key (GEMINI_API_KEY)",
+        );
+    }
+    let Some((model, method)) = rest.rsplit_once(':') else {
+        return error_response(
+            404,
+            &format!("expected models/{{model}}:{{method}}, got models/{rest}"),
+        );
+    };
+    let session = headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("default")
+        .to_string();
+    let ctx = exchange::ExchangeContext {
+        state,
+        guest_model: model.to_string(),
+        session,
+    };
+    match method {
+        "streamGenerateContent" => exchange::stream_generate(ctx, body).await,
+        "generateContent" => exchange::generate(ctx, body).await,
+        "countTokens" => exchange::count_tokens(ctx, body).await,
+        other => error_response(
+            404,
+            &format!("method {other:?} is not served by switchyard gateway"),
+        ),
+    }
+}
+
+/// An SSE body from a channel of ready frames.
+pub(crate) fn sse_body(frames: mpsc::Receiver<Bytes>) -> Response {
+    let stream = futures_util::stream::unfold(frames, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|frame| (Ok::<_, std::convert::Infallible>(frame), rx))
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(stream))
+        .expect("static response parts are valid")
+}

@@ -1,0 +1,212 @@
+//! The HTTP client for the OpenAI-compatible upstream: one `POST …/chat/completions` per
+//! attempt, with connect / first-byte / idle timeouts, the API key as `Authorization: Bearer`
+//! (never logged), and failures classified as retryable or not.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+
+use crate::config::GatewayConfig;
+use crate::retry::retry_after_from_headers;
+
+/// Largest upstream error body kept (for the guest's error message and the records).
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// Why one upstream attempt failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("cannot reach the upstream: {0}")]
+    Connect(String),
+    #[error("upstream sent no response head within {0:?}")]
+    FirstByteTimeout(Duration),
+    #[error("upstream answered HTTP {status}: {body}")]
+    Status {
+        status: u16,
+        body: String,
+        retry_after: Option<Duration>,
+    },
+    #[error("upstream went silent for {0:?} in the middle of the response")]
+    IdleTimeout(Duration),
+    #[error("upstream response body broke off: {0}")]
+    Body(String),
+    #[error("upstream response is not valid: {0}")]
+    Invalid(String),
+}
+
+impl UpstreamError {
+    /// Whether another attempt may succeed (429, 408, 5xx, network trouble, timeouts).
+    pub fn retryable(&self) -> bool {
+        match self {
+            UpstreamError::Connect(_)
+            | UpstreamError::FirstByteTimeout(_)
+            | UpstreamError::IdleTimeout(_)
+            | UpstreamError::Body(_) => true,
+            UpstreamError::Status { status, .. } => {
+                *status == 429 || *status == 408 || *status >= 500
+            }
+            UpstreamError::Invalid(_) => false,
+        }
+    }
+
+    /// The wait the upstream asked for, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            UpstreamError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// HTTP status the upstream answered with, if it answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            UpstreamError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// Stable kind for records.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            UpstreamError::Connect(_) => "upstream_connect",
+            UpstreamError::FirstByteTimeout(_) => "upstream_first_byte_timeout",
+            UpstreamError::Status { .. } => "upstream_status",
+            UpstreamError::IdleTimeout(_) => "upstream_idle_timeout",
+            UpstreamError::Body(_) => "upstream_body",
+            UpstreamError::Invalid(_) => "upstream_invalid",
+        }
+    }
+}
+
+/// A body chunk stream with the idle timeout applied.
+pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, UpstreamError>> + Send>>;
+
+/// Client for one upstream endpoint.
+#[derive(Clone)]
+pub struct UpstreamClient {
+    http: reqwest::Client,
+    url: String,
+    bearer: Option<String>,
+    first_byte: Duration,
+    idle: Duration,
+}
+
+impl std::fmt::Debug for UpstreamClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamClient")
+            .field("url", &self.url)
+            .field("has_key", &self.bearer.is_some())
+            .finish()
+    }
+}
+
+/// Install the ring TLS provider once (reqwest is built with `rustls-no-provider`).
+pub fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+impl UpstreamClient {
+    /// Build the client; the key is read by the caller from the configured env var.
+    pub fn new(config: &GatewayConfig, api_key: Option<String>) -> Result<Self, reqwest::Error> {
+        install_tls_provider();
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.timeouts.connect())
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build()?;
+        Ok(Self {
+            http,
+            url: config.chat_completions_url(),
+            bearer: api_key
+                .filter(|k| !k.is_empty())
+                .map(|k| format!("Bearer {k}")),
+            first_byte: config.timeouts.first_byte(),
+            idle: config.timeouts.idle(),
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Send one attempt; `Ok` only for a 2xx response head. Error bodies are read (bounded).
+    pub async fn send(&self, body: Bytes) -> Result<reqwest::Response, UpstreamError> {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
+        if let Some(bearer) = &self.bearer {
+            request = request.header(reqwest::header::AUTHORIZATION, bearer);
+        }
+        let response = match tokio::time::timeout(self.first_byte, request.send()).await {
+            Err(_) => return Err(UpstreamError::FirstByteTimeout(self.first_byte)),
+            Ok(Err(e)) => return Err(UpstreamError::Connect(describe(&e))),
+            Ok(Ok(r)) => r,
+        };
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let status = response.status().as_u16();
+        let retry_after = retry_after_from_headers(response.headers());
+        let body = self
+            .read_body(response, MAX_ERROR_BODY)
+            .await
+            .unwrap_or_default();
+        Err(UpstreamError::Status {
+            status,
+            body: String::from_utf8_lossy(&body).into_owned(),
+            retry_after,
+        })
+    }
+
+    /// The response body as a stream, each chunk bounded by the idle timeout.
+    pub fn body_stream(&self, response: reqwest::Response) -> ByteStream {
+        let idle = self.idle;
+        let inner = response.bytes_stream();
+        Box::pin(futures_util::stream::unfold(
+            Some(inner),
+            move |state| async move {
+                let mut inner = state?;
+                match tokio::time::timeout(idle, inner.next()).await {
+                    Err(_) => Some((Err(UpstreamError::IdleTimeout(idle)), None)),
+                    Ok(None) => None,
+                    Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(inner))),
+                    Ok(Some(Err(e))) => Some((Err(UpstreamError::Body(describe(&e))), None)),
+                }
+            },
+        ))
+    }
+
+    /// Read a whole body (bounded by `limit` bytes, idle timeout per chunk).
+    pub async fn read_body(
+        &self,
+        response: reqwest::Response,
+        limit: usize,
+    ) -> Result<Bytes, UpstreamError> {
+        let mut stream = self.body_stream(response);
+        let mut out = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            let room = limit.saturating_sub(out.len());
+            out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(Bytes::from(out))
+    }
+}
+
+/// reqwest errors with their source chain (never includes headers, so never the key).
+fn describe(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
