@@ -1,0 +1,461 @@
+//! The machinery behind [`super::ManagedProcess`]: spawning with a process group, death signal
+//! and orphan guard, the pipe readers, and the control loop (watchdogs and stop escalation).
+
+use std::io;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use nix::sys::signal::{SigHandler, Signal, killpg, signal};
+use nix::unistd::{Pid, getpid, getppid};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::lines::{Line, LineSplitter, StreamStats};
+use super::ring::TailRing;
+use super::{
+    Escalation, ExitStatusInfo, Limits, ManagedProcess, Outcome, ProcessEvent, ProcessSpec,
+    SpawnError, StopHandle, StopPolicy, StopReason, Termination, Watchdogs,
+};
+
+/// The orphan guard: blocks on the lifeline pipe (its stdin); EOF means Switchyard is gone or
+/// done, so it kills its whole process group, itself included. INT/TERM/HUP/QUIT are ignored
+/// (set before exec, so there is no window before `trap` runs) because graceful stops signal
+/// the whole group.
+const GUARD_SCRIPT: &str = "trap '' INT TERM HUP QUIT; read -r _line; kill -KILL 0";
+
+/// Size of one read from a pipe.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Sends SIGKILL to a process group, ignoring "no such process".
+pub(super) fn kill_group(pgid: u32) {
+    signal_group(pgid, Signal::SIGKILL);
+}
+
+fn signal_group(pgid: u32, signal: Signal) {
+    if let Err(error) = killpg(Pid::from_raw(pgid as i32), signal) {
+        if error != nix::errno::Errno::ESRCH {
+            tracing::warn!(pgid, ?signal, %error, "cannot signal guest process group");
+        }
+    }
+}
+
+struct OrphanGuard {
+    child: Child,
+    lifeline: io::PipeWriter,
+}
+
+pub(super) fn spawn(spec: ProcessSpec) -> Result<ManagedProcess, SpawnError> {
+    let runtime = tokio::runtime::Handle::try_current().map_err(|_| SpawnError::NoRuntime)?;
+    let mut command = Command::new(&spec.program);
+    command
+        .args(&spec.args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(key, value)| (key, value)))
+        .current_dir(&spec.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let parent = getpid();
+    // SAFETY: the closure runs in the forked child before exec and only makes two
+    // async-signal-safe syscalls (prctl, getppid); it allocates only on the error path, where
+    // the child is about to fail anyway.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
+            // The parent may have died between fork and prctl: then no signal would come.
+            if getppid() != parent {
+                return Err(io::Error::other("parent exited before the guest started"));
+            }
+            Ok(())
+        });
+    }
+    let _runtime_guard = runtime.enter();
+    let mut child = command.spawn().map_err(|source| SpawnError::Program {
+        program: spec.program.clone(),
+        source,
+    })?;
+    let pid = child.id().expect("a child that was just spawned has a pid");
+    let guard = if spec.orphan_guard {
+        match start_orphan_guard(pid) {
+            Ok(guard) => Some(guard),
+            Err(error) => {
+                kill_group(pid);
+                return Err(SpawnError::Guard(error));
+            }
+        }
+    } else {
+        None
+    };
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let (events, receiver) = mpsc::channel(spec.limits.event_channel_capacity.max(1));
+    let (stop_sender, stop_requests) = watch::channel(None);
+    let finished = Arc::new(AtomicBool::new(false));
+    let run = Supervision {
+        pid,
+        start: Instant::now(),
+        limits: spec.limits,
+        watchdogs: spec.watchdogs,
+        stop_policy: spec.stop_policy,
+        finished: finished.clone(),
+        events,
+    };
+    runtime.spawn(run.supervise(child, guard, stdout, stderr, stop_requests));
+    Ok(ManagedProcess {
+        events: receiver,
+        stop: StopHandle {
+            request: Arc::new(stop_sender),
+        },
+        pid,
+        finished,
+    })
+}
+
+fn start_orphan_guard(pgid: u32) -> io::Result<OrphanGuard> {
+    let (reader, lifeline) = io::pipe()?;
+    let mut command = Command::new("/bin/sh");
+    command
+        .arg("-c")
+        .arg(GUARD_SCRIPT)
+        .env_clear()
+        .current_dir("/")
+        .stdin(Stdio::from(reader))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(pgid as i32);
+    // SAFETY: only `signal(2)` calls with SIG_IGN, which are async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            for ignored in [
+                Signal::SIGINT,
+                Signal::SIGTERM,
+                Signal::SIGHUP,
+                Signal::SIGQUIT,
+            ] {
+                signal(ignored, SigHandler::SigIgn).map_err(io::Error::from)?;
+            }
+            Ok(())
+        });
+    }
+    let child = command.spawn()?;
+    Ok(OrphanGuard { child, lifeline })
+}
+
+/// State shared by the control loop and the pipe readers of one process.
+struct Supervision {
+    pid: u32,
+    start: Instant,
+    limits: Limits,
+    watchdogs: Watchdogs,
+    stop_policy: StopPolicy,
+    finished: Arc<AtomicBool>,
+    events: mpsc::Sender<ProcessEvent>,
+}
+
+/// Where the control loop is.
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    Running,
+    Stopping {
+        reason: StopReason,
+        escalation: Escalation,
+        next_escalation: Option<Instant>,
+    },
+}
+
+impl Supervision {
+    async fn supervise(
+        self,
+        mut child: Child,
+        guard: Option<OrphanGuard>,
+        stdout: impl AsyncRead + Unpin + Send + 'static,
+        stderr: impl AsyncRead + Unpin + Send + 'static,
+        stop_requests: watch::Receiver<Option<StopReason>>,
+    ) {
+        let last_stdout_ms = Arc::new(AtomicU64::new(0));
+        let stdout_task = tokio::spawn(read_stdout(
+            stdout,
+            self.limits.max_line_bytes,
+            self.events.clone(),
+            last_stdout_ms.clone(),
+            self.start,
+        ));
+        let stderr_task = tokio::spawn(read_stderr(
+            stderr,
+            self.limits.clone(),
+            self.events.clone(),
+        ));
+
+        let (status, phase) = self
+            .control(&mut child, stop_requests, &last_stdout_ms)
+            .await;
+
+        // The leader is gone: nothing it started may outlive it. The guard is still a member,
+        // so the group id cannot have been reused yet.
+        kill_group(self.pid);
+        self.finished.store(true, Ordering::Release);
+        if let Some(guard) = guard {
+            drop(guard.lifeline);
+            let mut guard_child = guard.child;
+            let _ = guard_child.wait().await;
+        }
+        let stdout_stats = stdout_task.await.unwrap_or_default();
+        let (stderr_stats, ring) = stderr_task
+            .await
+            .unwrap_or_else(|_| (StreamStats::default(), TailRing::new(0)));
+
+        let (termination, exit) = termination_of(status, phase);
+        let outcome = Outcome {
+            termination,
+            exit,
+            stdout: stdout_stats,
+            stderr: stderr_stats,
+            stderr_tail: String::from_utf8_lossy(&ring.contents()).into_owned(),
+            stderr_evicted_bytes: ring.evicted_bytes(),
+            duration: self.start.elapsed(),
+        };
+        let _ = self.events.send(ProcessEvent::Finished(outcome)).await;
+    }
+
+    /// Waits for the leader to exit while running the watchdogs and the stop escalation.
+    async fn control(
+        &self,
+        child: &mut Child,
+        mut stop_requests: watch::Receiver<Option<StopReason>>,
+        last_stdout_ms: &AtomicU64,
+    ) -> (io::Result<ExitStatus>, Phase) {
+        let overall_deadline = self.watchdogs.overall_timeout.map(|t| self.start + t);
+        let mut phase = Phase::Running;
+        let mut stop_handles_alive = true;
+        loop {
+            let wake_at = match phase {
+                Phase::Running => {
+                    let inactivity_deadline = self.watchdogs.inactivity_timeout.map(|t| {
+                        self.start
+                            + Duration::from_millis(last_stdout_ms.load(Ordering::Relaxed))
+                            + t
+                    });
+                    earliest(overall_deadline, inactivity_deadline)
+                }
+                Phase::Stopping {
+                    next_escalation, ..
+                } => next_escalation,
+            };
+            tokio::select! {
+                status = child.wait() => return (status, phase),
+                changed = stop_requests.changed(),
+                    if stop_handles_alive && matches!(phase, Phase::Running) =>
+                {
+                    match changed {
+                        Ok(()) => {
+                            let requested = *stop_requests.borrow_and_update();
+                            if let Some(reason) = requested {
+                                phase = self.begin_stop(reason);
+                            }
+                        }
+                        Err(_) => stop_handles_alive = false,
+                    }
+                }
+                () = sleep_until(wake_at) => {
+                    let now = Instant::now();
+                    phase = match phase {
+                        Phase::Running if overall_deadline.is_some_and(|d| d <= now) => {
+                            self.begin_stop(StopReason::Timeout)
+                        }
+                        Phase::Running => match self.watchdogs.inactivity_timeout {
+                            Some(limit) => {
+                                let silent_since = self.start
+                                    + Duration::from_millis(last_stdout_ms.load(Ordering::Relaxed));
+                                if silent_since + limit <= now {
+                                    self.begin_stop(StopReason::Inactivity)
+                                } else {
+                                    Phase::Running
+                                }
+                            }
+                            None => Phase::Running,
+                        },
+                        Phase::Stopping { reason, escalation, .. } => self.escalate(reason, escalation),
+                    };
+                }
+            }
+        }
+    }
+
+    fn begin_stop(&self, reason: StopReason) -> Phase {
+        tracing::debug!(
+            pid = self.pid,
+            ?reason,
+            "stopping guest: SIGINT to its group"
+        );
+        signal_group(self.pid, Signal::SIGINT);
+        Phase::Stopping {
+            reason,
+            escalation: Escalation::Int,
+            next_escalation: Some(Instant::now() + self.stop_policy.grace_after_int),
+        }
+    }
+
+    fn escalate(&self, reason: StopReason, current: Escalation) -> Phase {
+        let (signal, escalation, next_escalation) = match current {
+            Escalation::Int => (
+                Signal::SIGTERM,
+                Escalation::Term,
+                Some(Instant::now() + self.stop_policy.grace_after_term),
+            ),
+            Escalation::Term | Escalation::Kill => (Signal::SIGKILL, Escalation::Kill, None),
+        };
+        tracing::debug!(
+            pid = self.pid,
+            ?signal,
+            "guest ignored the previous stop signal"
+        );
+        signal_group(self.pid, signal);
+        Phase::Stopping {
+            reason,
+            escalation,
+            next_escalation,
+        }
+    }
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn termination_of(status: io::Result<ExitStatus>, phase: Phase) -> (Termination, ExitStatusInfo) {
+    use std::os::unix::process::ExitStatusExt;
+    let status = match status {
+        Ok(status) => status,
+        Err(error) => {
+            let termination = Termination::WaitFailed {
+                error: error.to_string(),
+            };
+            return (termination, ExitStatusInfo::default());
+        }
+    };
+    let exit = ExitStatusInfo {
+        code: status.code(),
+        signal: status.signal(),
+    };
+    let termination = match (phase, exit) {
+        (
+            Phase::Stopping {
+                reason, escalation, ..
+            },
+            _,
+        ) => Termination::Stopped { reason, escalation },
+        (
+            Phase::Running,
+            ExitStatusInfo {
+                code: Some(code), ..
+            },
+        ) => Termination::Exited { code },
+        (
+            Phase::Running,
+            ExitStatusInfo {
+                signal: Some(signal),
+                ..
+            },
+        ) => Termination::Signaled { signal },
+        (Phase::Running, _) => Termination::WaitFailed {
+            error: format!("exit status without code or signal: {status:?}"),
+        },
+    };
+    (termination, exit)
+}
+
+async fn read_stdout(
+    mut pipe: impl AsyncRead + Unpin,
+    max_line_bytes: usize,
+    events: mpsc::Sender<ProcessEvent>,
+    last_stdout_ms: Arc<AtomicU64>,
+    start: Instant,
+) -> StreamStats {
+    let mut splitter = LineSplitter::new(max_line_bytes);
+    let mut forward = Forwarder::new(events, true);
+    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    let mut lines = Vec::new();
+    while let Some(read) = read_some(&mut pipe, &mut chunk).await {
+        last_stdout_ms.store(start.elapsed().as_millis() as u64, Ordering::Relaxed);
+        splitter.push(&chunk[..read], &mut lines);
+        for line in lines.drain(..) {
+            forward.send(ProcessEvent::Stdout(line)).await;
+        }
+    }
+    if let Some(line) = splitter.finish() {
+        forward.send(ProcessEvent::Stdout(line)).await;
+    }
+    splitter.stats().clone()
+}
+
+async fn read_stderr(
+    mut pipe: impl AsyncRead + Unpin,
+    limits: Limits,
+    events: mpsc::Sender<ProcessEvent>,
+) -> (StreamStats, TailRing) {
+    let mut splitter = LineSplitter::new(limits.max_stderr_line_bytes);
+    let mut ring = TailRing::new(limits.stderr_ring_bytes);
+    let mut forward = Forwarder::new(events, limits.forward_stderr_lines);
+    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    let mut lines: Vec<Line> = Vec::new();
+    while let Some(read) = read_some(&mut pipe, &mut chunk).await {
+        ring.push(&chunk[..read]);
+        splitter.push(&chunk[..read], &mut lines);
+        for line in lines.drain(..) {
+            forward.send(ProcessEvent::Stderr(line)).await;
+        }
+    }
+    if let Some(line) = splitter.finish() {
+        forward.send(ProcessEvent::Stderr(line)).await;
+    }
+    (splitter.stats().clone(), ring)
+}
+
+/// Reads one chunk; `None` at EOF or on a read error (the pipe is then unusable).
+async fn read_some(pipe: &mut (impl AsyncRead + Unpin), chunk: &mut [u8]) -> Option<usize> {
+    loop {
+        match pipe.read(chunk).await {
+            Ok(0) => return None,
+            Ok(read) => return Some(read),
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => {
+                tracing::warn!(%error, "reading a guest pipe failed");
+                return None;
+            }
+        }
+    }
+}
+
+/// Sends events until the receiver is gone, then keeps the pipe drained without sending.
+struct Forwarder {
+    events: mpsc::Sender<ProcessEvent>,
+    enabled: bool,
+}
+
+impl Forwarder {
+    fn new(events: mpsc::Sender<ProcessEvent>, enabled: bool) -> Self {
+        Self { events, enabled }
+    }
+
+    async fn send(&mut self, event: ProcessEvent) {
+        if self.enabled && self.events.send(event).await.is_err() {
+            self.enabled = false;
+        }
+    }
+}
