@@ -1,0 +1,117 @@
+//! `switchyard gateway`: run the model gateway standalone (the same engine `switchyard run`
+//! embeds) until Ctrl-C / SIGTERM, printing the environment that points a stock Gemini CLI at it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use switchyard_gateway::{Gateway, GatewayConfig};
+
+/// Serve Google GenerateContent on loopback and forward to an OpenAI-compatible upstream.
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    /// Address to listen on (loopback only unless --allow-non-loopback). Default 127.0.0.1:0.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// OpenAI-compatible base URL; `/chat/completions` is appended (e.g. http://127.0.0.1:8000/v1).
+    #[arg(long, value_name = "URL")]
+    pub upstream_url: Option<String>,
+    /// Upstream model every guest model is routed to (unless an alias says otherwise).
+    #[arg(long, value_name = "NAME")]
+    pub upstream_model: Option<String>,
+    /// Environment variable holding the upstream API key [default: SWITCHYARD_UPSTREAM_KEY].
+    /// The key itself is never accepted on the command line.
+    #[arg(long, value_name = "VAR")]
+    pub upstream_key_env: Option<String>,
+    /// Record every exchange into this directory (SQLite store).
+    #[arg(long, value_name = "DIR")]
+    pub records: Option<PathBuf>,
+    /// TOML config file with the same settings (+ aliases, retries, timeouts); flags win.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Require guests to send the value of this environment variable as their API key.
+    #[arg(long, value_name = "VAR")]
+    pub ingress_key_env: Option<String>,
+    /// Route a guest model name (or `prefix*`) to an upstream model: `--alias NAME=MODEL`.
+    #[arg(long = "alias", value_name = "NAME=MODEL")]
+    pub aliases: Vec<String>,
+    /// Refuse guest model names that are neither an alias nor the upstream model.
+    #[arg(long)]
+    pub strict_models: bool,
+    /// Allow listening on a non-loopback address.
+    #[arg(long)]
+    pub allow_non_loopback: bool,
+}
+
+impl GatewayArgs {
+    /// The effective config: file (if any), then flags.
+    pub fn to_config(&self) -> anyhow::Result<GatewayConfig> {
+        let mut config = match &self.config {
+            Some(path) => GatewayConfig::from_toml_file(path)?,
+            None => GatewayConfig::default(),
+        };
+        if let Some(listen) = self.listen {
+            config.listen = listen;
+        }
+        if let Some(url) = &self.upstream_url {
+            config.upstream_url = url.clone();
+        }
+        if let Some(model) = &self.upstream_model {
+            config.upstream_model = model.clone();
+        }
+        if let Some(var) = &self.upstream_key_env {
+            config.upstream_key_env = var.clone();
+        }
+        if let Some(dir) = &self.records {
+            config.records_dir = Some(dir.clone());
+        }
+        if let Some(var) = &self.ingress_key_env {
+            let key = std::env::var(var)
+                .with_context(|| format!("--ingress-key-env: environment variable {var} is not set"))?;
+            config.ingress_key = Some(key);
+        }
+        for alias in &self.aliases {
+            let (name, model) = alias
+                .split_once('=')
+                .with_context(|| format!("--alias {alias:?}: expected NAME=MODEL"))?;
+            config.aliases.insert(name.to_string(), model.to_string());
+        }
+        config.strict_models |= self.strict_models;
+        config.allow_non_loopback |= self.allow_non_loopback;
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+/// Run the gateway until interrupted.
+pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
+    let config = args.to_config()?;
+    if std::env::var(&config.upstream_key_env)
+        .unwrap_or_default()
+        .is_empty()
+    {
+        eprintln!(
+            "note: {} is not set; requests go upstream without an Authorization header",
+            config.upstream_key_env
+        );
+    }
+    let handle = Gateway::start(config).await?;
+    let hint = args.ingress_key_env.as_ref().map(|var| format!("${var}"));
+    print!("{}", handle.banner(hint.as_deref()));
+    use std::io::Write;
+    std::io::stdout().flush().ok();
+    wait_for_signal().await?;
+    eprintln!("switchyard gateway: shutting down");
+    handle.shutdown().await?;
+    Ok(())
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
