@@ -252,13 +252,20 @@ impl GatewayHandle {
         // Our own sender copy must go, or the wait below never ends.
         self.state.take();
         let deadline = tokio::time::Instant::now() + self.shutdown_bound;
-        let _ = tokio::time::timeout_at(deadline, self.in_flight_done.recv()).await;
+        // Connections close once their exchanges end (they observe the cancellation); the
+        // server task then drops the router's state, and the last exchange task its guard.
         if tokio::time::timeout_at(deadline, &mut self.server)
             .await
             .is_err()
         {
             self.server.abort();
             tracing::warn!("gateway connections did not close in time; aborted");
+        }
+        if tokio::time::timeout_at(deadline, self.in_flight_done.recv())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some exchanges were still finishing at shutdown");
         }
         let recorder = self.recorder.clone();
         tokio::task::spawn_blocking(move || recorder.flush())

@@ -1,0 +1,546 @@
+//! The gateway against the scripted Chat Completions upstream (no guest CLI): streaming,
+//! tool-call assembly and ids, malformed-call retry, rate limits, Google-shaped errors,
+//! countTokens, model routing, ingress key, shutdown.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use switchyard_testkit::chat_upstream::{
+    Gate, Reply, Script, Step, StreamEvent, StreamReply, Times, chunk,
+};
+
+#[tokio::test]
+async fn streamed_text_reaches_the_guest_before_the_upstream_sends_more() {
+    let gate = Gate::new();
+    let events = vec![
+        StreamEvent::json(chunk::role()),
+        StreamEvent::json(chunk::text("Hel")),
+        StreamEvent::json(chunk::text("lo!")).after_gate(&gate),
+        StreamEvent::json(chunk::finish("stop")),
+        StreamEvent::json(chunk::usage(11, 2)),
+    ];
+    let (upstream, gw) = start(
+        Script::new().then(Reply::Stream(StreamReply::new(events))),
+        |_| {},
+    )
+    .await;
+
+    let response = post(
+        &gw,
+        "gemini-2.5-flash",
+        "streamGenerateContent",
+        &user_request("hi"),
+    )
+    .await;
+    let mut frames = Frames::new(response);
+    // The upstream holds "lo!" until the gate opens: if the gateway buffered, this would hang.
+    let first = loop {
+        let f = frames.next().await.expect("a frame before the gate opens");
+        if !text_of(std::slice::from_ref(&f)).is_empty() {
+            break f;
+        }
+    };
+    assert_eq!(text_of(std::slice::from_ref(&first)), "Hel");
+    assert_eq!(first["modelVersion"], UPSTREAM_MODEL);
+    gate.open();
+    let rest = frames.all().await;
+    assert_eq!(text_of(&rest), "lo!");
+    let last = rest.last().expect("final chunk");
+    assert_eq!(last["candidates"][0]["finishReason"], "STOP");
+    assert_eq!(last["usageMetadata"]["promptTokenCount"], 11);
+    assert_eq!(last["usageMetadata"]["candidatesTokenCount"], 2);
+    assert!(String::from_utf8_lossy(&frames.raw).ends_with("\r\n\r\n"));
+
+    let sent = upstream.requests();
+    assert_eq!(sent.len(), 1);
+    let body = sent[0].json();
+    assert_eq!(body["model"], UPSTREAM_MODEL);
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"]["include_usage"], true);
+    assert_eq!(sent[0].path, "/v1/chat/completions");
+    assert_eq!(
+        sent[0].header("authorization"),
+        Some(format!("Bearer {UPSTREAM_KEY}").as_str())
+    );
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn parallel_and_identical_tool_calls_are_assembled_and_keep_their_ids() {
+    let args = r#"{"file_path":"/tmp/a.txt"}"#;
+    let script = Script::new()
+        .then(Reply::tool_calls_stream(
+            &[
+                ("call_A", "read_file", args),
+                ("call_B", "read_file", args),
+                ("call_C", "glob", r#"{"pattern":"*.rs"}"#),
+            ],
+            3,
+        ))
+        .then(Reply::text_stream(["done"]));
+    let (upstream, gw) = start(script, |_| {}).await;
+
+    let frames = Frames::new(
+        post(
+            &gw,
+            "gemini-2.5-flash",
+            "streamGenerateContent",
+            &user_request("go"),
+        )
+        .await,
+    )
+    .all()
+    .await;
+    let calls = function_calls(&frames);
+    assert_eq!(calls.len(), 3, "{frames:?}");
+    assert_eq!(
+        calls[0],
+        json!({"id": "call_A", "name": "read_file", "args": {"file_path": "/tmp/a.txt"}})
+    );
+    assert_eq!(calls[1]["id"], "call_B");
+    assert_eq!(
+        calls[1]["args"], calls[0]["args"],
+        "identical calls stay distinct by id"
+    );
+    assert_eq!(calls[2]["args"], json!({"pattern": "*.rs"}));
+    // All calls arrive together, on the final chunk.
+    let last = frames.last().unwrap();
+    assert_eq!(function_calls(std::slice::from_ref(last)).len(), 3);
+    assert_eq!(last["candidates"][0]["finishReason"], "STOP");
+
+    // The guest answers by id; the upstream sees tool messages with those ids, in order.
+    let follow_up = json!({
+        "contents": [
+            {"role": "user", "parts": [{"text": "go"}]},
+            {"role": "model", "parts": calls.iter().map(|c| json!({"functionCall": c})).collect::<Vec<_>>()},
+            {"role": "user", "parts": [
+                {"functionResponse": {"id": "call_A", "name": "read_file", "response": {"output": "one"}}},
+                {"functionResponse": {"id": "call_B", "name": "read_file", "response": {"output": "two"}}},
+                {"functionResponse": {"id": "call_C", "name": "glob", "response": {"output": "three"}}}
+            ]}
+        ]
+    });
+    let frames =
+        Frames::new(post(&gw, "gemini-2.5-flash", "streamGenerateContent", &follow_up).await)
+            .all()
+            .await;
+    assert_eq!(text_of(&frames), "done");
+    let tool_messages = upstream.requests()[1].tool_messages();
+    let ids: Vec<&str> = tool_messages
+        .iter()
+        .map(|m| m["tool_call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["call_A", "call_B", "call_C"]);
+    assert!(
+        tool_messages[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("two")
+    );
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_response_for_an_id_never_delivered_is_refused() {
+    let script = Script::new()
+        .then(Reply::tool_calls_stream(
+            &[("call_1", "glob", r#"{"pattern":"*"}"#)],
+            4,
+        ))
+        .then(Reply::text_stream(["x"]));
+    let (upstream, gw) = start(script, |_| {}).await;
+    let _ = Frames::new(post(&gw, "m", "streamGenerateContent", &user_request("go")).await)
+        .all()
+        .await;
+    let forged = json!({"contents": [
+        {"role": "user", "parts": [{"text": "go"}]},
+        {"role": "model", "parts": [{"functionCall": {"id": "call_1", "name": "glob", "args": {"pattern": "*"}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"id": "call_999", "name": "glob", "response": {"output": "x"}}}]}
+    ]});
+    let response = post(&gw, "m", "streamGenerateContent", &forged).await;
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["status"], "INVALID_ARGUMENT");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("call_999"),
+        "{body}"
+    );
+    assert_eq!(
+        upstream.requests().len(),
+        1,
+        "refused before reaching the upstream"
+    );
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_malformed_call_is_retried_and_the_tool_is_delivered_exactly_once() {
+    let script = Script::new()
+        .then(Reply::malformed_tool_call_stream("call_bad", "read_file"))
+        .then(Reply::tool_calls_stream(
+            &[("call_good", "read_file", r#"{"file_path":"a"}"#)],
+            5,
+        ));
+    let (upstream, gw) = start(script, |_| {}).await;
+    let frames = Frames::new(post(&gw, "m", "streamGenerateContent", &user_request("go")).await)
+        .all()
+        .await;
+    let calls = function_calls(&frames);
+    assert_eq!(calls.len(), 1, "{frames:?}");
+    assert_eq!(calls[0]["id"], "call_good");
+    assert_eq!(upstream.requests().len(), 2);
+    assert_eq!(
+        upstream.requests()[0].body,
+        upstream.requests()[1].body,
+        "same request retried"
+    );
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn malformed_calls_beyond_the_retry_limit_end_with_malformed_function_call() {
+    let script = Script::new().step(
+        Step::once(Reply::malformed_tool_call_stream("call_bad", "read_file")).times(Times::Always),
+    );
+    let (upstream, gw) = start(script, |c| c.retries.malformed_retries = 2).await;
+    let frames = Frames::new(post(&gw, "m", "streamGenerateContent", &user_request("go")).await)
+        .all()
+        .await;
+    assert!(
+        function_calls(&frames).is_empty(),
+        "never delivered: {frames:?}"
+    );
+    assert_eq!(
+        frames.last().unwrap()["candidates"][0]["finishReason"],
+        "MALFORMED_FUNCTION_CALL"
+    );
+    assert_eq!(
+        upstream.requests().len(),
+        3,
+        "1 attempt + 2 malformed retries"
+    );
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_upstream_reusing_a_delivered_call_id_is_not_delivered_twice() {
+    let call = ("call_same", "glob", r#"{"pattern":"*"}"#);
+    let script = Script::new()
+        .then(Reply::tool_calls_stream(&[call], 4))
+        .step(Step::once(Reply::tool_calls_stream(&[call], 4)).times(Times::Always));
+    let (upstream, gw) = start(script, |c| c.retries.malformed_retries = 1).await;
+    let first = Frames::new(post(&gw, "m", "streamGenerateContent", &user_request("go")).await)
+        .all()
+        .await;
+    assert_eq!(function_calls(&first).len(), 1);
+    let again = Frames::new(post(&gw, "m", "streamGenerateContent", &user_request("again")).await)
+        .all()
+        .await;
+    assert!(function_calls(&again).is_empty(), "{again:?}");
+    assert_eq!(
+        again.last().unwrap()["candidates"][0]["finishReason"],
+        "MALFORMED_FUNCTION_CALL"
+    );
+    assert_eq!(upstream.requests().len(), 3);
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn rate_limited_then_ok_honours_retry_after() {
+    let script = Script::new()
+        .then(Reply::error_retry_after(429, "slow down", "1"))
+        .then(Reply::text_stream(["after the wait"]));
+    let (upstream, gw) = start(script, |_| {}).await;
+    let frames = Frames::new(post(&gw, "m", "streamGenerateContent", &user_request("hi")).await)
+        .all()
+        .await;
+    assert_eq!(text_of(&frames), "after the wait");
+    let sent = upstream.requests();
+    assert_eq!(sent.len(), 2);
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn upstream_client_errors_are_passed_on_in_google_shape() {
+    let script = Script::new().then(Reply::error(400, "context length exceeded: 40000 > 32768"));
+    let (upstream, gw) = start(script, |_| {}).await;
+    let response = post(&gw, "m", "streamGenerateContent", &user_request("hi")).await;
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], 400);
+    assert_eq!(body["error"]["status"], "INVALID_ARGUMENT");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("context length exceeded")
+    );
+    assert_eq!(upstream.requests().len(), 1, "400 is not retried");
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn persistent_rate_limits_fail_fast_with_a_terminal_quota_error_and_retry_info() {
+    let script = Script::always(Reply::error_retry_after(429, "rate limited", "0"));
+    let (upstream, gw) = start(script, |c| c.retries.upstream_attempts = 3).await;
+    let response = post(&gw, "m", "generateContent", &user_request("hi")).await;
+    assert_eq!(response.status(), 429);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["status"], "RESOURCE_EXHAUSTED");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("limit: 0"),
+        "terminal for Gemini CLI: {message}"
+    );
+    assert_eq!(
+        body["error"]["details"][0]["@type"],
+        "type.googleapis.com/google.rpc.RetryInfo"
+    );
+    assert_eq!(body["error"]["details"][0]["retryDelay"], "0s");
+    assert_eq!(upstream.requests().len(), 3);
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_dead_upstream_is_a_503_after_bounded_retries() {
+    // Bind and drop a listener: nothing listens on that port any more.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut config =
+        switchyard_gateway::GatewayConfig::new(format!("http://127.0.0.1:{port}/v1"), "m");
+    config.retries.initial_backoff_ms = 10;
+    let gw = switchyard_gateway::Gateway::start(config).await.unwrap();
+    let response = post(&gw, "m", "streamGenerateContent", &user_request("hi")).await;
+    assert_eq!(response.status(), 503);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["status"], "UNAVAILABLE");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("3 attempt"),
+        "{body}"
+    );
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stream_going_idle_before_any_output_is_retried() {
+    let stalled = StreamReply::new(vec![StreamEvent::json(chunk::role())])
+        .ending(switchyard_testkit::chat_upstream::StreamEnd::Hang);
+    let script = Script::new()
+        .then(Reply::Stream(stalled))
+        .then(Reply::text_stream(["recovered"]));
+    let (upstream, gw) = start(script, |c| c.timeouts.idle_ms = 300).await;
+    let frames = Frames::new(post(&gw, "m", "streamGenerateContent", &user_request("hi")).await)
+        .all()
+        .await;
+    assert_eq!(text_of(&frames), "recovered");
+    assert_eq!(upstream.requests().len(), 2);
+    within(
+        "abandoned stream noticed",
+        upstream.wait_for_cancelled_hangs(1),
+    )
+    .await;
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn count_tokens_is_a_local_estimate() {
+    let (upstream, gw) = start(Script::new(), |_| {}).await;
+    let short = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]});
+    let long = json!({"contents": [{"role": "user", "parts": [{"text": "word ".repeat(4000)}]}]});
+    let a: Value = post(&gw, "gemini-2.5-flash", "countTokens", &short)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let b: Value = post(&gw, "gemini-2.5-flash", "countTokens", &long)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let (a, b) = (
+        a["totalTokens"].as_u64().unwrap(),
+        b["totalTokens"].as_u64().unwrap(),
+    );
+    assert!(a >= 1 && b > a * 100, "short {a}, long {b}");
+    assert!(upstream.requests().is_empty(), "never an upstream call");
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn auxiliary_models_follow_aliases_and_json_requests_get_bare_json() {
+    let script = Script::new()
+        .then(Reply::completion_text(
+            "```json\n{\"next_speaker\": \"user\"}\n```",
+        ))
+        .then(Reply::completion_text("plain"));
+    let (upstream, gw) = start(script, |c| {
+        c.aliases
+            .insert("gemini-3-flash-preview".into(), "small-model".into());
+    })
+    .await;
+    let json_request = json!({
+        "contents": [{"role": "user", "parts": [{"text": "who speaks next?"}]}],
+        "generationConfig": {"temperature": 0, "responseMimeType": "application/json",
+            "responseJsonSchema": {"type": "object", "properties": {"next_speaker": {"type": "string"}}}}
+    });
+    let response = post(
+        &gw,
+        "gemini-3-flash-preview",
+        "generateContent",
+        &json_request,
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    let text = body["candidates"][0]["content"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(text).unwrap(),
+        json!({"next_speaker": "user"})
+    );
+
+    let response = post(
+        &gw,
+        "gemini-3-pro-preview",
+        "generateContent",
+        &user_request("x"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+
+    let sent = upstream.requests();
+    assert_eq!(sent[0].json()["model"], "small-model");
+    assert_ne!(sent[0].json()["stream"], true);
+    assert_eq!(
+        sent[1].json()["model"],
+        UPSTREAM_MODEL,
+        "unaliased names go to the main model"
+    );
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn strict_models_refuses_unknown_names() {
+    let (upstream, gw) = start(Script::always(Reply::text("ok")), |c| {
+        c.strict_models = true
+    })
+    .await;
+    let response = post(&gw, "gemini-2.5-pro", "generateContent", &user_request("x")).await;
+    assert_eq!(response.status(), 404);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["status"], "NOT_FOUND");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("strict_models")
+    );
+    assert!(upstream.requests().is_empty());
+    let ok = post(&gw, UPSTREAM_MODEL, "generateContent", &user_request("x")).await;
+    assert_eq!(ok.status(), 200);
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn unknown_request_options_are_a_400_not_silently_dropped() {
+    let (upstream, gw) = start(Script::always(Reply::text("ok")), |_| {}).await;
+    let mut body = user_request("x");
+    body["generationConfig"]["frobnicate"] = json!(true);
+    let response = post(&gw, "m", "streamGenerateContent", &body).await;
+    assert_eq!(response.status(), 400);
+    let err: Value = response.json().await.unwrap();
+    assert_eq!(err["error"]["status"], "INVALID_ARGUMENT");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("frobnicate"),
+        "{err}"
+    );
+    assert!(upstream.requests().is_empty());
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_ingress_key_is_required_when_configured() {
+    let (upstream, gw) = start(Script::always(Reply::text("ok")), |c| {
+        c.ingress_key = Some("per-run-token".into())
+    })
+    .await;
+    let url = url(&gw, "m", "generateContent");
+    let missing = client()
+        .post(&url)
+        .json(&user_request("x"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 401);
+    let body: Value = missing.json().await.unwrap();
+    assert_eq!(body["error"]["status"], "UNAUTHENTICATED");
+    let wrong = client()
+        .post(&url)
+        .header("x-goog-api-key", "per-run-tokeX")
+        .json(&user_request("x"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    assert!(upstream.requests().is_empty());
+    let right = client()
+        .post(&url)
+        .header("x-goog-api-key", "per-run-token")
+        .json(&user_request("x"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(right.status(), 200);
+    assert_eq!(
+        gw.guest_env()[1],
+        ("GEMINI_API_KEY".to_string(), "per-run-token".to_string())
+    );
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_cancels_an_in_flight_hung_upstream() {
+    let (upstream, gw) = start(Script::always(Reply::Hang), |c| {
+        c.timeouts.shutdown_ms = 2_000
+    })
+    .await;
+    let url = url(&gw, "m", "streamGenerateContent");
+    let guest =
+        tokio::spawn(async move { client().post(url).json(&user_request("x")).send().await });
+    within("upstream request", upstream.wait_for_requests(1)).await;
+    within("gateway shutdown", gw.shutdown()).await.unwrap();
+    within(
+        "upstream request dropped",
+        upstream.wait_for_cancelled_hangs(1),
+    )
+    .await;
+    let answer = within("guest answered", guest).await.unwrap();
+    // The guest gets an error (a 503 Google error or a closed connection), never a hang.
+    if let Ok(response) = answer {
+        assert_eq!(response.status(), 503);
+    }
+}
+
+#[tokio::test]
+async fn unknown_paths_and_methods_get_google_errors() {
+    let (_upstream, gw) = start(Script::new(), |_| {}).await;
+    let response = post(&gw, "m", "embedContent", &json!({})).await;
+    assert_eq!(response.status(), 404);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["status"], "NOT_FOUND");
+    gw.shutdown().await.unwrap();
+}
