@@ -265,3 +265,134 @@ impl GeminiNormalizer {
         (out, outcome)
     }
 }
+
+/// stderr lines Gemini CLI always prints that carry no diagnosis.
+const STDERR_NOISE: &[&str] = &[
+    "Warning: ",
+    "YOLO mode",
+    "Ripgrep is not available",
+    "[STARTUP]",
+    "    at ",
+    "Approval mode overridden",
+];
+
+/// Keeps the last few stderr lines that may explain a failure (noise and colour codes removed).
+#[derive(Debug, Default, Clone)]
+pub struct StderrSummary {
+    lines: std::collections::VecDeque<String>,
+}
+
+impl StderrSummary {
+    const KEEP: usize = 4;
+
+    /// Offers one stderr line.
+    pub fn push(&mut self, line: &str) {
+        let text = strip_ansi(line);
+        if text.trim().is_empty() || STDERR_NOISE.iter().any(|n| text.starts_with(n)) {
+            return;
+        }
+        if self.lines.len() == Self::KEEP {
+            self.lines.pop_front();
+        }
+        self.lines.push_back(text);
+    }
+
+    /// The kept lines joined, or `None`.
+    pub fn message(&self) -> Option<String> {
+        (!self.lines.is_empty()).then(|| self.lines.iter().cloned().collect::<Vec<_>>().join("\n"))
+    }
+}
+
+/// Removes ANSI colour sequences (`ESC [ ... letter`).
+pub fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Replays a recorded run: stdout lines, stderr lines and the exit, exactly as the live backend
+/// processes them. Returns every event (without `RunStarted`, which the backend adds) and the
+/// outcome.
+pub fn replay<'a>(
+    stdout_lines: impl IntoIterator<Item = &'a str>,
+    stderr_lines: impl IntoIterator<Item = &'a str>,
+    exit: GuestExit,
+) -> (Vec<Normalized>, RunOutcome) {
+    let mut normalizer = GeminiNormalizer::new();
+    let mut events = Vec::new();
+    for line in stdout_lines {
+        events.extend(normalizer.push_line(
+            switchyard_protocol::gemini_cli::stream_json::parse_line(line),
+        ));
+    }
+    let mut summary = StderrSummary::default();
+    for line in stderr_lines {
+        summary.push(line);
+    }
+    let (closing, outcome) = normalizer.finish(exit, summary.message().as_deref());
+    events.extend(closing.into_iter().map(|event| Normalized {
+        event,
+        guest_timestamp: None,
+    }));
+    (events, outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stderr_summary_skips_noise_and_colour() {
+        let mut s = StderrSummary::default();
+        s.push("YOLO mode is enabled.");
+        s.push("\u{1b}[31mGemini CLI is not running in a trusted directory.\u{1b}[0m");
+        assert_eq!(
+            s.message().as_deref(),
+            Some("Gemini CLI is not running in a trusted directory.")
+        );
+    }
+
+    #[test]
+    fn turns_and_final_text_follow_tool_rounds() {
+        let lines = [
+            r#"{"type":"init","timestamp":"t","session_id":"s","model":"m"}"#,
+            r#"{"type":"message","timestamp":"t","role":"assistant","content":"Let me look.","delta":true}"#,
+            r#"{"type":"tool_use","timestamp":"t","tool_name":"list_directory","tool_id":"list_directory__c1","parameters":{}}"#,
+            r#"{"type":"tool_result","timestamp":"t","tool_id":"list_directory__c1","status":"success"}"#,
+            r#"{"type":"message","timestamp":"t","role":"assistant","content":"Done.","delta":true}"#,
+            r#"{"type":"result","timestamp":"t","status":"success","stats":{"total_tokens":1,"input_tokens":1,"output_tokens":0,"cached":0,"input":1,"duration_ms":1,"tool_calls":1,"models":{}}}"#,
+        ];
+        let exit = GuestExit {
+            code: Some(0),
+            ..Default::default()
+        };
+        let (events, outcome) = replay(lines, [], exit);
+        assert_eq!(outcome.status, crate::OutcomeStatus::Succeeded);
+        let Some(Event::RunFinished(f)) = events.last().map(|n| &n.event) else {
+            panic!()
+        };
+        assert_eq!(f.final_text.as_deref(), Some("Done."));
+        assert_eq!(f.turns, 2);
+        let call = events
+            .iter()
+            .find_map(|n| match &n.event {
+                Event::ToolCall(c) => Some(c),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(call.model_call_id, "c1");
+        assert_eq!(call.turn, 0);
+    }
+}

@@ -1,0 +1,248 @@
+//! Builds an isolated Gemini CLI launch: private home, temp dir, settings, trusted-folders
+//! file, an environment built from an allowlist (never inherited wholesale), and an argv that
+//! carries no secret.
+//!
+//! Run directory layout (`run_dir`):
+//! ```text
+//! home/.gemini/settings.json        user settings (GEMINI_CLI_HOME=home, HOME=home)
+//! home/.gemini/trustedFolders.json  trusts exactly the workspace
+//! system-settings.json              same settings at system precedence
+//! system-defaults.json              {} (keeps /etc/gemini-cli out)
+//! tmp/                              TMPDIR (the CLI's error reports land here)
+//! telemetry.json                    local OpenTelemetry output
+//! ```
+
+use super::settings::{ApprovalMode, SettingsInput, settings_json, trusted_folders_json};
+use std::ffi::OsString;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Host environment variables passed through when set. Everything else is dropped.
+pub const PASSTHROUGH_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
+
+/// A secret string that must only travel through the environment. Its `Debug` is redacted.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+    /// The secret value; call only where it is handed to the environment or compared.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// What a Gemini CLI run needs.
+#[derive(Debug, Clone)]
+pub struct GeminiLaunchConfig {
+    /// The `node` executable.
+    pub node: PathBuf,
+    /// `bundle/gemini.js` of a verified install.
+    pub entry: PathBuf,
+    /// The workspace the agent works in (must exist).
+    pub workdir: PathBuf,
+    /// A fresh directory for this run's private state (created if missing).
+    pub run_dir: PathBuf,
+    pub prompt: String,
+    /// Model name the CLI requests.
+    pub model: String,
+    /// The GenerateContent endpoint (Switchyard's gateway), e.g. `http://127.0.0.1:4100`.
+    pub base_url: String,
+    /// The key the CLI presents to `base_url` (a per-run token, not the provider key).
+    pub api_key: Secret,
+    pub approval_mode: ApprovalMode,
+    pub max_turns: Option<u32>,
+    pub max_attempts: u32,
+    /// Host environment to draw [`PASSTHROUGH_ENV`] from (normally `std::env::vars_os()`).
+    pub host_env: Vec<(OsString, OsString)>,
+}
+
+/// A prepared launch: hand these to the process manager.
+#[derive(Debug, Clone)]
+pub struct PreparedLaunch {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    /// The complete child environment.
+    pub env: Vec<(OsString, OsString)>,
+    pub cwd: PathBuf,
+    pub run_dir: PathBuf,
+    pub telemetry_file: PathBuf,
+    /// The settings document that was written (for the settings digest).
+    pub settings: serde_json::Value,
+}
+
+/// Creates the run directory and files, and returns the launch.
+pub fn prepare(config: &GeminiLaunchConfig) -> io::Result<PreparedLaunch> {
+    let workdir = std::fs::canonicalize(&config.workdir)?;
+    std::fs::create_dir_all(&config.run_dir)?;
+    let run_dir = std::fs::canonicalize(&config.run_dir)?;
+    if workdir.starts_with(&run_dir) || run_dir.starts_with(&workdir) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the run directory and the workspace must not contain each other",
+        ));
+    }
+    let home = run_dir.join("home");
+    let gemini_dir = home.join(".gemini");
+    let tmp = run_dir.join("tmp");
+    std::fs::create_dir_all(&gemini_dir)?;
+    std::fs::create_dir_all(&tmp)?;
+    let telemetry_file = run_dir.join("telemetry.json");
+    let settings = settings_json(&SettingsInput {
+        model: &config.model,
+        max_turns: config.max_turns,
+        max_attempts: config.max_attempts,
+        telemetry_file: &telemetry_file,
+    });
+    let pretty =
+        |v: &serde_json::Value| serde_json::to_vec_pretty(v).expect("JSON values serialize");
+    write_private(&gemini_dir.join("settings.json"), &pretty(&settings))?;
+    let trusted_path = gemini_dir.join("trustedFolders.json");
+    write_private(&trusted_path, &pretty(&trusted_folders_json(&workdir)))?;
+    let system_settings = run_dir.join("system-settings.json");
+    write_private(&system_settings, &pretty(&settings))?;
+    let system_defaults = run_dir.join("system-defaults.json");
+    write_private(&system_defaults, b"{}")?;
+
+    let mut env: Vec<(OsString, OsString)> = config
+        .host_env
+        .iter()
+        .filter(|(k, _)| PASSTHROUGH_ENV.iter().any(|p| k == p))
+        .cloned()
+        .collect();
+    let mut set = |k: &str, v: &Path| env.push((k.into(), v.as_os_str().to_owned()));
+    set("HOME", &home);
+    set("GEMINI_CLI_HOME", &home);
+    set("TMPDIR", &tmp);
+    set("GEMINI_CLI_SYSTEM_SETTINGS_PATH", &system_settings);
+    set("GEMINI_CLI_SYSTEM_DEFAULTS_PATH", &system_defaults);
+    set("GEMINI_CLI_TRUSTED_FOLDERS_PATH", &trusted_path);
+    for (k, v) in [
+        // One process instead of the relaunch wrapper, so signals reach the real CLI.
+        ("GEMINI_CLI_NO_RELAUNCH", "true"),
+        ("TERM", "dumb"),
+        ("NO_COLOR", "1"),
+        ("GOOGLE_GEMINI_BASE_URL", config.base_url.as_str()),
+        ("GEMINI_API_KEY", config.api_key.expose()),
+    ] {
+        env.push((k.into(), v.into()));
+    }
+
+    let args: Vec<OsString> = vec![
+        config.entry.clone().into(),
+        "--prompt".into(),
+        config.prompt.clone().into(),
+        "--output-format".into(),
+        "stream-json".into(),
+        "--model".into(),
+        config.model.clone().into(),
+        "--approval-mode".into(),
+        config.approval_mode.as_flag().into(),
+    ];
+    Ok(PreparedLaunch {
+        program: config.node.clone(),
+        args,
+        env,
+        cwd: workdir,
+        run_dir,
+        telemetry_file,
+        settings,
+    })
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(root: &Path) -> GeminiLaunchConfig {
+        let ws = root.join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        GeminiLaunchConfig {
+            node: "node".into(),
+            entry: "/opt/gemini.js".into(),
+            workdir: ws,
+            run_dir: root.join("run"),
+            prompt: "hello".into(),
+            model: "m".into(),
+            base_url: "http://127.0.0.1:1".into(),
+            api_key: Secret::new("sk-very-secret"),
+            approval_mode: ApprovalMode::Default,
+            max_turns: None,
+            max_attempts: 2,
+            host_env: vec![
+                ("PATH".into(), "/usr/bin".into()),
+                ("HOME".into(), "/root".into()),
+                ("OPENAI_API_KEY".into(), "leak".into()),
+                ("GEMINI_API_KEY".into(), "host-key".into()),
+            ],
+        }
+    }
+
+    #[test]
+    fn environment_is_an_allowlist_and_home_is_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let launch = prepare(&config(dir.path())).unwrap();
+        let get = |k: &str| {
+            let v: Vec<_> = launch
+                .env
+                .iter()
+                .filter(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+                .collect();
+            assert!(v.len() <= 1, "{k} set twice");
+            v.into_iter().next()
+        };
+        assert_eq!(get("PATH"), Some("/usr/bin".into()));
+        assert_eq!(get("OPENAI_API_KEY"), None);
+        assert_eq!(get("GEMINI_API_KEY"), Some("sk-very-secret".into()));
+        let home = get("HOME").unwrap();
+        assert!(Path::new(&home).starts_with(&launch.run_dir));
+        assert_eq!(get("GEMINI_CLI_HOME"), Some(home.clone()));
+        assert!(Path::new(&home).join(".gemini/settings.json").is_file());
+    }
+
+    #[test]
+    fn secret_is_not_in_argv_or_debug() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(dir.path());
+        let launch = prepare(&cfg).unwrap();
+        assert!(
+            launch
+                .args
+                .iter()
+                .all(|a| !a.to_string_lossy().contains("sk-very-secret"))
+        );
+        assert!(!format!("{cfg:?}").contains("sk-very-secret"));
+    }
+
+    #[test]
+    fn run_dir_inside_workspace_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(dir.path());
+        cfg.run_dir = cfg.workdir.join("run");
+        assert_eq!(
+            prepare(&cfg).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+    }
+}

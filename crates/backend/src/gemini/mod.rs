@@ -1,0 +1,17 @@
+//! The Gemini CLI 0.61.0 headless backend (`gemini -p ... --output-format stream-json`).
+//!
+//! - [`settings`]: the per-run settings file Switchyard generates (pure);
+//! - [`launch`]: the isolated run directory, allowlisted environment and argv;
+//! - [`run`]: drives the managed process, normalizes stream-json into canonical events and
+//!   returns the typed outcome.
+
+pub mod launch;
+pub mod run;
+pub mod settings;
+
+/// The npm package of the guest.
+pub const PACKAGE: &str = "@google/gemini-cli";
+/// The pinned version.
+pub const VERSION: &str = "0.61.0";
+/// The JavaScript entry point inside a sealed npm prefix.
+pub const ENTRY: &str = "node_modules/@google/gemini-cli/bundle/gemini.js";

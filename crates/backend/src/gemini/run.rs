@@ -1,0 +1,194 @@
+//! Drives one headless Gemini CLI run: spawns the prepared launch as a managed process, parses
+//! each stdout line as stream-json, normalizes it into canonical events as it arrives, and maps
+//! the end of the process to a typed outcome.
+
+use super::launch::PreparedLaunch;
+use crate::process::{
+    ExitStatusInfo, Limits, Line, ManagedProcess, ProcessEvent, ProcessSpec, SpawnError,
+    StopHandle, StopPolicy, StopReason, StreamStats, Termination, Watchdogs,
+};
+use chrono::Utc;
+use std::time::Duration;
+use switchyard_events::event::{RunStarted, Warning};
+use switchyard_events::gemini::{GeminiNormalizer, StderrSummary};
+use switchyard_events::{Envelope, Event, GuestExit, RunOutcome, StopCause};
+use switchyard_protocol::gemini_cli::stream_json::parse_line;
+
+/// Limits of one run.
+#[derive(Debug, Clone, Default)]
+pub struct RunLimits {
+    /// Stop the run after this long.
+    pub timeout: Option<Duration>,
+    /// Stop the run when the guest prints nothing on stdout for this long.
+    pub inactivity: Option<Duration>,
+    /// Grace periods of the INT → TERM → KILL escalation.
+    pub stop_policy: StopPolicy,
+    /// Longest stdout line kept.
+    pub max_line_bytes: Option<usize>,
+}
+
+/// What the run reports while it runs, in order.
+#[derive(Debug, Clone)]
+pub enum RunItem {
+    /// A canonical event.
+    Event(Envelope),
+    /// A raw stdout line, exactly as received (bounded by the line cap).
+    RawStdout(Line),
+    /// A raw stderr line (diagnostics; bounded).
+    RawStderr(Line),
+}
+
+/// The end of a run.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub outcome: RunOutcome,
+    /// The last assistant turn's text, if any.
+    pub final_text: Option<String>,
+    /// Events emitted, `RunFinished` included.
+    pub events: u64,
+    /// Lines kept as `unrecognized`.
+    pub unrecognized_lines: u64,
+    pub stdout: StreamStats,
+    /// The guest's last stderr bytes, for diagnostics.
+    pub stderr_tail: String,
+    pub duration: Duration,
+}
+
+/// A started run. Use [`GeminiRun::stop_handle`] to cancel it from elsewhere.
+pub struct GeminiRun {
+    process: ManagedProcess,
+    started: RunStarted,
+}
+
+impl GeminiRun {
+    /// Spawns the guest.
+    pub fn start(
+        launch: &PreparedLaunch,
+        limits: &RunLimits,
+        started: RunStarted,
+    ) -> Result<Self, SpawnError> {
+        let mut process_limits = Limits::default();
+        if let Some(max) = limits.max_line_bytes {
+            process_limits.max_line_bytes = max;
+        }
+        let spec = ProcessSpec::new(&launch.program, &launch.cwd)
+            .args(launch.args.iter().cloned())
+            .limits(process_limits)
+            .watchdogs(Watchdogs {
+                overall_timeout: limits.timeout,
+                inactivity_timeout: limits.inactivity,
+            })
+            .stop_policy(limits.stop_policy.clone());
+        let spec = launch.env.iter().fold(spec, |spec, (k, v)| spec.env(k, v));
+        Ok(GeminiRun {
+            process: ManagedProcess::spawn(spec)?,
+            started,
+        })
+    }
+
+    /// A handle that cancels the run (INT → TERM → KILL to the guest's process group).
+    pub fn stop_handle(&self) -> StopHandle {
+        self.process.stop_handle()
+    }
+
+    /// Pid of the guest (its process-group id).
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// Runs to the end, calling `sink` for every event and raw line as they happen.
+    pub async fn drive(mut self, mut sink: impl FnMut(RunItem)) -> RunReport {
+        let mut seq = 0u64;
+        let mut emit =
+            |event: Event, guest_timestamp: Option<String>, sink: &mut dyn FnMut(RunItem)| {
+                sink(RunItem::Event(Envelope {
+                    seq,
+                    at: Utc::now(),
+                    guest_timestamp,
+                    event,
+                }));
+                seq += 1;
+            };
+        emit(Event::RunStarted(self.started.clone()), None, &mut sink);
+        let mut normalizer = GeminiNormalizer::new();
+        let mut stderr_summary = StderrSummary::default();
+        let outcome = loop {
+            match self.process.next_event().await {
+                Some(ProcessEvent::Stdout(line)) => {
+                    let truncated = line.truncated;
+                    let parsed = parse_line(&line.text);
+                    sink(RunItem::RawStdout(line));
+                    if truncated {
+                        emit(
+                            Event::Warning(Warning {
+                                message: "a stdout line exceeded the line cap and was truncated"
+                                    .into(),
+                                derived: true,
+                            }),
+                            None,
+                            &mut sink,
+                        );
+                    }
+                    for n in normalizer.push_line(parsed) {
+                        emit(n.event, n.guest_timestamp, &mut sink);
+                    }
+                }
+                Some(ProcessEvent::Stderr(line)) => {
+                    stderr_summary.push(&line.text);
+                    sink(RunItem::RawStderr(line));
+                }
+                Some(ProcessEvent::Finished(outcome)) => break outcome,
+                None => unreachable!("the process always reports Finished before closing"),
+            }
+        };
+        let exit = guest_exit(&outcome.termination, outcome.exit);
+        let hint = stderr_summary.message();
+        let unrecognized = normalizer.unrecognized_lines();
+        let (events, run_outcome) = normalizer.finish(exit, hint.as_deref());
+        let mut final_text = None;
+        for event in events {
+            if let Event::RunFinished(f) = &event {
+                final_text = f.final_text.clone();
+            }
+            emit(event, None, &mut sink);
+        }
+        RunReport {
+            outcome: run_outcome,
+            final_text,
+            events: seq,
+            unrecognized_lines: unrecognized,
+            stdout: outcome.stdout,
+            stderr_tail: outcome.stderr_tail,
+            duration: outcome.duration,
+        }
+    }
+}
+
+/// Maps the process manager's termination (and the leader's raw status) to the canonical
+/// guest exit.
+pub fn guest_exit(termination: &Termination, raw: ExitStatusInfo) -> GuestExit {
+    let exit = match termination {
+        Termination::Exited { code } => GuestExit {
+            code: Some(*code),
+            ..Default::default()
+        },
+        Termination::Signaled { signal } => GuestExit {
+            signal: Some(*signal),
+            ..Default::default()
+        },
+        Termination::Stopped { reason, .. } => GuestExit {
+            stopped_by: Some(match reason {
+                StopReason::Cancelled => StopCause::Cancelled,
+                StopReason::Timeout => StopCause::Timeout,
+                StopReason::Inactivity => StopCause::Inactivity,
+            }),
+            ..Default::default()
+        },
+        Termination::WaitFailed { .. } => GuestExit::default(),
+    };
+    GuestExit {
+        code: raw.code,
+        signal: raw.signal,
+        ..exit
+    }
+}

@@ -1,0 +1,127 @@
+//! The settings Switchyard writes for every Gemini CLI run (pure: builds JSON, writes nothing).
+//!
+//! The same document is installed as the user settings of the private `GEMINI_CLI_HOME` and as
+//! the *system* settings file (`GEMINI_CLI_SYSTEM_SETTINGS_PATH`), which has the highest
+//! precedence: a workspace's own `.gemini/settings.json` cannot override what is set here.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// Gemini CLI approval modes usable headless.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalMode {
+    /// The CLI's safest headless mode: tools that would ask (shell, writes, web fetch) are not
+    /// offered to the model at all.
+    #[default]
+    Default,
+    /// File edits run without asking; shell still unavailable.
+    AutoEdit,
+    /// Every tool runs without asking.
+    Yolo,
+    /// Read-only planning mode.
+    Plan,
+}
+
+impl ApprovalMode {
+    /// The CLI's `--approval-mode` value.
+    pub fn as_flag(self) -> &'static str {
+        match self {
+            ApprovalMode::Default => "default",
+            ApprovalMode::AutoEdit => "auto_edit",
+            ApprovalMode::Yolo => "yolo",
+            ApprovalMode::Plan => "plan",
+        }
+    }
+}
+
+/// Inputs to [`settings_json`].
+#[derive(Debug, Clone)]
+pub struct SettingsInput<'a> {
+    /// The model name the CLI requests (the gateway routes it to the upstream).
+    pub model: &'a str,
+    /// `model.maxSessionTurns`; `None` = unlimited (-1).
+    pub max_turns: Option<u32>,
+    /// `general.maxAttempts` for the CLI's own retries (the gateway retries too: keep small).
+    pub max_attempts: u32,
+    /// Where OpenTelemetry output goes (a file in the run directory).
+    pub telemetry_file: &'a Path,
+}
+
+/// The settings document.
+pub fn settings_json(input: &SettingsInput<'_>) -> Value {
+    json!({
+        "security": {
+            "auth": { "selectedType": "gemini-api-key" },
+            "folderTrust": { "enabled": true }
+        },
+        "privacy": { "usageStatisticsEnabled": false },
+        "model": {
+            "name": input.model,
+            "maxSessionTurns": input.max_turns.map_or(-1, i64::from),
+            "skipNextSpeakerCheck": true
+        },
+        "general": {
+            "maxAttempts": input.max_attempts,
+            "checkpointing": { "enabled": false },
+            "enableAutoUpdate": false,
+            "enableAutoUpdateNotification": false
+        },
+        "advanced": { "ignoreLocalEnv": true },
+        "telemetry": {
+            "enabled": true,
+            "target": "local",
+            "outfile": input.telemetry_file.to_string_lossy(),
+            "logPrompts": false
+        }
+    })
+}
+
+/// The private trusted-folders document: exactly the run's workspace is trusted.
+pub fn trusted_folders_json(workdir: &Path) -> Value {
+    let mut map = serde_json::Map::new();
+    map.insert(
+        workdir.to_string_lossy().into_owned(),
+        Value::from("TRUST_FOLDER"),
+    );
+    Value::Object(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_pin_auth_retries_turns_and_privacy() {
+        let s = settings_json(&SettingsInput {
+            model: "qwen",
+            max_turns: Some(7),
+            max_attempts: 2,
+            telemetry_file: Path::new("/r/telemetry.json"),
+        });
+        assert_eq!(s["security"]["auth"]["selectedType"], "gemini-api-key");
+        assert_eq!(s["model"]["maxSessionTurns"], 7);
+        assert_eq!(s["general"]["maxAttempts"], 2);
+        assert_eq!(s["privacy"]["usageStatisticsEnabled"], false);
+        assert_eq!(s["advanced"]["ignoreLocalEnv"], true);
+        assert_eq!(s["telemetry"]["outfile"], "/r/telemetry.json");
+        let unlimited = settings_json(&SettingsInput {
+            max_turns: None,
+            ..SettingsInput {
+                model: "m",
+                max_turns: None,
+                max_attempts: 1,
+                telemetry_file: Path::new("/t"),
+            }
+        });
+        assert_eq!(unlimited["model"]["maxSessionTurns"], -1);
+    }
+
+    #[test]
+    fn only_the_workspace_is_trusted() {
+        let t = trusted_folders_json(Path::new("/w/ws"));
+        assert_eq!(t.as_object().unwrap().len(), 1);
+        assert_eq!(t["/w/ws"], "TRUST_FOLDER");
+    }
+}

@@ -1,0 +1,410 @@
+//! `switchyard capture`: records fixtures by running the real, pinned Gemini CLI against a
+//! scripted GenerateContent endpoint on 127.0.0.1.
+//!
+//! For each scenario it writes `<out>/<scenario>/`:
+//! - `stdout.jsonl`: the guest's raw stdout lines (redacted paths, see `manifest.json`);
+//! - `stderr.txt`: the guest's stderr lines (redacted);
+//! - `exit.json`: how the process ended (`GuestExit`);
+//! - `requests.jsonl`: model requests the scripted endpoint received (key header redacted);
+//! - `expected.jsonl`: the canonical events (without Switchyard's clock) and `outcome.json`;
+//! - `manifest.json`: argv, CLI version, date, scenario, redactions.
+//!
+//! Before writing, it checks that replaying the redacted transcript gives the same canonical
+//! events and outcome as the live run did, so tests that replay fixtures replay the truth.
+
+use anyhow::{Context, Result, bail, ensure};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use switchyard_backend::gemini::launch::{GeminiLaunchConfig, Secret, prepare};
+use switchyard_backend::gemini::run::{GeminiRun, RunItem, RunLimits};
+use switchyard_backend::gemini::settings::ApprovalMode;
+use switchyard_events::Event;
+use switchyard_events::event::RunStarted;
+use switchyard_testkit::genai_upstream::{GenaiScenario, GenaiUpstream};
+
+/// `switchyard capture` flags.
+#[derive(Debug, clap::Args)]
+pub struct CaptureArgs {
+    /// Scenario names (default: all). See `--list`.
+    #[arg(long = "scenario")]
+    pub scenarios: Vec<String>,
+    /// List the scenarios and exit.
+    #[arg(long)]
+    pub list: bool,
+    /// Output directory (fixtures/gemini-cli/<version>).
+    #[arg(long, default_value = "fixtures/gemini-cli/0.61.0")]
+    pub out: PathBuf,
+    /// The sealed Gemini CLI install to capture from.
+    #[arg(long)]
+    pub gemini_prefix: Option<PathBuf>,
+}
+
+/// One capture scenario.
+pub struct Scenario {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub upstream: GenaiScenario,
+    pub max_turns: Option<u32>,
+    /// Cancel the run as soon as the first assistant text arrives.
+    pub cancel_on_first_text: bool,
+    pub inactivity: Option<Duration>,
+}
+
+const fn scenario(name: &'static str, about: &'static str, upstream: GenaiScenario) -> Scenario {
+    Scenario {
+        name,
+        about,
+        upstream,
+        max_turns: None,
+        cancel_on_first_text: false,
+        inactivity: None,
+    }
+}
+
+/// Every scenario the capture tool knows.
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        scenario(
+            "text",
+            "plain text answer in two chunks",
+            GenaiScenario::Text,
+        ),
+        scenario(
+            "tool_ok",
+            "list_directory succeeds, then a text answer",
+            GenaiScenario::ToolOk,
+        ),
+        scenario(
+            "tool_fail",
+            "read_file outside the workspace fails, run continues",
+            GenaiScenario::ToolFail,
+        ),
+        scenario(
+            "tool_parallel",
+            "two parallel calls with model ids call_A and call_B",
+            GenaiScenario::ToolParallel,
+        ),
+        scenario(
+            "api_400",
+            "model API answers 400 INVALID_ARGUMENT",
+            GenaiScenario::HttpError(400),
+        ),
+        scenario(
+            "api_429",
+            "model API answers 429 RESOURCE_EXHAUSTED (guest retries once)",
+            GenaiScenario::HttpError(429),
+        ),
+        scenario(
+            "api_500",
+            "model API answers 500 INTERNAL (guest retries once)",
+            GenaiScenario::HttpError(500),
+        ),
+        scenario(
+            "empty",
+            "empty response with STOP (invalid stream, guest retries)",
+            GenaiScenario::Empty,
+        ),
+        scenario(
+            "loop",
+            "the same tool call forever: loop detection stops it",
+            GenaiScenario::Loop,
+        ),
+        Scenario {
+            max_turns: Some(1),
+            ..scenario(
+                "turn_limit",
+                "maxSessionTurns=1 with a tool round",
+                GenaiScenario::ToolOk,
+            )
+        },
+        Scenario {
+            cancel_on_first_text: true,
+            ..scenario(
+                "cancel",
+                "host cancels after the first text chunk (SIGINT to the group)",
+                GenaiScenario::HangAfterFirstChunk,
+            )
+        },
+        Scenario {
+            inactivity: Some(Duration::from_secs(3)),
+            ..scenario(
+                "inactivity",
+                "stream stalls after one chunk; the 3 s watchdog stops the guest",
+                GenaiScenario::HangAfterFirstChunk,
+            )
+        },
+    ]
+}
+
+/// Entry point.
+pub async fn run(args: CaptureArgs) -> Result<u8> {
+    let all = scenarios();
+    if args.list {
+        for s in &all {
+            println!("{:<14} {}", s.name, s.about);
+        }
+        return Ok(0);
+    }
+    let prefix = args
+        .gemini_prefix
+        .clone()
+        .unwrap_or_else(super::default_gemini_prefix);
+    let prefix = std::fs::canonicalize(&prefix)
+        .with_context(|| format!("Gemini CLI install {}", prefix.display()))?;
+    let install = switchyard_backend::install::verify(
+        &prefix,
+        switchyard_backend::gemini::PACKAGE,
+        switchyard_backend::gemini::VERSION,
+    )
+    .with_context(|| format!("verifying the Gemini CLI install at {}", prefix.display()))?;
+    let selected: Vec<&Scenario> = if args.scenarios.is_empty() {
+        all.iter().collect()
+    } else {
+        args.scenarios
+            .iter()
+            .map(|n| {
+                all.iter()
+                    .find(|s| s.name == n)
+                    .with_context(|| format!("unknown scenario {n:?} (see --list)"))
+            })
+            .collect::<Result<_>>()?
+    };
+    std::fs::create_dir_all(&args.out)?;
+    for s in selected {
+        eprintln!("capturing {} ...", s.name);
+        let outcome = capture_one(s, &install.entry, &args.out.join(s.name)).await?;
+        eprintln!("  {}", outcome);
+    }
+    write_index(&args.out)?;
+    Ok(0)
+}
+
+const WS: &str = "/capture/ws";
+const RUN: &str = "/capture/run";
+
+async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
+    let upstream = GenaiUpstream::start(s.upstream).await?;
+    let scratch = tempfile::tempdir()?;
+    let ws = scratch.path().join("ws");
+    std::fs::create_dir_all(&ws)?;
+    std::fs::write(ws.join("a.txt"), "alpha\n")?;
+    let token = super::run::random_token();
+    let node = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join("node"))
+        .find(|p| p.is_file())
+        .context("node not on PATH")?;
+    let model = "gemini-2.5-flash";
+    let launch = prepare(&GeminiLaunchConfig {
+        node,
+        entry: entry.to_path_buf(),
+        workdir: ws.clone(),
+        run_dir: scratch.path().join("run"),
+        prompt: "Please do the task".into(),
+        model: model.into(),
+        base_url: upstream.base_url(),
+        api_key: Secret::new(token.clone()),
+        approval_mode: ApprovalMode::Default,
+        max_turns: s.max_turns,
+        max_attempts: 2,
+        host_env: std::env::vars_os().collect(),
+    })?;
+    let limits = RunLimits {
+        timeout: Some(Duration::from_secs(120)),
+        inactivity: s.inactivity,
+        stop_policy: switchyard_backend::process::StopPolicy {
+            grace_after_int: Duration::from_secs(5),
+            grace_after_term: Duration::from_secs(2),
+        },
+        max_line_bytes: None,
+    };
+    let started = RunStarted {
+        run_id: "capture".into(),
+        agent: "gemini-cli".into(),
+        agent_version: "0.61.0".into(),
+        workdir: WS.into(),
+        model: Some(model.into()),
+    };
+    let run = GeminiRun::start(&launch, &limits, started)?;
+    let stop = run.stop_handle();
+    let cancel_on_text = s.cancel_on_first_text;
+    let (mut stdout, mut stderr, mut live_events) = (Vec::new(), Vec::new(), Vec::new());
+    let report = run
+        .drive(|item| match item {
+            RunItem::RawStdout(l) => stdout.push(l.text),
+            RunItem::RawStderr(l) => stderr.push(l.text),
+            RunItem::Event(e) => {
+                if cancel_on_text && matches!(e.event, Event::AssistantDelta(_)) {
+                    stop.cancel();
+                }
+                live_events.push(e);
+            }
+        })
+        .await;
+    let exit = report.outcome.exit;
+
+    // Redact: real paths → fixed placeholders, the per-run key → <redacted>.
+    let ws_real = std::fs::canonicalize(&ws)?.to_string_lossy().into_owned();
+    let run_real = launch.run_dir.to_string_lossy().into_owned();
+    let redact = |t: &str| {
+        t.replace(&token, "<redacted>")
+            .replace(&run_real, RUN)
+            .replace(&ws_real, WS)
+    };
+    let stdout: Vec<String> = stdout.iter().map(|l| redact(l)).collect();
+    let stderr: Vec<String> = stderr.iter().map(|l| redact(l)).collect();
+
+    // The replay of the redacted transcript must match the live run (modulo redaction).
+    let (replayed, outcome) = switchyard_events::gemini::replay(
+        stdout.iter().map(String::as_str),
+        stderr.iter().map(String::as_str),
+        exit,
+    );
+    ensure!(
+        outcome == report.outcome
+            || redact(&serde_json::to_string(&report.outcome)?) == serde_json::to_string(&outcome)?,
+        "replayed outcome differs from the live one: {outcome:?} vs {:?}",
+        report.outcome
+    );
+    let live: Vec<Value> = live_events
+        .iter()
+        .skip(1)
+        .map(|e| json!({"event": e.event, "guest_timestamp": e.guest_timestamp}))
+        .collect();
+    let again: Vec<Value> = replayed
+        .iter()
+        .map(|n| json!({"event": n.event, "guest_timestamp": n.guest_timestamp}))
+        .collect();
+    let live_redacted: Vec<Value> = live
+        .iter()
+        .map(|v| serde_json::from_str(&redact(&v.to_string())))
+        .collect::<Result<_, _>>()?;
+    if live_redacted.len() != again.len() {
+        bail!(
+            "replay produced {} events, live run {}",
+            again.len(),
+            live_redacted.len()
+        );
+    }
+    // Live-only derived warnings (truncation) would differ; none are expected in captures.
+    ensure!(
+        live_redacted == again,
+        "replayed events differ from the live run"
+    );
+
+    std::fs::create_dir_all(dir)?;
+    write_lines(&dir.join("stdout.jsonl"), &stdout)?;
+    write_lines(&dir.join("stderr.txt"), &stderr)?;
+    std::fs::write(dir.join("exit.json"), serde_json::to_vec_pretty(&exit)?)?;
+    std::fs::write(
+        dir.join("outcome.json"),
+        serde_json::to_vec_pretty(&outcome)?,
+    )?;
+    let expected: Vec<String> = again.iter().map(|v| v.to_string()).collect();
+    write_lines(&dir.join("expected.jsonl"), &expected)?;
+    let requests: Vec<String> = upstream
+        .requests()
+        .iter()
+        .map(|r| {
+            let headers: serde_json::Map<String, Value> = r
+                .headers
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        Value::from(if k == "x-goog-api-key" {
+                            "<redacted>".to_owned()
+                        } else {
+                            redact(v)
+                        }),
+                    )
+                })
+                .collect();
+            redact(&json!({"path": r.path, "headers": headers, "body": r.body}).to_string())
+        })
+        .collect();
+    write_lines(&dir.join("requests.jsonl"), &requests)?;
+    let argv: Vec<String> = std::iter::once("node".to_owned())
+        .chain(launch.args.iter().map(|a| redact(&a.to_string_lossy())))
+        .map(|a| {
+            a.replace(
+                &entry.to_string_lossy().into_owned(),
+                "<gemini-cli>/bundle/gemini.js",
+            )
+        })
+        .collect();
+    let manifest = json!({
+        "scenario": s.name,
+        "about": s.about,
+        "cli": {"package": switchyard_backend::gemini::PACKAGE, "version": switchyard_backend::gemini::VERSION},
+        "node": node_version(),
+        "captured_at": chrono::Utc::now().to_rfc3339(),
+        "argv": argv,
+        "settings": serde_json::from_str::<Value>(&redact(&launch.settings.to_string()))?,
+        "max_turns": s.max_turns,
+        "cancel_on_first_text": s.cancel_on_first_text,
+        "inactivity_secs": s.inactivity.map(|d| d.as_secs()),
+        "redactions": [
+            {"what": "per-run guest API key (env GEMINI_API_KEY, header x-goog-api-key)", "replacement": "<redacted>"},
+            {"what": "run directory", "replacement": RUN},
+            {"what": "workspace directory", "replacement": WS},
+            {"what": "Gemini CLI install path in argv", "replacement": "<gemini-cli>"}
+        ],
+        "exit": exit,
+        "outcome_status": outcome.status,
+    });
+    std::fs::write(
+        dir.join("manifest.json"),
+        serde_json::to_vec_pretty(&manifest)?,
+    )?;
+    Ok(format!(
+        "{:?} {}",
+        outcome.status,
+        outcome
+            .error
+            .map(|e| e.message)
+            .unwrap_or_default()
+            .lines()
+            .next()
+            .unwrap_or("")
+    ))
+}
+
+fn write_lines(path: &Path, lines: &[String]) -> Result<()> {
+    let mut text = lines.join("\n");
+    if !lines.is_empty() {
+        text.push('\n');
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+fn node_version() -> Option<String> {
+    std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+}
+
+fn write_index(out: &Path) -> Result<()> {
+    let mut scenarios = Vec::new();
+    for entry in std::fs::read_dir(out)? {
+        let entry = entry?;
+        let manifest = entry.path().join("manifest.json");
+        if manifest.is_file() {
+            let m: Value = serde_json::from_slice(&std::fs::read(&manifest)?)?;
+            scenarios.push(json!({"scenario": m["scenario"], "about": m["about"], "captured_at": m["captured_at"], "outcome_status": m["outcome_status"]}));
+        }
+    }
+    scenarios.sort_by(|a, b| a["scenario"].as_str().cmp(&b["scenario"].as_str()));
+    let index = json!({
+        "cli": {"package": switchyard_backend::gemini::PACKAGE, "version": switchyard_backend::gemini::VERSION},
+        "tool": "switchyard capture",
+        "scenarios": scenarios,
+    });
+    std::fs::write(
+        out.join("manifest.json"),
+        serde_json::to_vec_pretty(&index)?,
+    )?;
+    Ok(())
+}

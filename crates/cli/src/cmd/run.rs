@@ -1,0 +1,676 @@
+//! `switchyard run`: one task, one guest, one typed outcome.
+//!
+//! Flow: resolve settings (TOML file, then flags) → verify the sealed guest install → start the
+//! gateway in-process (or use `--guest-base-url` to point the guest at a GenerateContent
+//! endpoint directly) → prepare the isolated launch → drive the guest, printing canonical
+//! events → exit with a code per outcome class (see [`exit_code_for`]).
+
+use super::{EXIT_CONFIG, default_gemini_prefix};
+use anyhow::{Context, Result, bail};
+use clap::ValueEnum;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use switchyard_backend::gemini::launch::{GeminiLaunchConfig, Secret, prepare};
+use switchyard_backend::gemini::run::{GeminiRun, RunItem, RunLimits};
+use switchyard_backend::gemini::settings::ApprovalMode;
+use switchyard_events::event::RunStarted;
+use switchyard_events::{Envelope, ErrorKind, Event, OutcomeStatus, RunOutcome};
+use switchyard_gateway::{Gateway, GatewayConfig, GatewayDeps};
+use switchyard_records::model::{
+    EventRecord, RawLineRecord, RawStream, RecordOp, RunRecord, RunState, RunSummary,
+};
+use switchyard_records::{Recorder, Redactor};
+
+/// Exit code: the run succeeded.
+pub const EXIT_OK: u8 = 0;
+/// The model's output was unusable, or the guest failed on its own (tool fatal, bad flags).
+pub const EXIT_GUEST_FAILED: u8 = 3;
+/// The model API / upstream failed.
+pub const EXIT_UPSTREAM: u8 = 4;
+/// The turn limit was reached.
+pub const EXIT_TURN_LIMIT: u8 = 5;
+/// The guest refused its setup (auth, settings, input, trust, sandbox).
+pub const EXIT_GUEST_SETUP: u8 = 6;
+/// Timed out (overall timeout or inactivity watchdog).
+pub const EXIT_TIMEOUT: u8 = 7;
+/// Cancelled by the host (Ctrl-C / SIGTERM to Switchyard).
+pub const EXIT_CANCELLED: u8 = 8;
+/// The guest ended without its final event, crashed, or exited with an undocumented code.
+pub const EXIT_INCOMPLETE: u8 = 9;
+/// The guest install is missing or does not match its sealed manifest.
+pub const EXIT_INSTALL: u8 = 10;
+
+/// Which guest to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Agent {
+    GeminiCli,
+}
+
+/// How events are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutputMode {
+    /// A readable live view: streamed text, tool lines, a final summary.
+    #[default]
+    Text,
+    /// One canonical event (JSON) per line on stdout.
+    Jsonl,
+}
+
+/// Approval mode flag values (mirrors the guest's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalArg {
+    Default,
+    AutoEdit,
+    Yolo,
+    Plan,
+}
+
+impl From<ApprovalArg> for ApprovalMode {
+    fn from(a: ApprovalArg) -> Self {
+        match a {
+            ApprovalArg::Default => ApprovalMode::Default,
+            ApprovalArg::AutoEdit => ApprovalMode::AutoEdit,
+            ApprovalArg::Yolo => ApprovalMode::Yolo,
+            ApprovalArg::Plan => ApprovalMode::Plan,
+        }
+    }
+}
+
+/// `switchyard run` flags. Every flag can also be set in the `--config` TOML file (same names
+/// with `_`); flags win.
+#[derive(Debug, Clone, Default, clap::Args, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunArgs {
+    /// TOML file with the same settings as the flags.
+    #[arg(long)]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Check the configuration offline (files, URL, install seal, key variable) and exit.
+    #[arg(long)]
+    #[serde(skip)]
+    pub validate_config: bool,
+    /// Guest agent CLI.
+    #[arg(long, value_enum)]
+    pub agent: Option<Agent>,
+    /// Workspace directory the agent works in.
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
+    /// The task.
+    #[arg(long)]
+    pub prompt: Option<String>,
+    /// OpenAI-compatible Chat Completions base URL (e.g. http://127.0.0.1:8000/v1).
+    #[arg(long)]
+    pub upstream_url: Option<String>,
+    /// Model name at the upstream.
+    #[arg(long)]
+    pub upstream_model: Option<String>,
+    /// Name of the environment variable holding the upstream API key (never pass keys in argv).
+    #[arg(long)]
+    pub upstream_key_env: Option<String>,
+    /// Directory of the record store (runs, events, model exchanges).
+    #[arg(long)]
+    pub records: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum)]
+    pub output: Option<OutputMode>,
+    /// Maximum model turns (the guest's maxSessionTurns).
+    #[arg(long)]
+    pub max_turns: Option<u32>,
+    /// Overall timeout in seconds.
+    #[arg(long)]
+    pub timeout: Option<u64>,
+    /// Stop the guest when it prints nothing for this many seconds.
+    #[arg(long)]
+    pub inactivity_timeout: Option<u64>,
+    /// A sealed Gemini CLI install (its prefix, or a file inside it).
+    #[arg(long)]
+    pub gemini_binary: Option<PathBuf>,
+    /// The guest's approval mode (default: the guest's safest headless mode).
+    #[arg(long, value_enum)]
+    pub approval_mode: Option<ApprovalArg>,
+    /// Keep the run's private directory (settings, telemetry, temp files) for inspection.
+    #[arg(long)]
+    pub keep_run_dir: Option<bool>,
+    /// Point the guest at this GenerateContent endpoint directly, bypassing the gateway
+    /// (testing and fixture capture only).
+    #[arg(long, hide = true)]
+    pub guest_base_url: Option<String>,
+}
+
+/// Fully resolved settings of one run.
+#[derive(Debug, Clone)]
+pub struct ResolvedRun {
+    pub agent: Agent,
+    pub workdir: PathBuf,
+    pub prompt: String,
+    pub target: Target,
+    pub records: Option<PathBuf>,
+    pub output: OutputMode,
+    pub max_turns: Option<u32>,
+    pub timeout: Option<Duration>,
+    pub inactivity: Option<Duration>,
+    pub gemini_prefix: PathBuf,
+    pub approval_mode: ApprovalMode,
+    pub keep_run_dir: bool,
+}
+
+/// Where the guest's model traffic goes.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Through the embedded gateway to an OpenAI-compatible upstream.
+    Gateway {
+        upstream_url: String,
+        upstream_model: String,
+        key_env: String,
+    },
+    /// Straight to a GenerateContent endpoint (tests, capture).
+    Direct { base_url: String, model: String },
+}
+
+/// Default name of the variable holding the upstream key.
+pub const DEFAULT_KEY_ENV: &str = "SWITCHYARD_UPSTREAM_KEY";
+
+impl RunArgs {
+    /// Flags over the config file.
+    fn merged(self) -> Result<RunArgs> {
+        let Some(path) = self.config.clone() else {
+            return Ok(self);
+        };
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let file: RunArgs =
+            toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        macro_rules! pick { ($($f:ident),*) => { RunArgs { $($f: self.$f.or(file.$f),)* config: self.config, validate_config: self.validate_config } } }
+        Ok(pick!(
+            agent,
+            workdir,
+            prompt,
+            upstream_url,
+            upstream_model,
+            upstream_key_env,
+            records,
+            output,
+            max_turns,
+            timeout,
+            inactivity_timeout,
+            gemini_binary,
+            approval_mode,
+            keep_run_dir,
+            guest_base_url
+        ))
+    }
+
+    /// Checks and resolves everything that can be checked without running the guest.
+    pub fn resolve(self) -> Result<ResolvedRun> {
+        let a = self.merged()?;
+        let workdir = a.workdir.context("--workdir is required")?;
+        if !workdir.is_dir() {
+            bail!("--workdir {} is not a directory", workdir.display());
+        }
+        let prompt = a.prompt.context("--prompt is required")?;
+        if prompt.trim().is_empty() {
+            bail!("--prompt is empty");
+        }
+        let model = a.upstream_model.context("--upstream-model is required")?;
+        let target = match a.guest_base_url {
+            Some(base_url) => {
+                check_loopback_url(&base_url)?;
+                Target::Direct { base_url, model }
+            }
+            None => {
+                let upstream_url = a.upstream_url.context("--upstream-url is required")?;
+                check_http_url(&upstream_url)?;
+                let key_env = a
+                    .upstream_key_env
+                    .unwrap_or_else(|| DEFAULT_KEY_ENV.to_owned());
+                if key_env.is_empty()
+                    || !key_env
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    bail!("--upstream-key-env must name an environment variable, got {key_env:?}");
+                }
+                Target::Gateway {
+                    upstream_url,
+                    upstream_model: model,
+                    key_env,
+                }
+            }
+        };
+        let gemini_prefix = match a.gemini_binary {
+            Some(p) => find_sealed_prefix(&p)?,
+            None => default_gemini_prefix(),
+        };
+        // The guest runs in the workspace: every path handed to it must be absolute.
+        let gemini_prefix =
+            std::path::absolute(&gemini_prefix).context("resolving the install path")?;
+        Ok(ResolvedRun {
+            agent: a.agent.unwrap_or(Agent::GeminiCli),
+            workdir,
+            prompt,
+            target,
+            records: a.records,
+            output: a.output.unwrap_or_default(),
+            max_turns: a.max_turns,
+            timeout: a.timeout.map(Duration::from_secs),
+            inactivity: a.inactivity_timeout.map(Duration::from_secs),
+            gemini_prefix,
+            approval_mode: a.approval_mode.map(Into::into).unwrap_or_default(),
+            keep_run_dir: a.keep_run_dir.unwrap_or(false),
+        })
+    }
+}
+
+fn check_http_url(url: &str) -> Result<()> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .with_context(|| format!("{url:?} is not an http(s) URL"))?;
+    if rest.is_empty() || rest.starts_with('/') {
+        bail!("{url:?} has no host");
+    }
+    Ok(())
+}
+
+fn check_loopback_url(url: &str) -> Result<()> {
+    check_http_url(url)?;
+    let host = url
+        .trim_start_matches("http://")
+        .trim_start_matches("https://");
+    if !(host.starts_with("127.") || host.starts_with("localhost") || host.starts_with("[::1]")) {
+        bail!("{url:?} is not a loopback address");
+    }
+    Ok(())
+}
+
+/// Accepts a sealed prefix or any path inside one (e.g. `.../bundle/gemini.js`) and returns the
+/// prefix: the nearest ancestor holding `switchyard-manifest.json`.
+pub fn find_sealed_prefix(path: &Path) -> Result<PathBuf> {
+    let start = std::fs::canonicalize(path)
+        .with_context(|| format!("--gemini-binary {}", path.display()))?;
+    start
+        .ancestors()
+        .find(|p| p.join(switchyard_backend::install::MANIFEST_FILE).is_file())
+        .map(Path::to_path_buf)
+        .with_context(|| {
+            format!(
+                "{} is not inside a sealed install (no switchyard-manifest.json found); \
+            create one with `switchyard install gemini-cli --prefix DIR`",
+                path.display()
+            )
+        })
+}
+
+/// Maps an outcome to the process exit code (documented in the README).
+pub fn exit_code_for(outcome: &RunOutcome) -> u8 {
+    match outcome.status {
+        OutcomeStatus::Succeeded => EXIT_OK,
+        OutcomeStatus::Cancelled => EXIT_CANCELLED,
+        OutcomeStatus::TimedOut => EXIT_TIMEOUT,
+        OutcomeStatus::Incomplete => EXIT_INCOMPLETE,
+        OutcomeStatus::Failed => match outcome.error.as_ref().map(|e| &e.kind) {
+            Some(ErrorKind::Api { .. }) => EXIT_UPSTREAM,
+            Some(ErrorKind::TurnLimit) => EXIT_TURN_LIMIT,
+            Some(
+                ErrorKind::Auth
+                | ErrorKind::Config
+                | ErrorKind::Input
+                | ErrorKind::UntrustedWorkspace
+                | ErrorKind::Sandbox,
+            ) => EXIT_GUEST_SETUP,
+            Some(
+                ErrorKind::Crashed { .. }
+                | ErrorKind::MissingResult { .. }
+                | ErrorKind::UnexpectedExit { .. },
+            ) => EXIT_INCOMPLETE,
+            Some(ErrorKind::Timeout | ErrorKind::Inactivity) => EXIT_TIMEOUT,
+            Some(ErrorKind::Cancelled) => EXIT_CANCELLED,
+            Some(ErrorKind::ModelOutput | ErrorKind::FatalTool | ErrorKind::GuestFailure)
+            | None => EXIT_GUEST_FAILED,
+        },
+    }
+}
+
+/// A fresh random token (hex of two v4 UUIDs: 244 random bits).
+pub fn random_token() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+/// Entry point.
+pub async fn run(args: RunArgs) -> Result<u8> {
+    let validate_only = args.validate_config;
+    let resolved = match args.resolve() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("switchyard: invalid configuration: {e:#}");
+            return Ok(EXIT_CONFIG);
+        }
+    };
+    let install = match switchyard_backend::install::verify(
+        &resolved.gemini_prefix,
+        switchyard_backend::gemini::PACKAGE,
+        switchyard_backend::gemini::VERSION,
+    ) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!(
+                "switchyard: refusing the Gemini CLI install at {}: {e}",
+                resolved.gemini_prefix.display()
+            );
+            return Ok(EXIT_INSTALL);
+        }
+    };
+    if let Target::Gateway { key_env, .. } = &resolved.target
+        && std::env::var_os(key_env).is_none()
+    {
+        eprintln!(
+            "switchyard: note: {key_env} is not set; the upstream will be called without a key"
+        );
+    }
+    if validate_only {
+        eprintln!(
+            "switchyard: configuration is valid (guest {} verified)",
+            install.entry.display()
+        );
+        return Ok(EXIT_OK);
+    }
+    execute(resolved, install.entry.clone()).await
+}
+
+async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
+    let Agent::GeminiCli = resolved.agent;
+    let run_id = uuid::Uuid::now_v7();
+    let run_dir = match &resolved.records {
+        Some(records) => records.join("runs").join(run_id.to_string()),
+        None => std::env::temp_dir()
+            .join("switchyard-runs")
+            .join(run_id.to_string()),
+    };
+    let guest_token = random_token();
+    let upstream_key = match &resolved.target {
+        Target::Gateway { key_env, .. } => std::env::var(key_env).ok().filter(|k| !k.is_empty()),
+        Target::Direct { .. } => None,
+    };
+    // One record sink for the run, its events and the gateway's exchanges; secrets redacted.
+    let recorder = match &resolved.records {
+        Some(dir) => {
+            let redactor = Redactor::new(upstream_key.iter().cloned().chain([guest_token.clone()]));
+            Recorder::open_dir(dir, redactor)
+                .with_context(|| format!("opening records in {}", dir.display()))?
+        }
+        None => Recorder::disabled(),
+    };
+    let (base_url, model, gateway) = match &resolved.target {
+        Target::Direct { base_url, model } => (base_url.clone(), model.clone(), None),
+        Target::Gateway {
+            upstream_url,
+            upstream_model,
+            key_env,
+        } => {
+            let mut config = GatewayConfig::new(upstream_url.clone(), upstream_model.clone());
+            config.upstream_key_env = key_env.clone();
+            config.ingress_key = Some(guest_token.clone());
+            let handle = Gateway::start_with(
+                config,
+                GatewayDeps {
+                    recorder: Some(recorder.clone()),
+                    upstream_key: upstream_key.clone(),
+                    run_id: Some(run_id),
+                },
+            )
+            .await
+            .context("starting the embedded gateway")?;
+            (handle.base_url(), upstream_model.clone(), Some(handle))
+        }
+    };
+    let node = which("node").context("`node` (Node.js >= 20) must be on PATH to run Gemini CLI")?;
+    let launch = prepare(&GeminiLaunchConfig {
+        node,
+        entry,
+        workdir: resolved.workdir.clone(),
+        run_dir: run_dir.clone(),
+        prompt: resolved.prompt.clone(),
+        model: model.clone(),
+        base_url,
+        api_key: Secret::new(guest_token),
+        approval_mode: resolved.approval_mode,
+        max_turns: resolved.max_turns,
+        max_attempts: 2,
+        host_env: std::env::vars_os().collect(),
+    })
+    .with_context(|| format!("preparing the run directory {}", run_dir.display()))?;
+    let limits = RunLimits {
+        timeout: resolved.timeout,
+        inactivity: resolved.inactivity,
+        ..Default::default()
+    };
+    let started = RunStarted {
+        run_id: run_id.to_string(),
+        agent: "gemini-cli".into(),
+        agent_version: switchyard_backend::gemini::VERSION.into(),
+        workdir: launch.cwd.to_string_lossy().into_owned(),
+        model: Some(model.clone()),
+    };
+    let mut run_record = RunRecord {
+        id: run_id,
+        agent: "gemini-cli".into(),
+        agent_version: switchyard_backend::gemini::VERSION.into(),
+        argv: launch
+            .args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        settings_digest: hex::encode(Sha256::digest(launch.settings.to_string().as_bytes())),
+        workdir: launch.cwd.to_string_lossy().into_owned(),
+        upstream_model: Some(model),
+        started_at: chrono::Utc::now(),
+        ended_at: None,
+        outcome: None,
+        state: RunState::Running,
+        summary: RunSummary::default(),
+        raw_lines_dropped: 0,
+    };
+    record(&recorder, RecordOp::UpsertRun(run_record.clone()));
+    let run = GeminiRun::start(&launch, &limits, started)?;
+    let stop = run.stop_handle();
+    let signals = tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return;
+        };
+        tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+        stop.cancel();
+    });
+    let mut printer = Printer::new(resolved.output);
+    let mut summary = RunSummary::default();
+    let report = run
+        .drive(|item| match item {
+            RunItem::Event(envelope) => {
+                printer.event(&envelope);
+                summarize(&mut summary, &envelope.event);
+                let value = serde_json::to_value(&envelope).unwrap_or_default();
+                record(
+                    &recorder,
+                    RecordOp::Event(EventRecord {
+                        run_id,
+                        seq: envelope.seq,
+                        at: envelope.at,
+                        kind: envelope.event.kind().into(),
+                        event: value,
+                    }),
+                );
+            }
+            RunItem::RawStdout(line) => record(
+                &recorder,
+                RecordOp::RawLine(RawLineRecord {
+                    run_id,
+                    stream: RawStream::Stdout,
+                    seq: line.seq,
+                    line: line.text,
+                }),
+            ),
+            RunItem::RawStderr(line) => record(
+                &recorder,
+                RecordOp::RawLine(RawLineRecord {
+                    run_id,
+                    stream: RawStream::Stderr,
+                    seq: line.seq,
+                    line: line.text,
+                }),
+            ),
+        })
+        .await;
+    signals.abort();
+    if let Some(gateway) = gateway
+        && let Err(e) = gateway.shutdown().await
+    {
+        eprintln!("switchyard: gateway shutdown: {e}");
+    }
+    run_record.ended_at = Some(chrono::Utc::now());
+    run_record.outcome = serde_json::to_value(&report.outcome).ok();
+    run_record.state = RunState::Ended;
+    run_record.summary = summary;
+    run_record.raw_lines_dropped = report.stdout.truncated_lines;
+    record(&recorder, RecordOp::UpsertRun(run_record));
+    if let Err(e) = recorder.close() {
+        eprintln!("switchyard: records: {e}");
+    }
+    printer.summary(&report.outcome, report.final_text.as_deref());
+    if !resolved.keep_run_dir && resolved.records.is_none() {
+        let _ = std::fs::remove_dir_all(&run_dir);
+    }
+    Ok(exit_code_for(&report.outcome))
+}
+
+/// Records one operation; a full queue waits (backpressure), a failed store is reported once.
+fn record(recorder: &Recorder, op: RecordOp) {
+    if let Err(e) = recorder.record(op) {
+        tracing::warn!("records: {e}");
+    }
+}
+
+/// Folds an event into the run's summary counters.
+fn summarize(summary: &mut RunSummary, event: &Event) {
+    match event {
+        Event::ToolCall(_) => summary.tool_calls += 1,
+        Event::Usage(u) => {
+            summary.input_tokens = u.input_tokens;
+            summary.output_tokens = u.output_tokens;
+            summary.cached_tokens = u.cached_tokens;
+        }
+        Event::RunFinished(f) => summary.turns = f.turns,
+        _ => {}
+    }
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Prints events in the chosen output mode.
+struct Printer {
+    mode: OutputMode,
+    mid_line: bool,
+    tty: bool,
+}
+
+impl Printer {
+    fn new(mode: OutputMode) -> Self {
+        Printer {
+            mode,
+            mid_line: false,
+            tty: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn event(&mut self, envelope: &Envelope) {
+        let mut out = std::io::stdout().lock();
+        match self.mode {
+            OutputMode::Jsonl => {
+                let _ = serde_json::to_writer(&mut out, envelope);
+                let _ = out.write_all(b"\n");
+            }
+            OutputMode::Text => {
+                let mut line = |mid_line: &mut bool, text: String| {
+                    if *mid_line {
+                        let _ = out.write_all(b"\n");
+                        *mid_line = false;
+                    }
+                    let _ = writeln!(out, "{text}");
+                };
+                match &envelope.event {
+                    Event::RunStarted(s) if self.tty => {
+                        eprintln!(
+                            "[switchyard] run {} · {} {} · model {}",
+                            s.run_id,
+                            s.agent,
+                            s.agent_version,
+                            s.model.as_deref().unwrap_or("?")
+                        );
+                    }
+                    Event::AssistantDelta(d) => {
+                        let _ = out.write_all(d.text.as_bytes());
+                        self.mid_line = !d.text.ends_with('\n');
+                    }
+                    Event::ToolCall(c) => {
+                        let mut args = c.arguments.to_string();
+                        if args.len() > 160 {
+                            args.truncate(args.floor_char_boundary(160));
+                            args.push('…');
+                        }
+                        line(&mut self.mid_line, format!("→ {} {args}", c.tool_name));
+                    }
+                    Event::ToolResult(r) => {
+                        let name = r.tool_name.as_deref().unwrap_or(&r.call_id);
+                        let detail = match &r.error {
+                            Some(e) => format!("failed ({}): {}", e.kind, e.message),
+                            None => "ok".into(),
+                        };
+                        line(&mut self.mid_line, format!("← {name} {detail}"));
+                    }
+                    Event::Warning(w) => {
+                        line(&mut self.mid_line, format!("! warning: {}", w.message))
+                    }
+                    Event::Error(e) => line(&mut self.mid_line, format!("! error: {}", e.message)),
+                    _ => {}
+                }
+            }
+        }
+        let _ = out.flush();
+    }
+
+    fn summary(&mut self, outcome: &RunOutcome, _final_text: Option<&str>) {
+        if self.mode != OutputMode::Text {
+            return;
+        }
+        if self.mid_line {
+            println!();
+        }
+        match &outcome.error {
+            None => eprintln!("[switchyard] succeeded"),
+            Some(e) => eprintln!(
+                "[switchyard] {:?}: {} ({})",
+                outcome.status,
+                e.message,
+                serde_json::to_string(&e.kind).unwrap_or_default()
+            ),
+        }
+    }
+}
