@@ -143,3 +143,80 @@ pub fn upstream_error_to_google(
     }
     body
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_statuses_map_to_google_statuses() {
+        for (code, status) in [
+            (400, "INVALID_ARGUMENT"),
+            (401, "UNAUTHENTICATED"),
+            (403, "PERMISSION_DENIED"),
+            (404, "NOT_FOUND"),
+            (429, "RESOURCE_EXHAUSTED"),
+            (499, "CANCELLED"),
+            (500, "INTERNAL"),
+            (503, "UNAVAILABLE"),
+            (504, "DEADLINE_EXCEEDED"),
+            (418, "FAILED_PRECONDITION"),
+        ] {
+            assert_eq!(google_status_for_http(code), status, "{code}");
+        }
+    }
+
+    #[test]
+    fn rate_limit_becomes_resource_exhausted_with_retry_info() {
+        let body =
+            br#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit"}}"#;
+        let err = upstream_error_to_google(429, body, parse_retry_after("12"));
+        assert_eq!(
+            serde_json::to_value(&err).unwrap(),
+            json!({"error": {"code": 429, "message": "upstream: Rate limit reached", "status": "RESOURCE_EXHAUSTED",
+                "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "12s"}]}})
+        );
+    }
+
+    #[test]
+    fn no_retry_hint_means_no_details_and_plain_bodies_are_kept() {
+        let err = upstream_error_to_google(500, b"  gateway exploded  ", None);
+        assert_eq!(err.error.message, "upstream: gateway exploded");
+        assert_eq!(err.error.status, "INTERNAL");
+        assert!(err.error.details.is_empty());
+        assert!(!err.to_json_line().contains("details"));
+        let err = upstream_error_to_google(502, b"", None);
+        assert!(err.error.message.contains("empty body"));
+    }
+
+    #[test]
+    fn google_shaped_upstream_keeps_details_without_duplicate_retry_info() {
+        let body = json!({"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED", "details": [
+            {"@type": RETRY_INFO_TYPE, "retryDelay": "30s"},
+            {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": []}
+        ]}})
+        .to_string();
+        let err = upstream_error_to_google(429, body.as_bytes(), Some(Duration::from_secs(5)));
+        assert_eq!(err.error.details.len(), 2);
+        assert_eq!(err.error.details[0]["retryDelay"], "5s");
+        assert_eq!(
+            err.error.details[1]["@type"],
+            "type.googleapis.com/google.rpc.QuotaFailure"
+        );
+    }
+
+    #[test]
+    fn retry_after_formats() {
+        assert_eq!(parse_retry_after("12"), Some(Duration::from_secs(12)));
+        assert_eq!(parse_retry_after("1.5"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_retry_after("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_retry_after("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(parse_retry_after("-3"), None);
+        // Sub-second delays round up so the guest never retries early.
+        assert_eq!(
+            retry_info_detail(Duration::from_millis(250))["retryDelay"],
+            "1s"
+        );
+    }
+}

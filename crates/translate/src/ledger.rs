@@ -147,3 +147,69 @@ impl CallLedger {
         adopted
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn request(body: serde_json::Value) -> GenerateContentRequest {
+        serde_json::from_value(body).unwrap()
+    }
+
+    #[test]
+    fn reused_ids_are_rejected_atomically() {
+        let mut ledger = CallLedger::new();
+        ledger.register_delivered(["a", "b"]).unwrap();
+        assert_eq!(
+            ledger.register_delivered(["c", "a"]),
+            Err(LedgerError::ReusedId("a".into()))
+        );
+        assert!(
+            !ledger.contains("c"),
+            "failed batch must not register anything"
+        );
+        assert_eq!(
+            ledger.register_delivered(["d", "d"]),
+            Err(LedgerError::DuplicateInTurn("d".into()))
+        );
+        assert_eq!(
+            ledger.check_fresh(["b"]),
+            Err(LedgerError::ReusedId("b".into()))
+        );
+        assert_eq!(ledger.delivered(), ["a", "b"]);
+    }
+
+    #[test]
+    fn responses_must_answer_delivered_ids() {
+        let mut ledger = CallLedger::new();
+        ledger.register_delivered(["call_1"]).unwrap();
+        let ok = request(json!({"contents": [{"role": "user", "parts": [
+            {"functionResponse": {"id": "call_1", "name": "f", "response": {}}}]}]}));
+        assert_eq!(ledger.check_request(&ok), Ok(()));
+        let unknown = request(json!({"contents": [{"role": "user", "parts": [
+            {"functionResponse": {"id": "call_9", "name": "f", "response": {}}}]}]}));
+        assert!(
+            matches!(ledger.check_request(&unknown), Err(LedgerError::UnknownResponseId { ref id, .. }) if id == "call_9")
+        );
+        let missing = request(json!({"contents": [{"role": "user", "parts": [
+            {"functionResponse": {"name": "f", "response": {}}}]}]}));
+        assert!(matches!(
+            ledger.check_request(&missing),
+            Err(LedgerError::MissingResponseId { .. })
+        ));
+    }
+
+    #[test]
+    fn resumed_history_can_be_adopted() {
+        let mut ledger = CallLedger::new();
+        let req = request(json!({"contents": [
+            {"role": "model", "parts": [{"functionCall": {"id": "old_1", "name": "f"}}]},
+            {"role": "user", "parts": [{"functionResponse": {"id": "old_1", "name": "f", "response": {}}}]}]}));
+        assert!(ledger.check_request(&req).is_err());
+        assert_eq!(ledger.adopt_history(&req), 1);
+        assert_eq!(ledger.adopt_history(&req), 0);
+        assert_eq!(ledger.check_request(&req), Ok(()));
+        assert!(ledger.register_delivered(["old_1"]).is_err());
+    }
+}

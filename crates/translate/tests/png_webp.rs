@@ -1,0 +1,214 @@
+//! PNG -> lossless WebP: pixel-identical (checked with the `png` and `image-webp` decoders) for
+//! RGB, RGBA with transparent pixels hiding non-zero RGB, palette, gray and gray+alpha; 16-bit
+//! PNGs pass through unchanged.
+
+use switchyard_translate::image::{PngConversion, png_to_lossless_webp};
+
+fn encode_png(
+    width: u32,
+    height: u32,
+    color: png::ColorType,
+    depth: png::BitDepth,
+    data: &[u8],
+    palette: Option<(&[u8], &[u8])>,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, width, height);
+        enc.set_color(color);
+        enc.set_depth(depth);
+        if let Some((plte, trns)) = palette {
+            enc.set_palette(plte.to_vec());
+            enc.set_trns(trns.to_vec());
+        }
+        let mut writer = enc.write_header().unwrap();
+        writer.write_image_data(data).unwrap();
+    }
+    out
+}
+
+/// Reference decode with the `png` crate to RGBA8 (independent of the code under test).
+fn png_rgba(png_bytes: &[u8]) -> (u32, u32, Vec<[u8; 4]>) {
+    let mut dec = png::Decoder::new(std::io::Cursor::new(png_bytes));
+    dec.set_transformations(png::Transformations::EXPAND);
+    let mut reader = dec.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let buf = &buf[..info.buffer_size()];
+    let px = match info.color_type {
+        png::ColorType::Rgba => buf.chunks(4).map(|p| [p[0], p[1], p[2], p[3]]).collect(),
+        png::ColorType::Rgb => buf.chunks(3).map(|p| [p[0], p[1], p[2], 255]).collect(),
+        png::ColorType::Grayscale => buf.iter().map(|&g| [g, g, g, 255]).collect(),
+        png::ColorType::GrayscaleAlpha => buf.chunks(2).map(|p| [p[0], p[0], p[0], p[1]]).collect(),
+        other => panic!("{other:?}"),
+    };
+    (info.width, info.height, px)
+}
+
+fn webp_rgba(webp: &[u8]) -> (u32, u32, Vec<[u8; 4]>) {
+    let mut dec = image_webp::WebPDecoder::new(std::io::Cursor::new(webp)).unwrap();
+    let (w, h) = dec.dimensions();
+    let mut buf = vec![0; dec.output_buffer_size().unwrap()];
+    dec.read_image(&mut buf).unwrap();
+    let px = if dec.has_alpha() {
+        buf.chunks(4).map(|p| [p[0], p[1], p[2], p[3]]).collect()
+    } else {
+        buf.chunks(3).map(|p| [p[0], p[1], p[2], 255]).collect()
+    };
+    (w, h, px)
+}
+
+fn assert_pixel_identical(png_bytes: &[u8]) -> Vec<u8> {
+    let PngConversion::Reencoded { webp } = png_to_lossless_webp(png_bytes).unwrap() else {
+        panic!("expected re-encoding");
+    };
+    assert_eq!(&webp[..4], b"RIFF");
+    assert_eq!(&webp[8..12], b"WEBP");
+    assert_eq!(png_rgba(png_bytes), webp_rgba(&webp));
+    webp
+}
+
+/// Deterministic noisy pattern.
+fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed;
+    (0..len)
+        .map(|_| {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            (x >> 16) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn rgb_is_pixel_identical() {
+    let (w, h) = (37, 23);
+    assert_pixel_identical(&encode_png(
+        w,
+        h,
+        png::ColorType::Rgb,
+        png::BitDepth::Eight,
+        &pattern((w * h * 3) as usize, 1),
+        None,
+    ));
+}
+
+#[test]
+fn rgba_keeps_rgb_under_fully_transparent_pixels() {
+    let (w, h) = (16, 16);
+    let mut data = pattern((w * h * 4) as usize, 2);
+    for (i, px) in data.chunks_mut(4).enumerate() {
+        if i % 3 == 0 {
+            px[3] = 0; // transparent, RGB stays non-zero noise
+            px[0] |= 1;
+        }
+    }
+    let png_bytes = encode_png(
+        w,
+        h,
+        png::ColorType::Rgba,
+        png::BitDepth::Eight,
+        &data,
+        None,
+    );
+    assert_pixel_identical(&png_bytes);
+    let (_, _, px) = png_rgba(&png_bytes);
+    assert!(
+        px.iter().any(|p| p[3] == 0 && p[0] != 0),
+        "test image must hide colour under alpha 0"
+    );
+}
+
+#[test]
+fn palette_with_transparency_is_pixel_identical() {
+    let plte = [255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 20, 30];
+    let trns = [255, 128, 0];
+    let (w, h) = (9, 7);
+    let indices: Vec<u8> = pattern((w * h) as usize, 3).iter().map(|v| v % 4).collect();
+    assert_pixel_identical(&encode_png(
+        w,
+        h,
+        png::ColorType::Indexed,
+        png::BitDepth::Eight,
+        &indices,
+        Some((&plte, &trns)),
+    ));
+}
+
+#[test]
+fn grayscale_and_gray_alpha_are_pixel_identical() {
+    let (w, h) = (13, 11);
+    assert_pixel_identical(&encode_png(
+        w,
+        h,
+        png::ColorType::Grayscale,
+        png::BitDepth::Eight,
+        &pattern((w * h) as usize, 4),
+        None,
+    ));
+    assert_pixel_identical(&encode_png(
+        w,
+        h,
+        png::ColorType::GrayscaleAlpha,
+        png::BitDepth::Eight,
+        &pattern((w * h * 2) as usize, 5),
+        None,
+    ));
+    // 4-bit gray: two pixels per byte, rows padded to whole bytes.
+    let row_bytes = (w as usize).div_ceil(2);
+    assert_pixel_identical(&encode_png(
+        w,
+        h,
+        png::ColorType::Grayscale,
+        png::BitDepth::Four,
+        &pattern(row_bytes * h as usize, 6),
+        None,
+    ));
+}
+
+#[test]
+fn sixteen_bit_png_passes_through_with_a_reason() {
+    let (w, h) = (4, 4);
+    let png_bytes = encode_png(
+        w,
+        h,
+        png::ColorType::Rgb,
+        png::BitDepth::Sixteen,
+        &pattern((w * h * 6) as usize, 7),
+        None,
+    );
+    match png_to_lossless_webp(&png_bytes).unwrap() {
+        PngConversion::PassThrough { reason } => assert!(reason.contains("16-bit"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn sixteen_bit_png_is_forwarded_unchanged_and_reported() {
+    use base64::Engine as _;
+    let png_bytes = encode_png(
+        2,
+        2,
+        png::ColorType::Grayscale,
+        png::BitDepth::Sixteen,
+        &pattern(8, 8),
+        None,
+    );
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&png_bytes);
+    let body = serde_json::json!({"contents": [{"role": "user", "parts": [{"inlineData": {"mimeType": "image/png", "data": b64}}]}]});
+    let req = switchyard_translate::parse_request(body.to_string().as_bytes()).unwrap();
+    let t = switchyard_translate::translate_request(
+        &req,
+        &switchyard_translate::TranslateOptions::new("m", false),
+    )
+    .unwrap();
+    let json = serde_json::to_string(&t.chat.messages).unwrap();
+    assert!(json.contains(&format!("data:image/png;base64,{b64}")));
+    assert_eq!(t.report.images_reencoded, 0);
+    assert_eq!(t.report.png_passthrough.len(), 1);
+    assert!(t.report.png_passthrough[0].contains("16-bit"));
+}
+
+#[test]
+fn corrupt_png_is_an_error() {
+    assert!(png_to_lossless_webp(b"\x89PNG\r\n\x1a\nnot really").is_err());
+}
