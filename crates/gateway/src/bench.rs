@@ -1,1 +1,572 @@
-//! placeholder
+//! `switchyard bench gateway`: what the gateway costs on top of talking to the upstream directly.
+//!
+//! Everything runs in this process on loopback, against zero-delay scripted Chat Completions
+//! upstreams (`switchyard_testkit::chat_upstream`). Every figure is measured twice in the same
+//! run, once **direct** (client → upstream, sending the Chat request the gateway would send) and
+//! once **through the gateway** (client → gateway → upstream, sending the Google request), so the
+//! difference is the gateway's cost. The request is the real first request Gemini CLI 0.61.0
+//! sends (~47 KB, `benches/data/gemini-cli-0.61.0-first-request.json`).
+//!
+//! Measured:
+//! * latency p50/p99 at concurrency 1, non-streaming and streaming (whole response read);
+//! * requests/s at concurrency 16, non-streaming and streaming;
+//! * resident memory (process VmRSS) with N concurrent open streams (default 1,000);
+//! * forwarding delay of one streamed text chunk: the client releases a held upstream chunk and
+//!   times until it arrives.
+//!
+//! Build with `--release` for meaningful numbers. Memory is the whole process (client, upstream
+//! and gateway); the gateway's share is the difference to the direct phase, which runs first (a
+//! direct phase that leaves freed memory in the allocator makes the gateway figure an
+//! underestimate, so both absolute values are reported).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use switchyard_testkit::chat_upstream::{
+    ChatUpstream, Gate, Reply, Script, StreamEvent, StreamReply, chunk,
+};
+use switchyard_translate::TranslateOptions;
+
+use crate::{Gateway, GatewayConfig, GatewayHandle};
+
+/// The first request Gemini CLI 0.61.0 sent in a captured run (see `benches/data/README.md`).
+pub const GEMINI_CLI_FIRST_REQUEST: &[u8] =
+    include_bytes!("../benches/data/gemini-cli-0.61.0-first-request.json");
+
+const BENCH_MODEL: &str = "bench-model";
+
+/// How much to measure.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Sequential requests per latency series (after `warmup`).
+    pub latency_requests: usize,
+    /// Requests before each series, not measured.
+    pub warmup: usize,
+    /// Duration of each throughput series.
+    pub throughput_duration: Duration,
+    /// Concurrency of the throughput series.
+    pub concurrency: usize,
+    /// Concurrent open streams for the memory figure.
+    pub streams: usize,
+    /// Samples of the chunk forwarding delay.
+    pub forward_samples: usize,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        Self {
+            latency_requests: 2_000,
+            warmup: 200,
+            throughput_duration: Duration::from_secs(3),
+            concurrency: 16,
+            streams: 1_000,
+            forward_samples: 500,
+        }
+    }
+}
+
+/// Why the benchmark could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("cannot start the scripted upstream: {0}")]
+    Upstream(std::io::Error),
+    #[error("cannot start the gateway: {0}")]
+    Gateway(#[from] crate::GatewayError),
+    #[error("cannot translate the benchmark request: {0}")]
+    Translate(String),
+    #[error("request failed during the benchmark: {0}")]
+    Request(String),
+}
+
+/// p50/p99 of a latency series.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Percentiles {
+    pub p50: Duration,
+    pub p99: Duration,
+}
+
+/// One figure measured direct and through the gateway.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Pair<T> {
+    pub direct: T,
+    pub gateway: T,
+}
+
+/// Everything `bench` measured.
+#[derive(Debug, Clone, Default)]
+pub struct BenchReport {
+    pub request_bytes: usize,
+    pub latency_unary: Pair<Percentiles>,
+    pub latency_stream: Pair<Percentiles>,
+    pub rps_unary: Pair<f64>,
+    pub rps_stream: Pair<f64>,
+    pub concurrency: usize,
+    pub streams: usize,
+    pub rss_idle_kib: u64,
+    pub rss_streams_kib: Pair<u64>,
+    pub forward_delay: Pair<Percentiles>,
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn added(pair: &Pair<Percentiles>) -> (f64, f64) {
+    (
+        micros(pair.gateway.p50) - micros(pair.direct.p50),
+        micros(pair.gateway.p99) - micros(pair.direct.p99),
+    )
+}
+
+impl std::fmt::Display for BenchReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "switchyard gateway benchmark (request {} bytes, zero-delay scripted upstream)",
+            self.request_bytes
+        )?;
+        writeln!(
+            f,
+            "{:<34} {:>12} {:>12} {:>10} {:>12}",
+            "figure", "direct", "gateway", "ratio", "added"
+        )?;
+        for (name, pair) in [
+            ("latency unary p50/p99 (us)", &self.latency_unary),
+            ("latency stream p50/p99 (us)", &self.latency_stream),
+            ("chunk forward delay p50/p99 (us)", &self.forward_delay),
+        ] {
+            let (a50, a99) = added(pair);
+            writeln!(
+                f,
+                "{:<34} {:>12.1} {:>12.1} {:>10.2} {:>12.1}",
+                format!("{name} p50"),
+                micros(pair.direct.p50),
+                micros(pair.gateway.p50),
+                micros(pair.gateway.p50) / micros(pair.direct.p50).max(1e-9),
+                a50
+            )?;
+            writeln!(
+                f,
+                "{:<34} {:>12.1} {:>12.1} {:>10.2} {:>12.1}",
+                format!("{name} p99"),
+                micros(pair.direct.p99),
+                micros(pair.gateway.p99),
+                micros(pair.gateway.p99) / micros(pair.direct.p99).max(1e-9),
+                a99
+            )?;
+        }
+        for (name, pair) in [
+            (
+                format!("req/s unary c={}", self.concurrency),
+                &self.rps_unary,
+            ),
+            (
+                format!("req/s stream c={}", self.concurrency),
+                &self.rps_stream,
+            ),
+        ] {
+            writeln!(
+                f,
+                "{:<34} {:>12.0} {:>12.0} {:>10.2} {:>12}",
+                name,
+                pair.direct,
+                pair.gateway,
+                pair.gateway / pair.direct.max(1e-9),
+                ""
+            )?;
+        }
+        writeln!(
+            f,
+            "{:<34} {:>12.1} {:>12.1} {:>10.2} {:>12.1}",
+            format!("RSS MiB, {} open streams", self.streams),
+            self.rss_streams_kib.direct as f64 / 1024.0,
+            self.rss_streams_kib.gateway as f64 / 1024.0,
+            self.rss_streams_kib.gateway as f64 / (self.rss_streams_kib.direct as f64).max(1.0),
+            (self.rss_streams_kib.gateway as f64 - self.rss_streams_kib.direct as f64) / 1024.0
+        )?;
+        writeln!(
+            f,
+            "(process RSS before the stream phases: {:.1} MiB; 'added' = gateway - direct)",
+            self.rss_idle_kib as f64 / 1024.0
+        )
+    }
+}
+
+/// Resident set size of this process in KiB (Linux `/proc/self/status`), 0 elsewhere.
+pub fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// One way of sending the benchmark request: a URL and the body for it.
+#[derive(Clone)]
+struct Target {
+    url: String,
+    body: Bytes,
+}
+
+fn percentiles(mut samples: Vec<Duration>) -> Percentiles {
+    samples.sort();
+    let at = |q: f64| {
+        samples
+            .get(((samples.len() as f64 - 1.0) * q).round() as usize)
+            .copied()
+            .unwrap_or_default()
+    };
+    Percentiles {
+        p50: at(0.50),
+        p99: at(0.99),
+    }
+}
+
+async fn send_and_drain(client: &reqwest::Client, target: &Target) -> Result<usize, BenchError> {
+    let response = client
+        .post(&target.url)
+        .header("content-type", "application/json")
+        .body(target.body.clone())
+        .send()
+        .await
+        .map_err(|e| BenchError::Request(e.to_string()))?;
+    if !response.status().is_success() {
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        return Err(BenchError::Request(format!("HTTP {status}: {text}")));
+    }
+    let mut stream = response.bytes_stream();
+    let mut n = 0;
+    while let Some(chunk) = stream.next().await {
+        n += chunk.map_err(|e| BenchError::Request(e.to_string()))?.len();
+    }
+    Ok(n)
+}
+
+async fn latency(
+    client: &reqwest::Client,
+    target: &Target,
+    options: &BenchOptions,
+) -> Result<Percentiles, BenchError> {
+    for _ in 0..options.warmup {
+        send_and_drain(client, target).await?;
+    }
+    let mut samples = Vec::with_capacity(options.latency_requests);
+    for _ in 0..options.latency_requests {
+        let started = Instant::now();
+        send_and_drain(client, target).await?;
+        samples.push(started.elapsed());
+    }
+    Ok(percentiles(samples))
+}
+
+async fn throughput(
+    client: &reqwest::Client,
+    target: &Target,
+    options: &BenchOptions,
+) -> Result<f64, BenchError> {
+    let done = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + options.throughput_duration;
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for _ in 0..options.concurrency {
+        let (client, target, done) = (client.clone(), target.clone(), done.clone());
+        workers.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                send_and_drain(&client, &target).await?;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, BenchError>(())
+        }));
+    }
+    for w in workers {
+        w.await.map_err(|e| BenchError::Request(e.to_string()))??;
+    }
+    Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
+}
+
+/// Open `n` streams whose upstream holds its second chunk until `gate` releases it, wait until
+/// every stream delivered its first chunk, sample RSS, then release them and drain.
+async fn rss_with_open_streams(
+    client: &reqwest::Client,
+    target: &Target,
+    n: usize,
+    release: &tokio::sync::watch::Sender<bool>,
+) -> Result<u64, BenchError> {
+    let (first_tx, mut first_rx) = tokio::sync::mpsc::channel::<()>(n.max(1));
+    let mut tasks = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (client, target, first_tx) = (client.clone(), target.clone(), first_tx.clone());
+        tasks.push(tokio::spawn(async move {
+            let response = client
+                .post(&target.url)
+                .header("content-type", "application/json")
+                .body(target.body.clone())
+                .send()
+                .await
+                .map_err(|e| BenchError::Request(e.to_string()))?;
+            let mut stream = response.bytes_stream();
+            let mut signalled = false;
+            while let Some(chunk) = stream.next().await {
+                chunk.map_err(|e| BenchError::Request(e.to_string()))?;
+                if !signalled {
+                    signalled = true;
+                    let _ = first_tx.send(()).await;
+                }
+            }
+            Ok::<_, BenchError>(())
+        }));
+    }
+    drop(first_tx);
+    for _ in 0..n {
+        if first_rx.recv().await.is_none() {
+            break;
+        }
+    }
+    let rss = rss_kib();
+    release.send_replace(true);
+    for t in tasks {
+        t.await.map_err(|e| BenchError::Request(e.to_string()))??;
+    }
+    release.send_replace(false);
+    Ok(rss)
+}
+
+/// Time from releasing a held upstream chunk until the client has it.
+async fn forward_delay(
+    client: &reqwest::Client,
+    target: &Target,
+    gate: &Gate,
+    marker: &[u8],
+    samples: usize,
+) -> Result<Percentiles, BenchError> {
+    let mut out = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let response = client
+            .post(&target.url)
+            .header("content-type", "application/json")
+            .body(target.body.clone())
+            .send()
+            .await
+            .map_err(|e| BenchError::Request(e.to_string()))?;
+        let mut stream = response.bytes_stream();
+        let mut seen = Vec::new();
+        let mut released: Option<Instant> = None;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| BenchError::Request(e.to_string()))?;
+            seen.extend_from_slice(&chunk);
+            match released {
+                None => {
+                    // The first chunk ("a") arrived: release the held one and start the clock.
+                    released = Some(Instant::now());
+                    gate.open();
+                }
+                Some(at) => {
+                    if seen.windows(marker.len()).any(|w| w == marker) {
+                        out.push(at.elapsed());
+                        break;
+                    }
+                }
+            }
+        }
+        while let Some(chunk) = stream.next().await {
+            chunk.map_err(|e| BenchError::Request(e.to_string()))?;
+        }
+    }
+    Ok(percentiles(out))
+}
+
+fn chat_body(stream: bool) -> Result<Bytes, BenchError> {
+    let request = switchyard_translate::parse_request(GEMINI_CLI_FIRST_REQUEST)
+        .map_err(|e| BenchError::Translate(e.to_string()))?;
+    let translated = switchyard_translate::translate_request(
+        &request,
+        &TranslateOptions::new(BENCH_MODEL, stream),
+    )
+    .map_err(|e| BenchError::Translate(e.to_string()))?;
+    serde_json::to_vec(&translated.chat)
+        .map(Bytes::from)
+        .map_err(|e| BenchError::Translate(e.to_string()))
+}
+
+async fn gateway_for(upstream: &ChatUpstream) -> Result<GatewayHandle, BenchError> {
+    let mut config = GatewayConfig::new(upstream.base_url(), BENCH_MODEL);
+    config.upstream_key_env = "SWITCHYARD_BENCH_NO_KEY".into();
+    Ok(Gateway::start(config).await?)
+}
+
+fn text_stream_reply() -> Reply {
+    Reply::Stream(StreamReply::new(vec![
+        StreamEvent::json(chunk::role()),
+        StreamEvent::json(chunk::text("Hello")),
+        StreamEvent::json(chunk::text(" world")),
+        StreamEvent::json(chunk::finish("stop")),
+        StreamEvent::json(chunk::usage(12_000, 2)),
+    ]))
+}
+
+fn held_stream_reply(gate: Option<&Gate>) -> Reply {
+    let mut second = StreamEvent::json(chunk::text("b"));
+    if let Some(gate) = gate {
+        second = second.after_gate(gate);
+    }
+    Reply::Stream(StreamReply::new(vec![
+        StreamEvent::json(chunk::role()),
+        StreamEvent::json(chunk::text("a")),
+        second,
+        StreamEvent::json(chunk::finish("stop")),
+        StreamEvent::json(chunk::usage(12_000, 2)),
+    ]))
+}
+
+/// Run the whole benchmark (about half a minute with the defaults).
+pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
+    crate::upstream::install_tls_provider();
+    let client = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(usize::MAX)
+        .build()
+        .map_err(|e| BenchError::Request(e.to_string()))?;
+    let quiet = |reply: Reply| {
+        Script::always(reply)
+            .record_bodies(false)
+            .log_requests(false)
+    };
+
+    let unary_upstream = ChatUpstream::start(quiet(Reply::completion_text("Hello world")))
+        .await
+        .map_err(BenchError::Upstream)?;
+    let stream_upstream = ChatUpstream::start(quiet(text_stream_reply()))
+        .await
+        .map_err(BenchError::Upstream)?;
+    let unary_gateway = gateway_for(&unary_upstream).await?;
+    let stream_gateway = gateway_for(&stream_upstream).await?;
+    let google = Bytes::from_static(GEMINI_CLI_FIRST_REQUEST);
+    let unary_direct = Target {
+        url: format!("{}/chat/completions", unary_upstream.base_url()),
+        body: chat_body(false)?,
+    };
+    let stream_direct = Target {
+        url: format!("{}/chat/completions", stream_upstream.base_url()),
+        body: chat_body(true)?,
+    };
+    let unary_via = Target {
+        url: format!(
+            "{}/v1beta/models/gemini-2.5-flash:generateContent",
+            unary_gateway.base_url()
+        ),
+        body: google.clone(),
+    };
+    let stream_via = Target {
+        url: format!(
+            "{}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            stream_gateway.base_url()
+        ),
+        body: google.clone(),
+    };
+
+    let mut report = BenchReport {
+        request_bytes: GEMINI_CLI_FIRST_REQUEST.len(),
+        concurrency: options.concurrency,
+        streams: options.streams,
+        ..BenchReport::default()
+    };
+    report.latency_unary = Pair {
+        direct: latency(&client, &unary_direct, &options).await?,
+        gateway: latency(&client, &unary_via, &options).await?,
+    };
+    report.latency_stream = Pair {
+        direct: latency(&client, &stream_direct, &options).await?,
+        gateway: latency(&client, &stream_via, &options).await?,
+    };
+    report.rps_unary = Pair {
+        direct: throughput(&client, &unary_direct, &options).await?,
+        gateway: throughput(&client, &unary_via, &options).await?,
+    };
+    report.rps_stream = Pair {
+        direct: throughput(&client, &stream_direct, &options).await?,
+        gateway: throughput(&client, &stream_via, &options).await?,
+    };
+    for handle in [unary_gateway, stream_gateway] {
+        handle.shutdown().await?;
+    }
+
+    // Chunk forwarding delay: the upstream holds "b" until the client opens the gate.
+    let gate = Gate::new();
+    let forward_upstream = ChatUpstream::start(quiet(held_stream_reply(Some(&gate))))
+        .await
+        .map_err(BenchError::Upstream)?;
+    let forward_gateway = gateway_for(&forward_upstream).await?;
+    let fwd_direct = Target {
+        url: format!("{}/chat/completions", forward_upstream.base_url()),
+        body: chat_body(true)?,
+    };
+    let fwd_via = Target {
+        url: format!(
+            "{}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            forward_gateway.base_url()
+        ),
+        body: google.clone(),
+    };
+    report.forward_delay = Pair {
+        direct: forward_delay(
+            &client,
+            &fwd_direct,
+            &gate,
+            br#""content":"b""#,
+            options.forward_samples,
+        )
+        .await?,
+        gateway: forward_delay(
+            &client,
+            &fwd_via,
+            &gate,
+            br#""text":"b""#,
+            options.forward_samples,
+        )
+        .await?,
+    };
+    forward_gateway.shutdown().await?;
+
+    // Memory with N open streams: each upstream stream holds its second chunk until released.
+    let (release, released) = tokio::sync::watch::channel(false);
+    let hold = Reply::Dynamic(Arc::new(move |_req| {
+        let mut released = released.clone();
+        let gate = Gate::new();
+        let opener = gate.clone();
+        tokio::spawn(async move {
+            let _ = released.wait_for(|r| *r).await;
+            opener.open();
+        });
+        held_stream_reply(Some(&gate))
+    }));
+    let memory_upstream = ChatUpstream::start(quiet(hold))
+        .await
+        .map_err(BenchError::Upstream)?;
+    let memory_gateway = gateway_for(&memory_upstream).await?;
+    let mem_direct = Target {
+        url: format!("{}/chat/completions", memory_upstream.base_url()),
+        body: chat_body(true)?,
+    };
+    let mem_via = Target {
+        url: format!(
+            "{}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            memory_gateway.base_url()
+        ),
+        body: google,
+    };
+    report.rss_idle_kib = rss_kib();
+    report.rss_streams_kib = Pair {
+        direct: rss_with_open_streams(&client, &mem_direct, options.streams, &release).await?,
+        gateway: rss_with_open_streams(&client, &mem_via, options.streams, &release).await?,
+    };
+    memory_gateway.shutdown().await?;
+    Ok(report)
+}

@@ -446,6 +446,7 @@ impl Step {
 pub struct Script {
     steps: Vec<Step>,
     record_bodies: bool,
+    log_requests: bool,
 }
 
 impl Default for Script {
@@ -459,6 +460,7 @@ impl Script {
         Self {
             steps: Vec::new(),
             record_bodies: true,
+            log_requests: true,
         }
     }
     /// A script answering every request with `reply` (the zero-delay benchmark mode).
@@ -486,6 +488,12 @@ impl Script {
         self.record_bodies = keep;
         self
     }
+    /// Keep (true, default) or skip (false) the request log entirely (long benchmarks: the log
+    /// would otherwise grow with every request). Skipped requests are still counted.
+    pub fn log_requests(mut self, keep: bool) -> Self {
+        self.log_requests = keep;
+        self
+    }
 }
 
 struct StepState {
@@ -496,6 +504,8 @@ struct StepState {
 struct Shared {
     steps: Mutex<VecDeque<StepState>>,
     record_bodies: bool,
+    log_requests: bool,
+    requests_seen: AtomicUsize,
     requests: Mutex<Vec<RecordedRequest>>,
     request_arrived: Notify,
     unmatched: AtomicUsize,
@@ -546,6 +556,8 @@ impl ChatUpstream {
         let shared = Arc::new(Shared {
             steps: Mutex::new(steps),
             record_bodies: script.record_bodies,
+            log_requests: script.log_requests,
+            requests_seen: AtomicUsize::new(0),
             requests: Mutex::new(Vec::new()),
             request_arrived: Notify::new(),
             unmatched: AtomicUsize::new(0),
@@ -591,14 +603,16 @@ impl ChatUpstream {
     pub async fn wait_for_requests(&self, n: usize) -> Vec<RecordedRequest> {
         loop {
             let notified = self.shared.request_arrived.notified();
-            {
-                let log = self.shared.requests.lock().expect("request log");
-                if log.len() >= n {
-                    return log.clone();
-                }
+            if self.requests_seen() >= n {
+                return self.requests();
             }
             notified.await;
         }
+    }
+
+    /// How many requests arrived (also counted when the log is off).
+    pub fn requests_seen(&self) -> usize {
+        self.shared.requests_seen.load(Ordering::SeqCst)
     }
 
     /// Requests that matched no step (answered with a 500).
@@ -682,11 +696,14 @@ async fn answer(State(shared): State<Arc<Shared>>, request: Request) -> Response
         body,
     };
     let reply = shared.take_reply(&recorded);
-    let mut logged = recorded.clone();
-    if !shared.record_bodies {
-        logged.body = Bytes::new();
+    shared.requests_seen.fetch_add(1, Ordering::SeqCst);
+    if shared.log_requests {
+        let mut logged = recorded.clone();
+        if !shared.record_bodies {
+            logged.body = Bytes::new();
+        }
+        shared.requests.lock().expect("request log").push(logged);
     }
-    shared.requests.lock().expect("request log").push(logged);
     shared.request_arrived.notify_waiters();
 
     let mut reply = match reply {

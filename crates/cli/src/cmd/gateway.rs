@@ -67,8 +67,9 @@ impl GatewayArgs {
             config.records_dir = Some(dir.clone());
         }
         if let Some(var) = &self.ingress_key_env {
-            let key = std::env::var(var)
-                .with_context(|| format!("--ingress-key-env: environment variable {var} is not set"))?;
+            let key = std::env::var(var).with_context(|| {
+                format!("--ingress-key-env: environment variable {var} is not set")
+            })?;
             config.ingress_key = Some(key);
         }
         for alias in &self.aliases {

@@ -1,0 +1,34 @@
+//! The benchmark function runs end to end with tiny settings and measures something in every
+//! series (numbers themselves are for `switchyard bench gateway`, not for tests).
+
+use std::time::Duration;
+
+use switchyard_gateway::bench::{BenchOptions, bench};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_runs_every_series() {
+    let report = bench(BenchOptions {
+        latency_requests: 20,
+        warmup: 2,
+        throughput_duration: Duration::from_millis(200),
+        concurrency: 4,
+        streams: 20,
+        forward_samples: 10,
+    })
+    .await
+    .expect("bench runs");
+    assert!(report.request_bytes > 40_000);
+    for pair in [
+        report.latency_unary,
+        report.latency_stream,
+        report.forward_delay,
+    ] {
+        assert!(pair.direct.p50 > Duration::ZERO && pair.gateway.p50 > Duration::ZERO);
+        assert!(pair.direct.p99 >= pair.direct.p50 && pair.gateway.p99 >= pair.gateway.p50);
+    }
+    assert!(report.rps_unary.direct > 0.0 && report.rps_unary.gateway > 0.0);
+    assert!(report.rps_stream.direct > 0.0 && report.rps_stream.gateway > 0.0);
+    assert!(report.rss_streams_kib.direct > 0 && report.rss_streams_kib.gateway > 0);
+    let text = report.to_string();
+    assert!(text.contains("req/s unary c=4"), "{text}");
+}
