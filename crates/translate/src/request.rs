@@ -110,10 +110,10 @@ pub fn translate_request(
     }
 
     let mut messages = Vec::new();
-    if let Some(system) = &req.system_instruction {
-        if let Some(text) = tr.system_text(system)? {
-            messages.push(ChatMessage::System { content: text });
-        }
+    if let Some(system) = &req.system_instruction
+        && let Some(text) = tr.system_text(system)?
+    {
+        messages.push(ChatMessage::System { content: text });
     }
     messages.extend(tr.contents(&req.contents)?);
 

@@ -158,8 +158,7 @@ fn tool_multi_capture_keeps_call_ids_and_order() {
     let bodies = captured_bodies();
     let (_, _, body) = bodies
         .iter()
-        .filter(|(f, _, b)| f.starts_with("sj_tool_multi") && b.to_string().contains("call_B"))
-        .last()
+        .rfind(|(f, _, b)| f.starts_with("sj_tool_multi") && b.to_string().contains("call_B"))
         .expect("sj_tool_multi second request");
     let req = parse_request(body.to_string().as_bytes()).unwrap();
     let t = translate_request(&req, &TranslateOptions::new("m", true)).unwrap();
@@ -181,8 +180,7 @@ fn thought2_capture_strips_real_signatures() {
     let bodies = captured_bodies();
     let (_, _, body) = bodies
         .iter()
-        .filter(|(f, _, _)| f.starts_with("sj_thought2"))
-        .last()
+        .rfind(|(f, _, _)| f.starts_with("sj_thought2"))
         .expect("sj_thought2 request");
     let req = parse_request(body.to_string().as_bytes()).unwrap();
     let t = translate_request(&req, &TranslateOptions::new("m", true)).unwrap();

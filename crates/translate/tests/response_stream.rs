@@ -184,7 +184,8 @@ fn calls_without_upstream_id_get_prefix_index_ids_and_empty_args_become_empty_ob
 
 #[test]
 fn malformed_or_truncated_calls_are_never_delivered() {
-    let cases: Vec<(Vec<String>, fn(&MalformedReason) -> bool)> = vec![
+    type ReasonCheck = fn(&MalformedReason) -> bool;
+    let cases: Vec<(Vec<String>, ReasonCheck)> = vec![
         (
             vec![
                 tool_chunk(0, Some("a"), Some("f"), "{\"x\":"),
