@@ -23,8 +23,11 @@ pub fn workspace_root() -> PathBuf {
 
 /// The npm prefix holding `@google/gemini-cli@0.61.0` (`node_modules/...` below it).
 ///
+/// When the install is missing it runs `scripts/install-guests.sh` (npm registry only; the
+/// script serialises concurrent callers with a lock), so `cargo test` works on a fresh clone.
+///
 /// # Panics
-/// When the install is missing, with the command that creates it.
+/// When the install is still missing after that, with the command that creates it.
 pub fn gemini_prefix() -> PathBuf {
     let prefix = std::env::var_os(GEMINI_PREFIX_ENV)
         .map(PathBuf::from)
@@ -34,6 +37,15 @@ pub fn gemini_prefix() -> PathBuf {
                 .join(format!("gemini-cli-{GEMINI_CLI_VERSION}"))
         });
     let entry = gemini_entry_in(&prefix);
+    if !entry.is_file() && std::env::var_os(GEMINI_PREFIX_ENV).is_none() {
+        let script = workspace_root().join("scripts/install-guests.sh");
+        let status = std::process::Command::new("bash").arg(&script).status();
+        assert!(
+            matches!(status, Ok(s) if s.success()),
+            "{} failed: {status:?}",
+            script.display()
+        );
+    }
     assert!(
         entry.is_file(),
         "pinned Gemini CLI not found at {}; run `bash scripts/install-guests.sh` first",

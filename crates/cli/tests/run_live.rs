@@ -1,0 +1,289 @@
+//! Live tests of `switchyard run`: the real `switchyard` binary drives the real, pinned Gemini
+//! CLI 0.61.0 through the embedded gateway to a scripted Chat Completions upstream on 127.0.0.1.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use switchyard_backend::gemini::{PACKAGE, VERSION};
+use switchyard_testkit::chat_upstream::{ChatUpstream, Reply, Script};
+
+const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
+
+/// The pinned install, sealed (sealing is idempotent and atomic, so parallel tests are fine).
+fn sealed_prefix() -> PathBuf {
+    let prefix = switchyard_testkit::guest::gemini_prefix();
+    if switchyard_backend::install::verify(&prefix, PACKAGE, VERSION).is_err() {
+        switchyard_backend::install::seal(&prefix, PACKAGE, VERSION)
+            .expect("seal the test install");
+    }
+    prefix
+}
+
+fn run_cmd(workdir: &Path, upstream: &str, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "run",
+        "--agent",
+        "gemini-cli",
+        "--prompt",
+        "What is the secret word in notes.txt?",
+    ])
+    .arg("--workdir")
+    .arg(workdir)
+    .args([
+        "--upstream-url",
+        &format!("{upstream}/v1"),
+        "--upstream-model",
+        "scripted-model",
+    ])
+    .arg("--gemini-binary")
+    .arg(sealed_prefix())
+    .args(["--output", "jsonl"])
+    .args(extra)
+    .env("SWITCHYARD_UPSTREAM_KEY", "sk-live-test-key")
+    .stdin(Stdio::null());
+    cmd
+}
+
+fn events(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l}"))
+        })
+        .collect()
+}
+
+fn finished(events: &[Value]) -> &Value {
+    let last = events.last().expect("at least one event");
+    assert_eq!(last["type"], "run_finished", "last event: {last}");
+    last
+}
+
+fn workspace_with_notes() -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("notes.txt"),
+        "Meeting notes.\nThe secret word is quokka.\n",
+    )
+    .unwrap();
+    ws
+}
+
+/// The answer depends on the tool result the CLI sent back: only a real round trip through
+/// read_file can produce it.
+fn file_dependent_script() -> Script {
+    Script::new()
+        .then_when(
+            |r| r.tool_messages().is_empty(),
+            Reply::tool_calls_stream(
+                &[("call_live_1", "read_file", r#"{"file_path":"notes.txt"}"#)],
+                5,
+            ),
+        )
+        .then_when(
+            |r| !r.tool_messages().is_empty(),
+            Reply::Dynamic(std::sync::Arc::new(|r| {
+                let content = r.tool_messages()[0]["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                let word = content.split("secret word is ").nth(1).map(|s| {
+                    s.chars()
+                        .take_while(|c| c.is_alphanumeric())
+                        .collect::<String>()
+                });
+                Reply::text_stream([format!(
+                    "The word is {}.",
+                    word.unwrap_or_else(|| "unknown".into())
+                )])
+            })),
+        )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answer_depends_on_a_file_the_cli_read() {
+    let upstream = ChatUpstream::start(file_dependent_script()).await.unwrap();
+    let ws = workspace_with_notes();
+    let records = tempfile::tempdir().unwrap();
+    let mut cmd = run_cmd(ws.path(), &upstream.base_url(), &["--timeout", "120"]);
+    cmd.arg("--records").arg(records.path());
+    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "stderr: {stderr}");
+    let events = events(&output);
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"run_started"));
+    let call = events
+        .iter()
+        .find(|e| e["type"] == "tool_call")
+        .expect("a tool call event");
+    assert_eq!(call["tool_name"], "read_file");
+    assert_eq!(
+        call["model_call_id"], "call_live_1",
+        "the upstream's id reaches the guest unchanged"
+    );
+    assert_eq!(call["category"]["kind"], "file_read");
+    let done = finished(&events);
+    assert_eq!(done["status"], "succeeded");
+    assert_eq!(done["final_text"], "The word is quokka.");
+    // The upstream saw the tool result paired with its own call id, and the provider key.
+    let requests = upstream.requests();
+    assert_eq!(requests.len(), 2, "one request per model turn");
+    let tool = &requests[1].tool_messages()[0];
+    assert_eq!(tool["tool_call_id"], "call_live_1");
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some("Bearer sk-live-test-key")
+    );
+    // Sequence numbers are gapless.
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e["seq"], i as u64);
+    }
+    // The upstream key is never written to the record store.
+    for entry in std::fs::read_dir(records.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes.windows(16).any(|w| w == b"sk-live-test-key"),
+                "key found in {}",
+                path.display()
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_upstream_is_ended_by_the_watchdog() {
+    let upstream = ChatUpstream::start(Script::always(Reply::Hang))
+        .await
+        .unwrap();
+    let ws = workspace_with_notes();
+    let mut cmd = run_cmd(
+        ws.path(),
+        &upstream.base_url(),
+        &["--inactivity-timeout", "4", "--timeout", "90"],
+    );
+    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(7),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let events = events(&output);
+    let done = finished(&events);
+    assert_eq!(done["status"], "timed_out");
+    assert_eq!(done["error"]["kind"], "inactivity");
+}
+
+#[test]
+fn tampered_install_is_refused_and_an_intact_copy_is_accepted() {
+    let copy = tempfile::tempdir().unwrap();
+    let prefix = copy.path().join("gemini");
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(sealed_prefix())
+        .arg(&prefix)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let ws = workspace_with_notes();
+    let validate = |prefix: &Path| {
+        Command::new(BIN)
+            .args([
+                "run",
+                "--validate-config",
+                "--prompt",
+                "x",
+                "--upstream-url",
+                "http://127.0.0.1:9/v1",
+            ])
+            .args(["--upstream-model", "m"])
+            .arg("--workdir")
+            .arg(ws.path())
+            .arg("--gemini-binary")
+            .arg(prefix)
+            .output()
+            .unwrap()
+    };
+    let intact = validate(&prefix);
+    assert_eq!(
+        intact.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&intact.stderr)
+    );
+    let bundle = prefix.join("node_modules/@google/gemini-cli/bundle/gemini.js");
+    let mut text = std::fs::read(&bundle).unwrap();
+    text.extend_from_slice(b"\n// tampered\n");
+    std::fs::write(&bundle, text).unwrap();
+    let tampered = validate(&prefix);
+    let stderr = String::from_utf8_lossy(&tampered.stderr);
+    assert_eq!(tampered.status.code(), Some(10), "{stderr}");
+    assert!(
+        stderr.contains("bundle/gemini.js") && stderr.contains("modified"),
+        "{stderr}"
+    );
+}
+
+/// Pids of processes whose working directory is `dir`.
+fn processes_in(dir: &Path) -> Vec<i32> {
+    let dir = std::fs::canonicalize(dir).unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == dir))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_switchyard_leaves_no_guest_process() {
+    let upstream = ChatUpstream::start(Script::always(Reply::Hang))
+        .await
+        .unwrap();
+    let ws = workspace_with_notes();
+    let mut child = run_cmd(ws.path(), &upstream.base_url(), &["--timeout", "120"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the guest is running in the workspace and has asked the model.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while upstream.requests().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the guest never called the upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let guests = processes_in(ws.path());
+    assert!(
+        !guests.is_empty(),
+        "no guest process found in the workspace"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let left = processes_in(ws.path());
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "guest processes survived SIGKILL of switchyard: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
