@@ -36,10 +36,10 @@ pub(super) fn kill_group(pgid: u32) {
 }
 
 fn signal_group(pgid: u32, signal: Signal) {
-    if let Err(error) = killpg(Pid::from_raw(pgid as i32), signal) {
-        if error != nix::errno::Errno::ESRCH {
-            tracing::warn!(pgid, ?signal, %error, "cannot signal guest process group");
-        }
+    if let Err(error) = killpg(Pid::from_raw(pgid as i32), signal)
+        && error != nix::errno::Errno::ESRCH
+    {
+        tracing::warn!(pgid, ?signal, %error, "cannot signal guest process group");
     }
 }
 
