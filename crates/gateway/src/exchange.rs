@@ -132,24 +132,24 @@ fn prepare(
     body: &[u8],
     stream: bool,
     trace: &mut Trace,
-) -> Result<Prepared, Response> {
+) -> Result<Prepared, Box<Response>> {
     let state = &ctx.state;
     let upstream_model = match state.router.route(&ctx.guest_model) {
         Route::Upstream(m) => m,
         Route::Refused => {
-            return Err(error_response(
+            return Err(Box::new(error_response(
                 404,
                 &format!(
                     "model {:?} is not routed by this switchyard gateway (strict_models = true); \
                      add it to [aliases] or use {:?}",
                     ctx.guest_model, state.config.upstream_model
                 ),
-            ));
+            )));
         }
     };
     trace.route(state.upstream.url(), &upstream_model);
     let request = switchyard_translate::parse_request(body)
-        .map_err(|e| google_error_response(&e.to_google_error()))?;
+        .map_err(|e| Box::new(google_error_response(&e.to_google_error())))?;
     {
         let mut sessions = state.sessions.lock().expect("session ledgers");
         let ledger = sessions.entry(ctx.session.clone()).or_insert_with(|| {
@@ -159,12 +159,12 @@ fn prepare(
             ledger
         });
         if let Err(e) = ledger.check_request(&request) {
-            return Err(error_response(400, &e.to_string()));
+            return Err(Box::new(error_response(400, &e.to_string())));
         }
     }
     let options = TranslateOptions::new(upstream_model.clone(), stream);
     let translated = switchyard_translate::translate_request(&request, &options)
-        .map_err(|e| google_error_response(&e.to_google_error()))?;
+        .map_err(|e| Box::new(google_error_response(&e.to_google_error())))?;
     if trace.enabled() {
         let report = translated.report.clone();
         trace.note(|| {
@@ -175,7 +175,8 @@ fn prepare(
         });
     }
     let chat_body = Bytes::from(
-        serde_json::to_vec(&translated.chat).map_err(|e| error_response(500, &e.to_string()))?,
+        serde_json::to_vec(&translated.chat)
+            .map_err(|e| Box::new(error_response(500, &e.to_string())))?,
     );
     let response_config = ResponseConfig {
         model_version: upstream_model.clone(),
@@ -226,7 +227,7 @@ pub(crate) async fn stream_generate(ctx: ExchangeContext, body: Bytes) -> Respon
         Ok(p) => p,
         Err(response) => {
             trace.finish_error(&[], "guest_request", "request refused before translation");
-            return response;
+            return *response;
         }
     };
     trace.write();
@@ -249,7 +250,7 @@ pub(crate) async fn stream_generate(ctx: ExchangeContext, body: Bytes) -> Respon
 
 /// How one upstream stream attempt ended.
 enum AttemptEnd {
-    Outcome(TurnOutcome),
+    Outcome(Box<TurnOutcome>),
     Failed(UpstreamError),
     GuestGone,
     Cancelled,
@@ -307,39 +308,41 @@ async fn pump(
                     }
                 }
             }
-            AttemptEnd::Outcome(TurnOutcome::Complete(turn)) => {
-                match accept_call_ids(&state, &ctx.session, &call_ids(&turn.delivered_calls)) {
-                    Ok(()) => {
+            AttemptEnd::Outcome(outcome) => match *outcome {
+                TurnOutcome::Complete(turn) => {
+                    match accept_call_ids(&state, &ctx.session, &call_ids(&turn.delivered_calls)) {
+                        Ok(()) => {
+                            let _ = tx.send(frame(&turn.final_chunk)).await;
+                            delivered.push(turn.final_chunk);
+                            trace.finish_ok(&delivered);
+                            return;
+                        }
+                        Err(reason) if budget.next_malformed() => {
+                            config.already_forwarded_text = Some(forwarded_text(&delivered));
+                            format!("retrying: {reason}")
+                        }
+                        Err(reason) => {
+                            let last = malformed_final_chunk(&config, &turn.final_chunk);
+                            let _ = tx.send(frame(&last)).await;
+                            delivered.push(last);
+                            trace.finish_error(&delivered, "reused_call_id", &reason);
+                            return;
+                        }
+                    }
+                }
+                TurnOutcome::Malformed(turn) => {
+                    let reason = format!("{:?}", turn.reason);
+                    if budget.next_malformed() {
+                        config.already_forwarded_text = Some(turn.forwarded_text.clone());
+                        format!("retrying malformed tool call: {reason}")
+                    } else {
                         let _ = tx.send(frame(&turn.final_chunk)).await;
                         delivered.push(turn.final_chunk);
-                        trace.finish_ok(&delivered);
-                        return;
-                    }
-                    Err(reason) if budget.next_malformed() => {
-                        config.already_forwarded_text = Some(forwarded_text(&delivered));
-                        format!("retrying: {reason}")
-                    }
-                    Err(reason) => {
-                        let last = malformed_final_chunk(&config, &turn.final_chunk);
-                        let _ = tx.send(frame(&last)).await;
-                        delivered.push(last);
-                        trace.finish_error(&delivered, "reused_call_id", &reason);
+                        trace.finish_error(&delivered, "malformed_function_call", &reason);
                         return;
                     }
                 }
-            }
-            AttemptEnd::Outcome(TurnOutcome::Malformed(turn)) => {
-                let reason = format!("{:?}", turn.reason);
-                if budget.next_malformed() {
-                    config.already_forwarded_text = Some(turn.forwarded_text.clone());
-                    format!("retrying malformed tool call: {reason}")
-                } else {
-                    let _ = tx.send(frame(&turn.final_chunk)).await;
-                    delivered.push(turn.final_chunk);
-                    trace.finish_error(&delivered, "malformed_function_call", &reason);
-                    return;
-                }
-            }
+            },
         };
         tracing::debug!(%retry_reason, "stream exchange retried");
         trace.note(|| retry_reason.clone());
@@ -426,7 +429,7 @@ async fn stream_attempt(
             }
         }
     }
-    AttemptEnd::Outcome(translator.finish())
+    AttemptEnd::Outcome(Box::new(translator.finish()))
 }
 
 /// `:generateContent` (auxiliary calls): one non-streamed upstream completion.
@@ -444,7 +447,7 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
         Ok(p) => p,
         Err(response) => {
             trace.finish_error(&[], "guest_request", "request refused before translation");
-            return response;
+            return *response;
         }
     };
     trace.write();

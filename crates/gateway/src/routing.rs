@@ -40,7 +40,7 @@ impl ModelRouter {
                 }
             }
         }
-        prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        prefixes.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
         Self {
             default_model: default_model.to_string(),
             exact,
