@@ -37,8 +37,9 @@
 //! Three layers, each tested in `tests/process_orphans.rs`:
 //! 1. Dropping a [`ManagedProcess`] that has not finished SIGKILLs its process group.
 //! 2. The direct child gets `PR_SET_PDEATHSIG(SIGKILL)` before exec. Linux fires it when the
-//!    *thread* that forked the child exits, so spawn from a long-lived thread (a tokio worker is
-//!    fine; a short-lived `spawn_blocking` thread is not). It only covers the direct child.
+//!    *thread* that forked the child exits, so all forks happen on one process-wide spawner
+//!    thread that never exits (spawning from any thread is safe). It only covers the direct
+//!    child.
 //! 3. An **orphan guard** (on by default, [`ProcessSpec::orphan_guard`]): a tiny `/bin/sh`
 //!    joined to the guest's process group that ignores SIGINT/SIGTERM/SIGHUP and blocks reading
 //!    a "lifeline" pipe whose only write end lives in Switchyard (close-on-exec). When

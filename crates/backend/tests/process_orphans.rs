@@ -124,3 +124,22 @@ fn without_the_guard_only_the_direct_child_dies_with_the_supervisor() {
         [background]
     );
 }
+
+/// PR_SET_PDEATHSIG fires when the forking *thread* exits; spawning from a thread that ends
+/// right away must not kill the guest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn spawning_from_a_short_lived_thread_does_not_kill_the_guest() {
+    let runtime = tokio::runtime::Handle::current();
+    let mut process = std::thread::spawn(move || {
+        let _entered = runtime.enter();
+        ManagedProcess::spawn(sh("echo ready; sleep 1; echo still-alive")).unwrap()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(first_stdout_line(&mut process).await, "ready");
+    assert_eq!(first_stdout_line(&mut process).await, "still-alive");
+    assert_eq!(
+        process.wait().await.termination,
+        Termination::Exited { code: 0 }
+    );
+}

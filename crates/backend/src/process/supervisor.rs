@@ -3,8 +3,8 @@
 
 use std::io;
 use std::process::{ExitStatus, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use nix::sys::signal::{SigHandler, Signal, killpg, signal};
@@ -75,23 +75,27 @@ pub(super) fn spawn(spec: ProcessSpec) -> Result<ManagedProcess, SpawnError> {
             Ok(())
         });
     }
-    let _runtime_guard = runtime.enter();
-    let mut child = command.spawn().map_err(|source| SpawnError::Program {
-        program: spec.program.clone(),
-        source,
-    })?;
-    let pid = child.id().expect("a child that was just spawned has a pid");
-    let guard = if spec.orphan_guard {
+    let program = spec.program.clone();
+    let with_guard = spec.orphan_guard;
+    let spawn_runtime = runtime.clone();
+    let (mut child, guard) = on_spawner_thread(move || {
+        let _runtime_guard = spawn_runtime.enter();
+        let child = command
+            .spawn()
+            .map_err(|source| SpawnError::Program { program, source })?;
+        let pid = child.id().expect("a child that was just spawned has a pid");
+        if !with_guard {
+            return Ok((child, None));
+        }
         match start_orphan_guard(pid) {
-            Ok(guard) => Some(guard),
+            Ok(guard) => Ok((child, Some(guard))),
             Err(error) => {
                 kill_group(pid);
-                return Err(SpawnError::Guard(error));
+                Err(SpawnError::Guard(error))
             }
         }
-    } else {
-        None
-    };
+    })?;
+    let pid = child.id().expect("a child that was just spawned has a pid");
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
     let (events, receiver) = mpsc::channel(spec.limits.event_channel_capacity.max(1));
@@ -115,6 +119,38 @@ pub(super) fn spawn(spec: ProcessSpec) -> Result<ManagedProcess, SpawnError> {
         pid,
         finished,
     })
+}
+
+type SpawnJob = Box<dyn FnOnce() + Send>;
+
+/// Runs `job` on one process-wide thread that never exits. `PR_SET_PDEATHSIG` fires when the
+/// *thread* that forked the child exits, so forking from a caller's short-lived thread (a
+/// `spawn_blocking` thread, a scoped thread) would kill the guest when that thread ends.
+fn on_spawner_thread<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> T {
+    static SPAWNER: OnceLock<Mutex<std::sync::mpsc::Sender<SpawnJob>>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (sender, jobs) = std::sync::mpsc::channel::<SpawnJob>();
+        std::thread::Builder::new()
+            .name("switchyard-spawner".to_owned())
+            .spawn(move || {
+                for job in jobs {
+                    job();
+                }
+            })
+            .expect("start the process spawner thread");
+        Mutex::new(sender)
+    });
+    let (result_sender, result) = std::sync::mpsc::sync_channel(1);
+    spawner
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .send(Box::new(move || {
+            let _ = result_sender.send(job());
+        }))
+        .expect("the spawner thread lives as long as the process");
+    result
+        .recv()
+        .expect("the spawner thread runs every job to completion")
 }
 
 fn start_orphan_guard(pgid: u32) -> io::Result<OrphanGuard> {
