@@ -32,6 +32,12 @@ pub enum GenaiScenario {
     Empty,
     /// Always the same `list_directory` call (loop detection / turn limit).
     Loop,
+    /// Turn 0: `google_web_search` (the guest then calls the model with the built-in
+    /// `googleSearch` tool); turn 1: text.
+    WebSearch,
+    /// Turn 0: a thought part, visible text with a `thoughtSignature`, and a `list_directory`
+    /// call with another signature; turn 1: text.
+    Thought,
     /// One text chunk, then the stream stays open forever.
     HangAfterFirstChunk,
     /// Never answers at all (headers are not sent).
@@ -154,6 +160,26 @@ fn main_turn(scenario: GenaiScenario, turn: usize) -> (Vec<Vec<Value>>, &'static
                 call("list_directory", json!({"dir_path": "."}), Some("call_A")),
                 call("read_file", json!({"file_path": "a.txt"}), Some("call_B")),
             ]],
+            "STOP",
+        ),
+        (GenaiScenario::WebSearch, 0) => (
+            vec![vec![call(
+                "google_web_search",
+                json!({"query": "rust async traits"}),
+                None,
+            )]],
+            "STOP",
+        ),
+        (GenaiScenario::Thought, 0) => (
+            vec![
+                vec![json!({"text": "**Planning**\nList the directory first.", "thought": true})],
+                vec![json!({"text": "Looking around.", "thoughtSignature": "SIG_ON_TEXT"})],
+                vec![{
+                    let mut part = call("list_directory", json!({"dir_path": "."}), None);
+                    part["thoughtSignature"] = Value::from("SIG_ON_CALL");
+                    part
+                }],
+            ],
             "STOP",
         ),
         (GenaiScenario::Empty, _) => (vec![vec![]], "STOP"),

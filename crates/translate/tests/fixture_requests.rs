@@ -1,7 +1,8 @@
-//! Every real request body Gemini CLI 0.61.0 sent in the reference captures must translate.
+//! Every real request body Gemini CLI 0.61.0 sent in our captures must translate.
 //!
-//! Bodies are read from `$SWITCHYARD_GEMINI_FIXTURES` (default: the shared reference directory
-//! `/work/shared/reference/gemini-cli-0.61.0/fixtures`); they are not copied into the repository.
+//! Bodies are read from `fixtures/gemini-cli/0.61.0/<scenario>/requests.jsonl`, recorded by
+//! `switchyard capture` from the real CLI. Set `$SWITCHYARD_GEMINI_FIXTURES` to a directory of
+//! extra `*.requests.jsonl` captures to check those too.
 //! Intentionally refused: requests declaring Google built-in tools (`googleSearch`, `urlContext`),
 //! which must fail with `UnsupportedTool` instead.
 
@@ -13,24 +14,39 @@ use switchyard_translate::{
     TranslateError, TranslateOptions, is_json_response, parse_request, translate_request,
 };
 
-fn fixture_dir() -> PathBuf {
-    std::env::var_os("SWITCHYARD_GEMINI_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/shared/reference/gemini-cli-0.61.0/fixtures"))
+/// `(label, file)` of every request log: our captures, plus `$SWITCHYARD_GEMINI_FIXTURES`.
+fn request_logs() -> Vec<(String, PathBuf)> {
+    let ours = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/gemini-cli/0.61.0");
+    let mut files: Vec<(String, PathBuf)> = std::fs::read_dir(&ours)
+        .unwrap_or_else(|e| panic!("fixture dir {} unreadable: {e}", ours.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("requests.jsonl").is_file())
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                p.join("requests.jsonl"),
+            )
+        })
+        .collect();
+    if let Some(extra) = std::env::var_os("SWITCHYARD_GEMINI_FIXTURES") {
+        for e in std::fs::read_dir(PathBuf::from(extra))
+            .expect("SWITCHYARD_GEMINI_FIXTURES unreadable")
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".requests.jsonl") {
+                files.push((name, e.path()));
+            }
+        }
+    }
+    files.sort();
+    files
 }
 
-/// (file name, request path, body) of every captured model request.
+/// (capture name, request path, body) of every captured model request.
 fn captured_bodies() -> Vec<(String, String, Value)> {
-    let dir = fixture_dir();
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("fixture dir {} unreadable: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.to_string_lossy().ends_with(".requests.jsonl"))
-        .collect();
-    files.sort();
     let mut out = Vec::new();
-    for file in files {
-        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+    for (name, file) in request_logs() {
         for line in std::fs::read_to_string(&file).unwrap().lines() {
             if line.trim().is_empty() {
                 continue;
@@ -54,7 +70,7 @@ fn captured_bodies() -> Vec<(String, String, Value)> {
 fn every_captured_request_translates_or_is_refused_for_a_documented_reason() {
     let bodies = captured_bodies();
     assert!(
-        bodies.len() >= 100,
+        bodies.len() >= 25,
         "expected the full capture set, got {}",
         bodies.len()
     );
@@ -86,7 +102,7 @@ fn every_captured_request_translates_or_is_refused_for_a_documented_reason() {
             }
         }
     }
-    assert!(translated >= 100, "translated only {translated}");
+    assert!(translated >= 25, "translated only {translated}");
     assert!(refused >= 1, "the websearch capture should be refused");
 }
 
@@ -158,8 +174,8 @@ fn tool_multi_capture_keeps_call_ids_and_order() {
     let bodies = captured_bodies();
     let (_, _, body) = bodies
         .iter()
-        .rfind(|(f, _, b)| f.starts_with("sj_tool_multi") && b.to_string().contains("call_B"))
-        .expect("sj_tool_multi second request");
+        .rfind(|(f, _, b)| f == "tool_parallel" && b.to_string().contains("call_B"))
+        .expect("tool_parallel second request");
     let req = parse_request(body.to_string().as_bytes()).unwrap();
     let t = translate_request(&req, &TranslateOptions::new("m", true)).unwrap();
     let ids: Vec<_> = t
@@ -176,12 +192,12 @@ fn tool_multi_capture_keeps_call_ids_and_order() {
 }
 
 #[test]
-fn thought2_capture_strips_real_signatures() {
+fn thought_capture_strips_real_signatures() {
     let bodies = captured_bodies();
     let (_, _, body) = bodies
         .iter()
-        .rfind(|(f, _, _)| f.starts_with("sj_thought2"))
-        .expect("sj_thought2 request");
+        .rfind(|(f, _, _)| f == "thought")
+        .expect("thought capture request");
     let req = parse_request(body.to_string().as_bytes()).unwrap();
     let t = translate_request(&req, &TranslateOptions::new("m", true)).unwrap();
     let sigs = body.to_string().matches("thoughtSignature").count() as u32;

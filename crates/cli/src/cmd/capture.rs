@@ -49,6 +49,8 @@ pub struct Scenario {
     /// Cancel the run as soon as the first assistant text arrives.
     pub cancel_on_first_text: bool,
     pub inactivity: Option<Duration>,
+    /// The `--model` the guest is given (`auto` makes it call its routing classifier).
+    pub model: &'static str,
 }
 
 const fn scenario(name: &'static str, about: &'static str, upstream: GenaiScenario) -> Scenario {
@@ -59,6 +61,7 @@ const fn scenario(name: &'static str, about: &'static str, upstream: GenaiScenar
         max_turns: None,
         cancel_on_first_text: false,
         inactivity: None,
+        model: "gemini-2.5-flash",
     }
 }
 
@@ -105,6 +108,24 @@ pub fn scenarios() -> Vec<Scenario> {
             "empty response with STOP (invalid stream, guest retries)",
             GenaiScenario::Empty,
         ),
+        scenario(
+            "web_search",
+            "google_web_search: the guest sends a googleSearch built-in tool request",
+            GenaiScenario::WebSearch,
+        ),
+        scenario(
+            "thought",
+            "thought part and thoughtSignatures, then a tool round",
+            GenaiScenario::Thought,
+        ),
+        Scenario {
+            model: "auto",
+            ..scenario(
+                "auto_model",
+                "model `auto`: the guest calls its routing classifier first",
+                GenaiScenario::Text,
+            )
+        },
         scenario(
             "loop",
             "the same tool call forever: loop detection stops it",
@@ -194,7 +215,7 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
         .map(|d| d.join("node"))
         .find(|p| p.is_file())
         .context("node not on PATH")?;
-    let model = "gemini-2.5-flash";
+    let model = s.model;
     let launch = prepare(&GeminiLaunchConfig {
         node,
         entry: entry.to_path_buf(),
