@@ -126,7 +126,7 @@ fn from_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T
 }
 
 fn timestamp(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Micros, true)
+    at.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
 fn parse_timestamp(text: &str) -> Result<DateTime<Utc>, StoreError> {

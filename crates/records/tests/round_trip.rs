@@ -1,0 +1,139 @@
+//! Round trip: what producers record through a `Recorder` is what readers get back.
+
+mod common;
+
+use common::*;
+use switchyard_records::{
+    ExchangeFilter, ExchangeStatus, RecordError, RecordStore, Recorder, Redactor, RunState,
+    SqliteStore, StoreError, new_record_id, store_path,
+};
+
+#[test]
+fn runs_events_raw_lines_and_exchanges_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Recorder::open_dir(dir.path(), Redactor::default()).unwrap();
+    let run_id = new_record_id();
+    let run = sample_run(run_id);
+    recorder.record_run(run.clone()).unwrap();
+    for event in sample_events(run_id) {
+        recorder.record_event(event).unwrap();
+    }
+    for line in sample_raw_lines(run_id) {
+        recorder.record_raw_line(line).unwrap();
+    }
+    let exchange = sample_exchange(new_record_id(), Some(run_id), 1);
+    recorder.record_exchange(begun(&exchange)).unwrap();
+    recorder.flush().unwrap();
+
+    let store = SqliteStore::open(store_path(dir.path())).unwrap();
+    assert_eq!(store.run(run_id).unwrap().unwrap().state, RunState::Running);
+    assert_eq!(
+        store.exchange(exchange.id).unwrap().unwrap().status,
+        ExchangeStatus::InFlight,
+        "a live writer's exchange stays in flight"
+    );
+
+    recorder.record_exchange(exchange.clone()).unwrap();
+    let unattributed = sample_exchange(new_record_id(), None, 2);
+    recorder.record_exchange(unattributed.clone()).unwrap();
+    recorder.record_run(ended(run.clone())).unwrap();
+    recorder.close().unwrap();
+    assert!(matches!(
+        recorder.record_run(run.clone()),
+        Err(RecordError::Closed)
+    ));
+
+    assert_eq!(store.runs().unwrap(), vec![ended(run)]);
+    assert_eq!(store.events(run_id).unwrap(), sample_events(run_id));
+    assert_eq!(store.raw_lines(run_id).unwrap(), sample_raw_lines(run_id));
+    assert_eq!(
+        store.exchanges(ExchangeFilter::Run(run_id)).unwrap(),
+        vec![exchange.clone()]
+    );
+    assert_eq!(
+        store.exchanges(ExchangeFilter::Unattributed).unwrap(),
+        vec![unattributed.clone()]
+    );
+    assert_eq!(
+        store.exchanges(ExchangeFilter::All).unwrap(),
+        vec![exchange, unattributed]
+    );
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+#[test]
+fn run_prefixes_resolve_uniquely_or_fail_typed() {
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Recorder::open_dir(dir.path(), Redactor::default()).unwrap();
+    let first = new_record_id();
+    let second = new_record_id();
+    recorder.record_run(sample_run(first)).unwrap();
+    recorder.record_run(sample_run(second)).unwrap();
+    recorder.close().unwrap();
+    let store = SqliteStore::open(store_path(dir.path())).unwrap();
+
+    assert_eq!(store.resolve_run(&first.to_string()).unwrap().id, first);
+    let simple = second.simple().to_string();
+    assert_eq!(store.resolve_run(&simple[..30]).unwrap().id, second);
+    // v7 ids made in the same millisecond share their first 12 hex digits.
+    assert!(matches!(
+        store.resolve_run(&simple[..4]),
+        Err(StoreError::AmbiguousRunPrefix { count: 2, .. })
+    ));
+    assert!(matches!(
+        store.resolve_run("zz"),
+        Err(StoreError::RunNotFound(_))
+    ));
+    assert!(matches!(
+        store.resolve_run("%"),
+        Err(StoreError::RunNotFound(_))
+    ));
+}
+
+#[test]
+fn disabled_recorder_accepts_and_stores_nothing() {
+    let recorder = Recorder::disabled();
+    assert!(!recorder.is_enabled());
+    recorder.record_run(sample_run(new_record_id())).unwrap();
+    recorder.flush().unwrap();
+    recorder.close().unwrap();
+    assert_eq!(recorder.stats().written_ops, 0);
+}
+
+#[test]
+fn a_small_queue_applies_backpressure_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(store_path(dir.path())).unwrap();
+    let recorder = Recorder::start(
+        Box::new(store),
+        Redactor::default(),
+        switchyard_records::RecorderOptions {
+            queue_capacity: 2,
+            max_batch: 3,
+        },
+    )
+    .unwrap();
+    let run_id = new_record_id();
+    let threads: Vec<_> = (0..4u64)
+        .map(|thread| {
+            let recorder = recorder.clone();
+            std::thread::spawn(move || {
+                for i in 0..250u64 {
+                    let mut event = sample_events(run_id)[0].clone();
+                    event.seq = thread * 1000 + i;
+                    recorder.record_event(event).unwrap();
+                }
+            })
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    recorder.close().unwrap();
+    let stats = recorder.stats();
+    assert_eq!(stats.written_ops, 1000);
+    assert!(
+        stats.batches >= 1000 / 3,
+        "batches are bounded by max_batch: {stats:?}"
+    );
+    let store = SqliteStore::open(store_path(dir.path())).unwrap();
+    assert_eq!(store.events(run_id).unwrap().len(), 1000);
+}
