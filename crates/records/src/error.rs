@@ -31,6 +31,9 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+    /// There is no store at this path.
+    #[error("no record store at {0}")]
+    Missing(String),
     /// No run matches the given id or prefix.
     #[error("no run matches {0:?}")]
     RunNotFound(String),

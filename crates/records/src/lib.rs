@@ -20,11 +20,14 @@
 //! ```
 
 pub mod error;
+pub mod export;
+pub mod html;
 pub mod model;
 pub mod recorder;
 pub mod redact;
 pub mod sqlite;
 pub mod store;
+pub mod timeline;
 
 pub use error::{RecordError, StoreError};
 pub use model::{

@@ -188,6 +188,15 @@ impl SqliteStore {
         Ok(store)
     }
 
+    /// Opens an existing store (never creates one): [`StoreError::Missing`] if `path` does not exist.
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref();
+        if !path.is_file() {
+            return Err(StoreError::Missing(path.display().to_string()));
+        }
+        SqliteStore::open(path)
+    }
+
     /// The database file path.
     pub fn path(&self) -> &Path {
         &self.path

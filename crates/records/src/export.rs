@@ -1,0 +1,338 @@
+//! Exports of a record store: `jsonl` (everything, one object per line) and `sft` (OpenAI chat
+//! fine-tuning examples built from upstream requests and assembled upstream responses, each one
+//! validated before it is written).
+
+use std::io::Write;
+
+use serde_json::{Map, Value, json};
+use thiserror::Error;
+use uuid::Uuid;
+
+use crate::error::StoreError;
+use crate::model::{ExchangeRecord, ExchangeStatus};
+use crate::redact::{REDACTED, Redactor};
+use crate::store::{ExchangeFilter, RecordStore};
+
+/// Why an export failed as a whole.
+#[derive(Debug, Error)]
+pub enum ExportError {
+    /// Reading the store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Writing the output failed.
+    #[error("writing the export failed: {0}")]
+    Write(#[from] std::io::Error),
+    /// Serializing a record failed.
+    #[error("serializing a record failed: {0}")]
+    Serialize(#[from] serde_json::Error),
+}
+
+/// Counts of one export.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExportStats {
+    /// Lines written.
+    pub written: u64,
+    /// Candidates not written (SFT only; each is reported with a reason).
+    pub rejected: u64,
+}
+
+/// Writes every run with its events, raw lines and exchanges, then exchanges without a run, as
+/// JSON lines `{"record": "run"|"event"|"raw_line"|"exchange", "data": {...}}`.
+pub fn export_jsonl(
+    store: &dyn RecordStore,
+    out: &mut dyn Write,
+) -> Result<ExportStats, ExportError> {
+    let mut stats = ExportStats::default();
+    let mut line = |kind: &str, data: Value, out: &mut dyn Write| -> Result<(), ExportError> {
+        serde_json::to_writer(&mut *out, &json!({"record": kind, "data": data}))?;
+        out.write_all(b"\n")?;
+        stats.written += 1;
+        Ok(())
+    };
+    for run in store.runs()? {
+        line("run", serde_json::to_value(&run)?, out)?;
+        for event in store.events(run.id)? {
+            line("event", serde_json::to_value(&event)?, out)?;
+        }
+        for raw in store.raw_lines(run.id)? {
+            line("raw_line", serde_json::to_value(&raw)?, out)?;
+        }
+        for exchange in store.exchanges(ExchangeFilter::Run(run.id))? {
+            line("exchange", serde_json::to_value(&exchange)?, out)?;
+        }
+    }
+    for exchange in store.exchanges(ExchangeFilter::Unattributed)? {
+        line("exchange", serde_json::to_value(&exchange)?, out)?;
+    }
+    out.flush()?;
+    Ok(stats)
+}
+
+/// Why one exchange did not become an SFT example.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SftInvalid {
+    /// The exchange did not complete (`in_flight`, `error`, `incomplete`).
+    #[error("exchange status is {0}, not ok")]
+    NotCompleted(&'static str),
+    /// No upstream attempt, or the last one has no `messages` array.
+    #[error("the last upstream request has no messages array")]
+    NoRequestMessages,
+    /// No assembled upstream assistant message.
+    #[error("no assembled upstream message")]
+    NoUpstreamMessage,
+    /// A message is not an object or has an unknown role.
+    #[error("message {index} has an unsupported role {role:?}")]
+    BadRole {
+        /// Position in `messages`.
+        index: usize,
+        /// The role found.
+        role: String,
+    },
+    /// The final (target) message is empty.
+    #[error("the assistant message has neither content nor tool calls")]
+    EmptyAssistant,
+    /// A tool call lacks an id.
+    #[error("a tool call in message {index} has no id")]
+    ToolCallWithoutId {
+        /// Position in `messages`.
+        index: usize,
+    },
+    /// Two tool calls share an id.
+    #[error("tool call id {0:?} is used twice")]
+    DuplicateToolCallId(String),
+    /// A tool call's arguments are not a JSON object encoded as a string.
+    #[error("tool call {id:?} has malformed arguments")]
+    MalformedArguments {
+        /// The call id.
+        id: String,
+    },
+    /// An earlier assistant tool call has no tool message answering it.
+    #[error("tool call {0:?} has no result")]
+    ToolCallWithoutResult(String),
+    /// A tool message answers no pending tool call.
+    #[error("tool result in message {index} answers unknown tool call {id:?}")]
+    ToolResultWithoutCall {
+        /// Position in `messages`.
+        index: usize,
+        /// The `tool_call_id` it carries.
+        id: String,
+    },
+    /// The example contains the redaction marker (the training text would be damaged).
+    #[error("the example contains the redaction marker")]
+    ContainsRedactedMarker,
+    /// The example contains something shaped like a credential.
+    #[error("the example contains something shaped like a credential")]
+    ContainsSecret,
+}
+
+/// An exchange that was not exported, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SftRejection {
+    /// The exchange.
+    pub exchange_id: Uuid,
+    /// The reason.
+    pub reason: SftInvalid,
+}
+
+/// Builds and validates the SFT example of one exchange:
+/// `{"messages": <last attempt's request messages> + [<assembled upstream message>], "tools": ...}`.
+pub fn sft_example(exchange: &ExchangeRecord) -> Result<Value, SftInvalid> {
+    if exchange.status != ExchangeStatus::Ok {
+        return Err(SftInvalid::NotCompleted(exchange.status.as_str()));
+    }
+    let request = &exchange
+        .attempts
+        .last()
+        .ok_or(SftInvalid::NoRequestMessages)?
+        .request;
+    let mut messages = request
+        .get("messages")
+        .and_then(Value::as_array)
+        .filter(|messages| !messages.is_empty())
+        .ok_or(SftInvalid::NoRequestMessages)?
+        .clone();
+    let upstream = exchange
+        .upstream_message
+        .as_ref()
+        .ok_or(SftInvalid::NoUpstreamMessage)?;
+    messages.push(assistant_message(upstream)?);
+    let mut example = Map::new();
+    example.insert("messages".into(), Value::Array(messages));
+    if let Some(tools) = request.get("tools").filter(|tools| tools.is_array()) {
+        example.insert("tools".into(), tools.clone());
+    }
+    let example = Value::Object(example);
+    validate_sft_example(&example)?;
+    Ok(example)
+}
+
+/// Keeps the fine-tuning fields of an assembled assistant message; tool-call arguments given as
+/// objects are encoded as strings.
+fn assistant_message(upstream: &Value) -> Result<Value, SftInvalid> {
+    let mut message = Map::new();
+    message.insert("role".into(), json!("assistant"));
+    let content = upstream.get("content").cloned().unwrap_or(Value::Null);
+    message.insert("content".into(), content);
+    if let Some(calls) = upstream.get("tool_calls").and_then(Value::as_array)
+        && !calls.is_empty()
+    {
+        let calls = calls
+            .iter()
+            .map(|call| {
+                let mut call = call.clone();
+                if let Some(arguments) = call.pointer_mut("/function/arguments")
+                    && arguments.is_object()
+                {
+                    *arguments = Value::String(arguments.to_string());
+                }
+                if let Some(object) = call.as_object_mut() {
+                    object.entry("type").or_insert_with(|| json!("function"));
+                    object.remove("index");
+                }
+                call
+            })
+            .collect();
+        message.insert("tool_calls".into(), Value::Array(calls));
+    }
+    Ok(Value::Object(message))
+}
+
+/// Checks one example: roles, a non-empty final assistant message, tool-call ids unique and
+/// answered by tool messages (except the final message's calls, which are the training target),
+/// arguments that are JSON objects, and no redaction marker or credential-shaped text.
+pub fn validate_sft_example(example: &Value) -> Result<(), SftInvalid> {
+    let messages = example
+        .get("messages")
+        .and_then(Value::as_array)
+        .filter(|messages| !messages.is_empty())
+        .ok_or(SftInvalid::NoRequestMessages)?;
+    let last = messages.len() - 1;
+    let mut seen_ids: Vec<String> = Vec::new();
+    let mut pending: Vec<String> = Vec::new();
+    for (index, message) in messages.iter().enumerate() {
+        let role = message.get("role").and_then(Value::as_str).unwrap_or("");
+        match role {
+            "system" | "developer" | "user" => {
+                if let Some(id) = pending.first() {
+                    return Err(SftInvalid::ToolCallWithoutResult(id.clone()));
+                }
+            }
+            "assistant" => {
+                if let Some(id) = pending.first() {
+                    return Err(SftInvalid::ToolCallWithoutResult(id.clone()));
+                }
+                let calls = message
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                let has_content = message.get("content").is_some_and(|content| match content {
+                    Value::String(text) => !text.is_empty(),
+                    Value::Array(parts) => !parts.is_empty(),
+                    _ => false,
+                });
+                if index == last && !has_content && calls.is_empty() {
+                    return Err(SftInvalid::EmptyAssistant);
+                }
+                for call in calls {
+                    let id = call
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .filter(|id| !id.is_empty())
+                        .ok_or(SftInvalid::ToolCallWithoutId { index })?;
+                    if seen_ids.iter().any(|seen| seen == id) {
+                        return Err(SftInvalid::DuplicateToolCallId(id.to_owned()));
+                    }
+                    let arguments_ok = call
+                        .pointer("/function/arguments")
+                        .and_then(Value::as_str)
+                        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+                        .is_some_and(|arguments| arguments.is_object());
+                    let named = call
+                        .pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .is_some_and(|name| !name.is_empty());
+                    if !arguments_ok || !named {
+                        return Err(SftInvalid::MalformedArguments { id: id.to_owned() });
+                    }
+                    seen_ids.push(id.to_owned());
+                    if index != last {
+                        pending.push(id.to_owned());
+                    }
+                }
+            }
+            "tool" => {
+                let id = message
+                    .get("tool_call_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                match pending.iter().position(|pending| pending == id) {
+                    Some(at) => {
+                        pending.remove(at);
+                    }
+                    None => {
+                        return Err(SftInvalid::ToolResultWithoutCall {
+                            index,
+                            id: id.to_owned(),
+                        });
+                    }
+                }
+            }
+            other => {
+                return Err(SftInvalid::BadRole {
+                    index,
+                    role: other.to_owned(),
+                });
+            }
+        }
+        if index == last && role != "assistant" {
+            return Err(SftInvalid::BadRole {
+                index,
+                role: role.to_owned(),
+            });
+        }
+    }
+    if let Some(id) = pending.first() {
+        return Err(SftInvalid::ToolCallWithoutResult(id.clone()));
+    }
+    let text = example.to_string();
+    if text.contains(REDACTED) {
+        return Err(SftInvalid::ContainsRedactedMarker);
+    }
+    if Redactor::default().finds_secret(&text) {
+        return Err(SftInvalid::ContainsSecret);
+    }
+    Ok(())
+}
+
+/// Writes one validated SFT example per completed exchange (in store order); every exchange that
+/// had an upstream request but could not be exported is passed to `rejected` with its reason.
+/// `countTokens` exchanges (no upstream message, no attempts) are skipped silently.
+pub fn export_sft(
+    store: &dyn RecordStore,
+    out: &mut dyn Write,
+    rejected: &mut dyn FnMut(&SftRejection),
+) -> Result<ExportStats, ExportError> {
+    let mut stats = ExportStats::default();
+    for exchange in store.exchanges(ExchangeFilter::All)? {
+        if exchange.attempts.is_empty() && exchange.upstream_message.is_none() {
+            continue;
+        }
+        match sft_example(&exchange) {
+            Ok(example) => {
+                serde_json::to_writer(&mut *out, &example)?;
+                out.write_all(b"\n")?;
+                stats.written += 1;
+            }
+            Err(reason) => {
+                stats.rejected += 1;
+                rejected(&SftRejection {
+                    exchange_id: exchange.id,
+                    reason,
+                });
+            }
+        }
+    }
+    out.flush()?;
+    Ok(stats)
+}

@@ -1,0 +1,271 @@
+//! A run as one ordered timeline (canonical events and model exchanges merged by time), with the
+//! plain-text renderings used by `switchyard records list` and `switchyard records show`.
+
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::error::StoreError;
+use crate::model::{EventRecord, ExchangeRecord, RawLineRecord, RunRecord};
+use crate::store::{ExchangeFilter, RecordStore};
+
+/// Everything stored about one run.
+#[derive(Debug, Clone)]
+pub struct RunView {
+    /// The run.
+    pub run: RunRecord,
+    /// Its canonical events, by `seq`.
+    pub events: Vec<EventRecord>,
+    /// Its exchanges, by id.
+    pub exchanges: Vec<ExchangeRecord>,
+    /// Its raw guest lines.
+    pub raw_lines: Vec<RawLineRecord>,
+}
+
+/// One item of a run's timeline.
+#[derive(Debug, Clone, Copy)]
+pub enum TimelineEntry<'a> {
+    /// A canonical event.
+    Event(&'a EventRecord),
+    /// A model exchange (placed at its receive time).
+    Exchange(&'a ExchangeRecord),
+}
+
+impl TimelineEntry<'_> {
+    /// When the entry happened.
+    pub fn at(&self) -> DateTime<Utc> {
+        match self {
+            TimelineEntry::Event(event) => event.at,
+            TimelineEntry::Exchange(exchange) => exchange.received_at,
+        }
+    }
+}
+
+impl RunView {
+    /// Loads the run `id_or_prefix` (full id or unique prefix) and everything attached to it.
+    pub fn load(store: &dyn RecordStore, id_or_prefix: &str) -> Result<Self, StoreError> {
+        let run = store.resolve_run(id_or_prefix)?;
+        Ok(RunView {
+            events: store.events(run.id)?,
+            exchanges: store.exchanges(ExchangeFilter::Run(run.id))?,
+            raw_lines: store.raw_lines(run.id)?,
+            run,
+        })
+    }
+
+    /// Events and exchanges merged by time (events keep their `seq` order among equal times).
+    /// Streaming `assistant_delta` events are left out: the final `assistant_message` carries
+    /// their text.
+    pub fn entries(&self) -> Vec<TimelineEntry<'_>> {
+        let mut entries: Vec<TimelineEntry<'_>> = self
+            .events
+            .iter()
+            .filter(|event| event.kind != "assistant_delta")
+            .map(TimelineEntry::Event)
+            .chain(self.exchanges.iter().map(TimelineEntry::Exchange))
+            .collect();
+        entries.sort_by_key(TimelineEntry::at);
+        entries
+    }
+}
+
+/// Seconds between two instants, e.g. `"1.250s"`.
+pub fn seconds_between(from: DateTime<Utc>, to: DateTime<Utc>) -> String {
+    format!("{:.3}s", (to - from).num_milliseconds() as f64 / 1000.0)
+}
+
+/// The outcome's `status` string if it has one, else the run state.
+pub fn outcome_label(run: &RunRecord) -> String {
+    run.outcome
+        .as_ref()
+        .and_then(|outcome| outcome.get("status"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_else(|| run.state.as_str().to_owned())
+}
+
+/// `text` cut to `max` characters with an ellipsis, newlines shown as `⏎`.
+pub fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c == '\n' { '⏎' } else { c })
+        .collect();
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        let cut: String = flat.chars().take(max).collect();
+        format!("{cut}…")
+    }
+}
+
+/// The table printed by `switchyard records list`.
+pub fn render_run_list(runs: &[RunRecord]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<36}  {:<12}  {:<24}  {:<10}  {:>5}  {:>5}  {:>15}  {:>9}",
+        "RUN", "AGENT", "MODEL", "OUTCOME", "TURNS", "TOOLS", "TOKENS IN/OUT", "DURATION"
+    );
+    for run in runs {
+        let duration = run
+            .ended_at
+            .map(|end| seconds_between(run.started_at, end))
+            .unwrap_or_else(|| "-".into());
+        let tokens = format!("{}/{}", run.summary.input_tokens, run.summary.output_tokens);
+        let _ = writeln!(
+            out,
+            "{:<36}  {:<12}  {:<24}  {:<10}  {:>5}  {:>5}  {:>15}  {:>9}",
+            run.id,
+            one_line(&run.agent, 12),
+            one_line(run.upstream_model.as_deref().unwrap_or("-"), 24),
+            one_line(&outcome_label(run), 10),
+            run.summary.turns,
+            run.summary.tool_calls,
+            tokens,
+            duration
+        );
+    }
+    out
+}
+
+/// One-line description of a canonical event.
+pub fn describe_event(event: &EventRecord) -> String {
+    let body = &event.event;
+    let text = |key: &str| body.get(key).and_then(Value::as_str).unwrap_or("");
+    match event.kind.as_str() {
+        "user_message" => format!("user: {}", one_line(text("text"), 200)),
+        "assistant_message" => format!("assistant: {}", one_line(text("text"), 200)),
+        "tool_call" => format!(
+            "tool call {} [{}] {}",
+            text("tool_name"),
+            text("call_id"),
+            one_line(
+                &body
+                    .get("arguments")
+                    .map(Value::to_string)
+                    .unwrap_or_default(),
+                200
+            )
+        ),
+        "tool_result" => {
+            let detail = body
+                .get("output")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| body.get("error").map(Value::to_string))
+                .unwrap_or_default();
+            format!(
+                "tool result [{}] {}: {}",
+                text("call_id"),
+                text("status"),
+                one_line(&detail, 200)
+            )
+        }
+        "warning" | "error" => format!("{}: {}", event.kind, one_line(text("message"), 200)),
+        _ => format!("{}: {}", event.kind, one_line(&body.to_string(), 200)),
+    }
+}
+
+/// One-line description of an exchange: route, status, latency, tokens, calls.
+pub fn describe_exchange(exchange: &ExchangeRecord) -> String {
+    let first_byte = exchange
+        .first_byte_at
+        .map(|at| seconds_between(exchange.received_at, at))
+        .unwrap_or_else(|| "-".into());
+    let total = exchange
+        .delivered_at
+        .or(exchange.last_byte_at)
+        .map(|at| seconds_between(exchange.received_at, at))
+        .unwrap_or_else(|| "-".into());
+    let usage = exchange.usage;
+    let mut line = format!(
+        "exchange {} {} {} -> {} {}  first byte {first_byte} total {total}  tokens in {} (cached {}) out {} reasoning {}",
+        exchange.id,
+        exchange.ingress_api,
+        exchange.requested_model,
+        exchange.upstream_model,
+        exchange.status.as_str(),
+        usage.input,
+        usage.cached,
+        usage.output,
+        usage.reasoning
+    );
+    if exchange.retries > 0 {
+        let _ = write!(line, "  retries {}", exchange.retries);
+    }
+    if !exchange.function_calls.is_empty() {
+        let names: Vec<&str> = exchange
+            .function_calls
+            .iter()
+            .map(|call| call.name.as_str())
+            .collect();
+        let _ = write!(line, "  calls {}", names.join(", "));
+    }
+    if let Some(error) = &exchange.error {
+        let _ = write!(
+            line,
+            "  error {}: {}",
+            error.kind,
+            one_line(&error.message, 120)
+        );
+    }
+    line
+}
+
+/// The readable timeline printed by `switchyard records show RUN`.
+pub fn render_timeline(view: &RunView) -> String {
+    let run = &view.run;
+    let mut out = String::new();
+    let _ = writeln!(out, "run       {}", run.id);
+    let _ = writeln!(out, "agent     {} {}", run.agent, run.agent_version);
+    let _ = writeln!(
+        out,
+        "model     {}",
+        run.upstream_model.as_deref().unwrap_or("-")
+    );
+    let _ = writeln!(out, "argv      {}", run.argv.join(" "));
+    let _ = writeln!(out, "workdir   {}", run.workdir);
+    let _ = writeln!(out, "started   {}", run.started_at.to_rfc3339());
+    match run.ended_at {
+        Some(end) => {
+            let _ = writeln!(
+                out,
+                "ended     {} ({})",
+                end.to_rfc3339(),
+                seconds_between(run.started_at, end)
+            );
+        }
+        None => {
+            let _ = writeln!(out, "ended     - ({})", run.state.as_str());
+        }
+    }
+    let _ = writeln!(out, "outcome   {}", outcome_label(run));
+    let summary = run.summary;
+    let _ = writeln!(
+        out,
+        "summary   {} turns, {} tool calls, tokens in {} (cached {}) out {} reasoning {}",
+        summary.turns,
+        summary.tool_calls,
+        summary.input_tokens,
+        summary.cached_tokens,
+        summary.output_tokens,
+        summary.reasoning_tokens
+    );
+    let _ = writeln!(
+        out,
+        "raw lines {} kept, {} dropped",
+        view.raw_lines.len(),
+        run.raw_lines_dropped
+    );
+    let _ = writeln!(out);
+    for entry in view.entries() {
+        let offset = seconds_between(run.started_at, entry.at());
+        let line = match entry {
+            TimelineEntry::Event(event) => format!("#{:<4} {}", event.seq, describe_event(event)),
+            TimelineEntry::Exchange(exchange) => describe_exchange(exchange),
+        };
+        let _ = writeln!(out, "+{offset:>9}  {line}");
+    }
+    out
+}

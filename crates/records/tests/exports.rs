@@ -1,0 +1,283 @@
+//! Exports and renderings: JSONL carries everything, SFT examples are validated (broken ones are
+//! rejected with a reason), the text timeline and the HTML page show the run with escaped text.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use switchyard_records::export::{
+    SftInvalid, export_jsonl, export_sft, sft_example, validate_sft_example,
+};
+use switchyard_records::html::render_html;
+use switchyard_records::timeline::{RunView, render_run_list, render_timeline};
+use switchyard_records::{
+    ExchangeStatus, Recorder, Redactor, SqliteStore, new_record_id, store_path,
+};
+use uuid::Uuid;
+
+/// A store with one ended run (events, raw lines, 2 exchanges) and one unattributed exchange.
+fn populated() -> (tempfile::TempDir, Uuid, Vec<Uuid>) {
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Recorder::open_dir(dir.path(), Redactor::new(["secret-upstream-key"])).unwrap();
+    let run_id = new_record_id();
+    recorder.record_run(ended(sample_run(run_id))).unwrap();
+    sample_events(run_id)
+        .into_iter()
+        .for_each(|e| recorder.record_event(e).unwrap());
+    sample_raw_lines(run_id)
+        .into_iter()
+        .for_each(|l| recorder.record_raw_line(l).unwrap());
+    let mut ids = Vec::new();
+    for n in 0..2 {
+        let exchange = sample_exchange(new_record_id(), Some(run_id), n);
+        ids.push(exchange.id);
+        recorder.record_exchange(exchange).unwrap();
+    }
+    let mut unattributed = sample_exchange(new_record_id(), None, 9);
+    unattributed.upstream_message =
+        Some(json!({"role": "assistant", "content": "<script>alert(1)</script>"}));
+    ids.push(unattributed.id);
+    recorder.record_exchange(unattributed).unwrap();
+    recorder.close().unwrap();
+    (dir, run_id, ids)
+}
+
+#[test]
+fn jsonl_export_has_every_record_once() {
+    let (dir, run_id, ids) = populated();
+    let store = SqliteStore::open_existing(store_path(dir.path())).unwrap();
+    let mut out = Vec::new();
+    let stats = export_jsonl(&store, &mut out).unwrap();
+    let lines: Vec<Value> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // 1 run + 4 events + 3 raw lines + 3 exchanges
+    assert_eq!(stats.written, 11);
+    assert_eq!(lines.len(), 11);
+    let kinds: Vec<&str> = lines
+        .iter()
+        .map(|l| l["record"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "run", "event", "event", "event", "event", "raw_line", "raw_line", "raw_line",
+            "exchange", "exchange", "exchange"
+        ]
+    );
+    assert_eq!(lines[0]["data"]["id"], json!(run_id.to_string()));
+    let exchange_ids: Vec<&str> = lines[8..]
+        .iter()
+        .map(|l| l["data"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        exchange_ids,
+        ids.iter().map(Uuid::to_string).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        lines[8]["data"]["attempts"][0]["raw_events"][2],
+        json!("[DONE]")
+    );
+}
+
+#[test]
+fn sft_example_is_request_messages_plus_upstream_message_with_tools() {
+    let exchange = sample_exchange(new_record_id(), None, 1);
+    let example = sft_example(&exchange).unwrap();
+    let messages = example["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 5);
+    assert_eq!(
+        messages[..4],
+        upstream_request_turn2()["messages"].as_array().unwrap()[..]
+    );
+    assert_eq!(
+        messages[4],
+        json!({"role": "assistant", "content": "There are 1 files"})
+    );
+    assert_eq!(example["tools"], upstream_request_turn2()["tools"]);
+}
+
+#[test]
+fn sft_final_tool_calls_get_string_arguments_and_need_no_result() {
+    let mut exchange = sample_exchange(new_record_id(), None, 1);
+    exchange.upstream_message = Some(json!({"role": "assistant", "content": null, "tool_calls": [
+        {"index": 0, "id": "call_2", "type": "function", "function": {"name": "read_file", "arguments": {"path": "a.txt"}}}
+    ]}));
+    let example = sft_example(&exchange).unwrap();
+    assert_eq!(
+        example["messages"][4]["tool_calls"][0],
+        json!(
+            {"id": "call_2", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a.txt\"}"}}
+        )
+    );
+}
+
+#[test]
+fn sft_rejects_broken_examples_with_reasons() {
+    let base = sft_example(&sample_exchange(new_record_id(), None, 1)).unwrap();
+    let broken = |edit: &dyn Fn(&mut Value)| {
+        let mut example = base.clone();
+        edit(&mut example);
+        validate_sft_example(&example).unwrap_err()
+    };
+    // The tool result is missing.
+    assert_eq!(
+        broken(&|e| {
+            e["messages"].as_array_mut().unwrap().remove(3);
+        }),
+        SftInvalid::ToolCallWithoutResult("call_1".into())
+    );
+    // The tool result answers an id nobody called.
+    assert_eq!(
+        broken(&|e| e["messages"][3]["tool_call_id"] = json!("call_9")),
+        SftInvalid::ToolResultWithoutCall {
+            index: 3,
+            id: "call_9".into()
+        }
+    );
+    // The assistant's arguments are not JSON.
+    assert_eq!(
+        broken(
+            &|e| e["messages"][2]["tool_calls"][0]["function"]["arguments"] =
+                json!("{\"dir_path\":")
+        ),
+        SftInvalid::MalformedArguments {
+            id: "call_1".into()
+        }
+    );
+    assert_eq!(
+        broken(&|e| e["messages"][1]["content"] = json!("the key was [REDACTED]")),
+        SftInvalid::ContainsRedactedMarker
+    );
+    assert_eq!(
+        broken(&|e| e["messages"][1]["content"] = json!("use Authorization: Bearer abcdefghijkl")),
+        SftInvalid::ContainsSecret
+    );
+    assert_eq!(
+        broken(&|e| {
+            e["messages"].as_array_mut().unwrap().pop();
+        }),
+        SftInvalid::BadRole {
+            index: 3,
+            role: "tool".into()
+        }
+    );
+
+    let mut failed = sample_exchange(new_record_id(), None, 1);
+    failed.status = ExchangeStatus::Error;
+    assert_eq!(
+        sft_example(&failed).unwrap_err(),
+        SftInvalid::NotCompleted("error")
+    );
+}
+
+#[test]
+fn sft_export_writes_valid_examples_and_reports_rejects() {
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Recorder::open_dir(dir.path(), Redactor::default()).unwrap();
+    let good = sample_exchange(new_record_id(), None, 1);
+    let mut inconsistent = sample_exchange(new_record_id(), None, 2);
+    inconsistent.attempts[0].request["messages"][3]["tool_call_id"] = json!("call_other");
+    let mut count_tokens = sample_exchange(new_record_id(), None, 3);
+    count_tokens.attempts.clear();
+    count_tokens.upstream_message = None;
+    for exchange in [&good, &inconsistent, &count_tokens] {
+        recorder.record_exchange(exchange.clone()).unwrap();
+    }
+    recorder.close().unwrap();
+
+    let store = SqliteStore::open_existing(store_path(dir.path())).unwrap();
+    let mut out = Vec::new();
+    let mut rejects = Vec::new();
+    let stats = export_sft(&store, &mut out, &mut |r| rejects.push(r.clone())).unwrap();
+    assert_eq!((stats.written, stats.rejected), (1, 1));
+    let text = String::from_utf8(out).unwrap();
+    let written: Value = serde_json::from_str(text.trim_end()).unwrap();
+    assert_eq!(written, sft_example(&good).unwrap());
+    assert_eq!(rejects.len(), 1);
+    assert_eq!(rejects[0].exchange_id, inconsistent.id);
+    assert_eq!(
+        rejects[0].reason,
+        SftInvalid::ToolResultWithoutCall {
+            index: 3,
+            id: "call_other".into()
+        }
+    );
+}
+
+#[test]
+fn text_list_and_timeline_show_the_run() {
+    let (dir, run_id, ids) = populated();
+    let store = SqliteStore::open_existing(store_path(dir.path())).unwrap();
+    let list = render_run_list(&switchyard_records::RecordStore::runs(&store).unwrap());
+    let row = list.lines().nth(1).unwrap();
+    assert!(row.starts_with(&run_id.to_string()), "{row}");
+    for column in ["gemini-cli", "gpt-test", "succeeded", "300/40", "30.000s"] {
+        assert!(row.contains(column), "{column} missing in {row}");
+    }
+
+    let view = RunView::load(&store, &run_id.simple().to_string()[..20]).unwrap();
+    let text = render_timeline(&view);
+    let lines: Vec<&str> = text.lines().collect();
+    let position = |needle: &str| {
+        lines
+            .iter()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("{needle} missing:\n{text}"))
+    };
+    assert!(
+        position("user: list the files <please>")
+            < position("tool call list_directory [c1] {\"dir_path\":\".\"}")
+    );
+    assert!(
+        position(&format!("exchange {}", ids[0]))
+            < position("tool result [c1] success: a.txt⏎b.txt")
+    );
+    assert!(position("tool result") < position("assistant: There are 2 files: a.txt & b.txt"));
+    assert!(text.contains("first byte 2.000s total 4.000s  tokens in 100 (cached 10) out 20 reasoning 3  calls list_directory"));
+    assert!(
+        !text.contains(&ids[2].to_string()),
+        "unattributed exchanges are not part of the run"
+    );
+}
+
+#[test]
+fn html_timeline_is_self_contained_and_escaped() {
+    let (dir, run_id, ids) = populated();
+    let store = SqliteStore::open_existing(store_path(dir.path())).unwrap();
+    let mut view = RunView::load(&store, &run_id.to_string()).unwrap();
+    view.exchanges[1].upstream_message =
+        Some(json!({"role": "assistant", "content": "<img src=x onerror=alert(1)>"}));
+    let html = render_html(&view);
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("list the files &lt;please&gt;"));
+    assert!(html.contains("There are 2 files: a.txt &amp; b.txt"));
+    assert!(html.contains("&lt;img src=x onerror=alert(1)&gt;"));
+    assert!(
+        !html.contains("<img"),
+        "recorded markup never becomes markup"
+    );
+    assert!(html.contains("<span class=\"kind\">Tool call</span> <code>list_directory</code>"));
+    assert!(
+        html.contains("&quot;dir_path&quot;: &quot;.&quot;"),
+        "tool arguments shown"
+    );
+    assert!(html.contains(
+        "<span class=\"kind\">Tool result</span> <code>c1</code> success <pre>a.txt\nb.txt</pre>"
+    ));
+    assert!(html.contains(&format!("<td>{}</td>", ids[0])));
+    assert!(
+        html.contains("<td>100 / 10 / 20 / 3</td>"),
+        "per-exchange tokens"
+    );
+    assert!(
+        html.contains("<td>2.000s</td><td>4.000s</td>"),
+        "per-exchange latency"
+    );
+    for external in ["http://", "https://", "<script", "<link", "src="] {
+        let outside_text = html.replace("&lt;img src=x", "");
+        assert!(!outside_text.contains(external), "{external} in the page");
+    }
+}
