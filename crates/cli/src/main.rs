@@ -25,6 +25,9 @@ enum Command {
     Run(Box<cmd::run::RunArgs>),
     /// Install a pinned guest CLI into a Switchyard-owned prefix and seal it.
     Install(cmd::install::InstallArgs),
+    /// Measure Switchyard's own cost (host overhead of `run`, gateway latency and throughput).
+    #[command(subcommand)]
+    Bench(cmd::bench::BenchCommand),
     /// Run the main job end to end against a scripted model (no real provider needed).
     Demo(cmd::demo::DemoArgs),
     /// Serve the model gateway standalone (GenerateContent in, Chat Completions out).
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
             Command::Run(args) => cmd::run::run(*args).await,
             Command::Install(args) => cmd::install::run(args).await,
             Command::Capture(args) => cmd::capture::run(args).await,
+            Command::Bench(command) => cmd::bench::run(command).await,
             Command::Demo(args) => cmd::demo::run(args).await,
             Command::Gateway(args) => cmd::gateway::run(args).await.map(|()| 0),
         }

@@ -1,5 +1,6 @@
 //! One module per subcommand, plus what they share (exit codes, logging, install lookup).
 
+pub mod bench;
 pub mod capture;
 pub mod demo;
 pub mod gateway;

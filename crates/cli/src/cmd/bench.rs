@@ -1,0 +1,245 @@
+//! `switchyard bench`: measurements, never tests.
+//!
+//! - `bench run`: the host's own cost. The same scripted task (a text answer from
+//!   `testkit::genai_upstream`) is run, interleaved, N times each way: (a) the pinned CLI
+//!   started directly with the identical isolated launch, (b) `switchyard run` pointing the guest
+//!   at the same endpoint (`--guest-base-url`, so only Switchyard's host work differs). Reported:
+//!   median and p90 wall time of each, the added time and ratio, and Switchyard's own peak
+//!   resident memory (VmHWM of the `switchyard` process, not its children).
+//! - `bench gateway`: `switchyard_gateway::bench` (direct upstream vs gateway, same run).
+
+use anyhow::{Context, Result, ensure};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use switchyard_backend::gemini::launch::{GeminiLaunchConfig, Secret, prepare};
+use switchyard_backend::gemini::settings::ApprovalMode;
+use switchyard_testkit::genai_upstream::{GenaiScenario, GenaiUpstream};
+
+/// `switchyard bench` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum BenchCommand {
+    /// Host overhead of `switchyard run` against running the pinned CLI directly.
+    Run(RunBenchArgs),
+    /// Gateway latency, throughput, memory and forwarding delay against the direct upstream.
+    Gateway(GatewayBenchArgs),
+}
+
+/// `switchyard bench run` flags.
+#[derive(Debug, clap::Args)]
+pub struct RunBenchArgs {
+    /// Runs of each variant.
+    #[arg(long, default_value_t = 10)]
+    pub iterations: usize,
+    /// A sealed Gemini CLI install.
+    #[arg(long)]
+    pub gemini_binary: Option<PathBuf>,
+}
+
+/// `switchyard bench gateway` flags.
+#[derive(Debug, clap::Args)]
+pub struct GatewayBenchArgs {
+    /// Sequential requests per latency series.
+    #[arg(long, default_value_t = 2000)]
+    pub latency_requests: usize,
+    /// Seconds of each throughput series.
+    #[arg(long, default_value_t = 3)]
+    pub throughput_secs: u64,
+    /// Concurrent open streams for the memory figure.
+    #[arg(long, default_value_t = 1000)]
+    pub streams: usize,
+}
+
+/// Entry point.
+pub async fn run(command: BenchCommand) -> Result<u8> {
+    match command {
+        BenchCommand::Run(args) => bench_run(args).await,
+        BenchCommand::Gateway(args) => {
+            let options = switchyard_gateway::bench::BenchOptions {
+                latency_requests: args.latency_requests,
+                throughput_duration: Duration::from_secs(args.throughput_secs),
+                streams: args.streams,
+                ..Default::default()
+            };
+            let report = switchyard_gateway::bench::bench(options).await?;
+            println!("{report}");
+            Ok(0)
+        }
+    }
+}
+
+struct Sample {
+    wall: Duration,
+    peak_rss_kib: Option<u64>,
+}
+
+async fn bench_run(args: RunBenchArgs) -> Result<u8> {
+    ensure!(args.iterations >= 1, "--iterations must be at least 1");
+    let prefix = match &args.gemini_binary {
+        Some(p) => super::run::find_sealed_prefix(p)?,
+        None => super::default_gemini_prefix(),
+    };
+    let prefix = std::path::absolute(prefix)?;
+    let install = switchyard_backend::install::verify(
+        &prefix,
+        switchyard_backend::gemini::PACKAGE,
+        switchyard_backend::gemini::VERSION,
+    )?;
+    let upstream = GenaiUpstream::start(GenaiScenario::Text).await?;
+    let exe = std::env::current_exe().context("locating the switchyard binary")?;
+    let scratch = tempfile::tempdir()?;
+    let ws = scratch.path().join("ws");
+    std::fs::create_dir_all(&ws)?;
+    let node = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join("node"))
+        .find(|p| p.is_file())
+        .context("node not on PATH")?;
+
+    let (mut direct, mut hosted) = (Vec::new(), Vec::new());
+    // One warm-up of each (page cache, node compile cache), then interleave.
+    for i in 0..=args.iterations {
+        let d = run_direct(
+            &node,
+            &install.entry,
+            &ws,
+            &scratch.path().join(format!("d{i}")),
+            &upstream.base_url(),
+        )?;
+        let h = run_hosted(&exe, &prefix, &ws, &upstream.base_url())?;
+        if i > 0 {
+            direct.push(d);
+            hosted.push(h);
+        }
+        eprint!(".");
+    }
+    eprintln!();
+    let stats = |xs: &[Sample]| {
+        let mut w: Vec<Duration> = xs.iter().map(|s| s.wall).collect();
+        w.sort();
+        (w[w.len() / 2], w[(w.len() * 9 / 10).min(w.len() - 1)])
+    };
+    let (d50, d90) = stats(&direct);
+    let (h50, h90) = stats(&hosted);
+    let peak = hosted.iter().filter_map(|s| s.peak_rss_kib).max();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "switchyard bench run: {} iterations each, same scripted text task, interleaved",
+        args.iterations
+    );
+    println!(
+        "  pinned CLI directly      median {:8.1} ms   p90 {:8.1} ms",
+        ms(d50),
+        ms(d90)
+    );
+    println!(
+        "  switchyard run           median {:8.1} ms   p90 {:8.1} ms",
+        ms(h50),
+        ms(h90)
+    );
+    println!(
+        "  added by switchyard      median {:+8.1} ms   ratio {:.3}x (target: <= +50 ms)",
+        ms(h50) - ms(d50),
+        h50.as_secs_f64() / d50.as_secs_f64()
+    );
+    match peak {
+        Some(kib) => println!(
+            "  switchyard peak RSS      {:8.1} MiB (process itself, VmHWM; target: <= 20 MiB)",
+            kib as f64 / 1024.0
+        ),
+        None => println!("  switchyard peak RSS      unavailable (/proc not readable)"),
+    }
+    Ok(0)
+}
+
+/// The pinned CLI started directly with exactly the launch Switchyard would build.
+fn run_direct(
+    node: &Path,
+    entry: &Path,
+    ws: &Path,
+    run_dir: &Path,
+    base_url: &str,
+) -> Result<Sample> {
+    let launch = prepare(&GeminiLaunchConfig {
+        node: node.to_path_buf(),
+        entry: entry.to_path_buf(),
+        workdir: ws.to_path_buf(),
+        run_dir: run_dir.to_path_buf(),
+        prompt: "Please do the task".into(),
+        model: "gemini-2.5-flash".into(),
+        base_url: base_url.into(),
+        api_key: Secret::new("bench-key"),
+        approval_mode: ApprovalMode::Default,
+        max_turns: None,
+        max_attempts: 2,
+        host_env: std::env::vars_os().collect(),
+    })?;
+    let start = Instant::now();
+    let status = Command::new(&launch.program)
+        .args(&launch.args)
+        .env_clear()
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&launch.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    let wall = start.elapsed();
+    ensure!(status.success(), "direct CLI run failed: {status}");
+    Ok(Sample {
+        wall,
+        peak_rss_kib: None,
+    })
+}
+
+/// `switchyard run` on the same task, sampling its own VmHWM while it runs.
+fn run_hosted(exe: &Path, prefix: &Path, ws: &Path, base_url: &str) -> Result<Sample> {
+    let start = Instant::now();
+    let mut child = Command::new(exe)
+        .args([
+            "run",
+            "--prompt",
+            "Please do the task",
+            "--upstream-model",
+            "gemini-2.5-flash",
+            "--output",
+            "jsonl",
+        ])
+        .arg("--workdir")
+        .arg(ws)
+        .arg("--gemini-binary")
+        .arg(prefix)
+        .arg("--guest-base-url")
+        .arg(base_url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak = None;
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if let Some(kib) = std::fs::read_to_string(&status_path)
+            .ok()
+            .and_then(|s| vm_hwm_kib(&s))
+        {
+            peak = Some(peak.unwrap_or(0).max(kib));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let wall = start.elapsed();
+    ensure!(status.success(), "switchyard run failed: {status}");
+    Ok(Sample {
+        wall,
+        peak_rss_kib: peak,
+    })
+}
+
+fn vm_hwm_kib(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
