@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Sets up Switchyard on a fresh machine and runs the main job end to end:
+# build, install + seal the pinned Gemini CLI, run a task through the gateway against a scripted
+# model on 127.0.0.1, then list the recorded run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export SWITCHYARD_HOME="${SWITCHYARD_HOME:-$PWD/.cache/switchyard-home}"
+cargo build -p switchyard
+bin=target/debug/switchyard
+"$bin" install gemini-cli
+records="${SWITCHYARD_DEMO_RECORDS:-$PWD/.cache/demo-records}"
+"$bin" demo --records "$records"
+if "$bin" records --help >/dev/null 2>&1; then
+  "$bin" records --records "$records" list
+fi
