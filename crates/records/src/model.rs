@@ -324,7 +324,7 @@ pub struct DeliveredCall {
 #[derive(Debug, Clone, PartialEq)]
 pub enum RecordOp {
     /// Insert or replace a run.
-    UpsertRun(RunRecord),
+    UpsertRun(Box<RunRecord>),
     /// Insert or replace the event `(run_id, seq)`.
     Event(EventRecord),
     /// Insert or replace the raw line `(run_id, stream, seq)`.

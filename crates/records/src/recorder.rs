@@ -182,7 +182,7 @@ impl Recorder {
 
     /// Queues an upsert of `run`.
     pub fn record_run(&self, run: RunRecord) -> Result<(), RecordError> {
-        self.record(RecordOp::UpsertRun(run))
+        self.record(RecordOp::UpsertRun(Box::new(run)))
     }
 
     /// Queues one canonical event.

@@ -224,7 +224,7 @@ impl SqliteStore {
     fn apply_op(tx: &Transaction<'_>, writer: &str, op: &RecordOp) -> Result<(), StoreError> {
         match op {
             RecordOp::UpsertRun(run) => {
-                let mut run = run.clone();
+                let mut run = (**run).clone();
                 if run.ended_at.is_some() && run.state == RunState::Running {
                     run.state = RunState::Ended;
                 }
