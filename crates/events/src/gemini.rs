@@ -61,7 +61,7 @@ impl GeminiNormalizer {
         match line {
             StreamLine::Event { event, .. } => {
                 let ts = Some(event.timestamp().to_owned());
-                self.map_event(event)
+                self.map_event(*event)
                     .into_iter()
                     .map(|event| Normalized {
                         event,

@@ -480,7 +480,7 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
         summary: RunSummary::default(),
         raw_lines_dropped: 0,
     };
-    record(&recorder, RecordOp::UpsertRun(run_record.clone()));
+    record(&recorder, RecordOp::UpsertRun(Box::new(run_record.clone())));
     let run = GeminiRun::start(&launch, &limits, started)?;
     let stop = run.stop_handle();
     let signals = tokio::spawn(async move {
@@ -544,7 +544,7 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
     run_record.state = RunState::Ended;
     run_record.summary = summary;
     run_record.raw_lines_dropped = report.stdout.truncated_lines;
-    record(&recorder, RecordOp::UpsertRun(run_record));
+    record(&recorder, RecordOp::UpsertRun(Box::new(run_record)));
     if let Err(e) = recorder.close() {
         eprintln!("switchyard: records: {e}");
     }

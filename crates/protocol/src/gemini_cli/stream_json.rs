@@ -206,7 +206,7 @@ pub struct ModelStats {
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamLine {
     /// A known event. `raw` is the line's JSON value as printed.
-    Event { event: StreamEvent, raw: Value },
+    Event { event: Box<StreamEvent>, raw: Value },
     /// A JSON object whose `type` is not one this version knows.
     UnknownType { event_type: String, raw: Value },
     /// Not JSON, not an object, no string `type`, or a known type with an unexpected shape.
@@ -266,7 +266,10 @@ pub fn parse_line(line: &str) -> StreamLine {
         };
     }
     match StreamEvent::deserialize(&value) {
-        Ok(event) => StreamLine::Event { event, raw: value },
+        Ok(event) => StreamLine::Event {
+            event: Box::new(event),
+            raw: value,
+        },
         Err(e) => StreamLine::Invalid {
             reason: InvalidLine::BadShape {
                 event_type: event_type.to_owned(),
@@ -284,12 +287,11 @@ mod tests {
     #[test]
     fn parses_tool_result_with_error_and_keeps_unknown_fields() {
         let line = r#"{"type":"tool_result","timestamp":"t","tool_id":"read_file__x","status":"error","output":"o","error":{"type":"invalid_tool_params","message":"m"},"future":1}"#;
-        let StreamLine::Event {
-            event: StreamEvent::ToolResult(r),
-            ..
-        } = parse_line(line)
-        else {
-            panic!("not a tool_result: {:?}", parse_line(line));
+        let StreamLine::Event { event, .. } = parse_line(line) else {
+            panic!("not an event: {:?}", parse_line(line));
+        };
+        let StreamEvent::ToolResult(r) = *event else {
+            panic!("not a tool_result: {event:?}");
         };
         assert_eq!(r.status, Status::Error);
         assert_eq!(r.error.as_ref().unwrap().kind, "invalid_tool_params");
@@ -355,6 +357,6 @@ mod tests {
         let StreamLine::Event { event, raw } = parse_line(line) else {
             panic!()
         };
-        assert_eq!(serde_json::to_value(&event).unwrap(), raw);
+        assert_eq!(serde_json::to_value(&*event).unwrap(), raw);
     }
 }
