@@ -7,6 +7,19 @@ use std::process::{Command, Stdio};
 use super::error::InstallError;
 use super::manifest::{Manifest, seal};
 
+/// Host variables passed to npm besides `PATH` and `HOME`: CA bundles and proxies only.
+const NETWORK_ENV: &[&str] = &[
+    "NODE_EXTRA_CA_CERTS",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "no_proxy",
+];
+
 /// How to run `npm install`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NpmInstallOptions {
@@ -85,6 +98,13 @@ pub fn install_npm(
         .stdin(Stdio::null());
     if let Some(home) = home {
         command.env("HOME", home);
+    }
+    // Network plumbing npm needs to reach the registry (a TLS-intercepting proxy's CA, proxies).
+    // No credentials: registry tokens live in npmrc files, which are ignored by default.
+    for name in NETWORK_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
     }
     let output = command.output().map_err(InstallError::NpmUnavailable)?;
     if !output.status.success() {
