@@ -30,6 +30,8 @@ enum Command {
     Bench(cmd::bench::BenchCommand),
     /// Run the main job end to end against a scripted model (no real provider needed).
     Demo(cmd::demo::DemoArgs),
+    /// Inspect and export the record store (runs, events, model exchanges).
+    Records(cmd::records::RecordsArgs),
     /// Serve the model gateway standalone (GenerateContent in, Chat Completions out).
     Gateway(cmd::gateway::GatewayArgs),
     /// Record fixtures: run the real guest against scripted upstreams and store transcripts.
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
             Command::Capture(args) => cmd::capture::run(args).await,
             Command::Bench(command) => cmd::bench::run(command).await,
             Command::Demo(args) => cmd::demo::run(args).await,
+            Command::Records(args) => cmd::records::run(args).map(|()| 0),
             Command::Gateway(args) => cmd::gateway::run(args).await.map(|()| 0),
         }
     });

@@ -5,6 +5,7 @@ pub mod capture;
 pub mod demo;
 pub mod gateway;
 pub mod install;
+pub mod records;
 pub mod run;
 
 use std::path::PathBuf;
