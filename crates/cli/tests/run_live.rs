@@ -287,3 +287,136 @@ async fn sigkill_of_switchyard_leaves_no_guest_process() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_match_what_the_upstream_saw() {
+    use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore};
+    let upstream = ChatUpstream::start(file_dependent_script()).await.unwrap();
+    let ws = workspace_with_notes();
+    let records = tempfile::tempdir().unwrap();
+    let mut cmd = run_cmd(ws.path(), &upstream.base_url(), &["--timeout", "120"]);
+    cmd.arg("--records").arg(records.path());
+    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let printed = events(&output);
+
+    let store = SqliteStore::open_existing(switchyard_records::store_path(records.path())).unwrap();
+    let runs = store.runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    let run = &runs[0];
+    assert_eq!(run.agent, "gemini-cli");
+    assert!(run.ended_at.is_some());
+    assert_eq!(run.outcome.as_ref().unwrap()["status"], "succeeded");
+    assert_eq!(run.summary.tool_calls, 1);
+
+    // Every canonical event printed is stored, in order, identical.
+    let stored: Vec<Value> = store
+        .events(run.id)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    assert_eq!(stored, printed);
+    // Raw guest stdout lines are kept too.
+    assert!(
+        store
+            .raw_lines(run.id)
+            .unwrap()
+            .iter()
+            .any(|l| l.line.contains("\"type\":\"init\""))
+    );
+
+    // Each exchange's upstream request is byte for byte what the scripted upstream received.
+    let exchanges = store.exchanges(ExchangeFilter::Run(run.id)).unwrap();
+    let seen = upstream.requests();
+    assert_eq!(exchanges.len(), seen.len());
+    for (exchange, request) in exchanges.iter().zip(&seen) {
+        let attempt = exchange.attempts.last().expect("an upstream attempt");
+        assert_eq!(
+            serde_json::to_vec(&attempt.request).unwrap(),
+            request.body.to_vec()
+        );
+        assert_eq!(attempt.status, Some(200));
+        assert!(
+            !attempt.raw_events.is_empty(),
+            "raw upstream stream events are stored"
+        );
+    }
+    let first = &exchanges[0];
+    assert_eq!(first.ingress_api, "google.streamGenerateContent");
+    assert!(
+        first
+            .guest_request
+            .to_string()
+            .contains("What is the secret word in notes.txt?")
+    );
+    assert_eq!(first.function_calls.len(), 1);
+    assert_eq!(first.function_calls[0].id, "call_live_1");
+    assert_eq!(first.function_calls[0].name, "read_file");
+    assert_eq!(
+        first.function_calls[0].arguments,
+        serde_json::json!({"file_path": "notes.txt"})
+    );
+    assert!(first.delivered_at.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_runs_share_one_record_store() {
+    use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore};
+    let records = tempfile::tempdir().unwrap();
+    let mut children = Vec::new();
+    let mut keep = Vec::new();
+    for _ in 0..2 {
+        let upstream = ChatUpstream::start(file_dependent_script()).await.unwrap();
+        let ws = workspace_with_notes();
+        let mut cmd = run_cmd(ws.path(), &upstream.base_url(), &["--timeout", "120"]);
+        cmd.arg("--records")
+            .arg(records.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        children.push(cmd.spawn().unwrap());
+        keep.push((upstream, ws));
+    }
+    let outputs = tokio::task::spawn_blocking(move || {
+        children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    for output in &outputs {
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let store = SqliteStore::open_existing(switchyard_records::store_path(records.path())).unwrap();
+    let runs = store.runs().unwrap();
+    assert_eq!(runs.len(), 2);
+    for (run, output) in runs.iter().zip(&outputs) {
+        let printed = events(output);
+        let id = printed[0]["run_id"].as_str().unwrap().to_owned();
+        let run = runs.iter().find(|r| r.id.to_string() == id).unwrap_or(run);
+        let stored: Vec<Value> = store
+            .events(run.id)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.event)
+            .collect();
+        assert_eq!(stored, printed, "events of run {id}");
+        assert_eq!(
+            store.exchanges(ExchangeFilter::Run(run.id)).unwrap().len(),
+            2
+        );
+    }
+}
