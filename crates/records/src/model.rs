@@ -95,6 +95,30 @@ pub struct RunSummary {
     pub reasoning_tokens: u64,
 }
 
+impl RunSummary {
+    /// Adds one exchange: a turn if it produced an upstream message, its delivered calls and its
+    /// token usage.
+    pub fn add_exchange(&mut self, exchange: &ExchangeRecord) {
+        if exchange.upstream_message.is_some() {
+            self.turns += 1;
+        }
+        self.tool_calls += exchange.function_calls.len() as u32;
+        self.input_tokens += exchange.usage.input;
+        self.output_tokens += exchange.usage.output;
+        self.cached_tokens += exchange.usage.cached;
+        self.reasoning_tokens += exchange.usage.reasoning;
+    }
+
+    /// The summary of these exchanges.
+    pub fn from_exchanges<'a>(exchanges: impl IntoIterator<Item = &'a ExchangeRecord>) -> Self {
+        let mut summary = RunSummary::default();
+        exchanges
+            .into_iter()
+            .for_each(|exchange| summary.add_exchange(exchange));
+        summary
+    }
+}
+
 /// One canonical event of a run, in order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventRecord {
@@ -331,4 +355,66 @@ pub enum RecordOp {
     RawLine(RawLineRecord),
     /// Insert or replace an exchange (begin and end of its lifecycle).
     UpsertExchange(Box<ExchangeRecord>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn summary_adds_turns_calls_and_usage() {
+        let mut answered = ExchangeRecord::begin(None, ingress::GENERATE_CONTENT, "m", json!({}));
+        answered.upstream_message = Some(json!({"role": "assistant", "content": "hi"}));
+        answered.usage = Usage {
+            input: 10,
+            cached: 4,
+            output: 3,
+            reasoning: 2,
+        };
+        answered.function_calls = vec![
+            DeliveredCall {
+                id: "a".into(),
+                name: "read_file".into(),
+                arguments: json!({}),
+            },
+            DeliveredCall {
+                id: "b".into(),
+                name: "glob".into(),
+                arguments: json!({}),
+            },
+        ];
+        let mut counted = ExchangeRecord::begin(None, ingress::COUNT_TOKENS, "m", json!({}));
+        counted.usage.input = 5;
+        let summary = RunSummary::from_exchanges([&answered, &counted]);
+        assert_eq!(
+            summary,
+            RunSummary {
+                turns: 1,
+                tool_calls: 2,
+                input_tokens: 15,
+                output_tokens: 3,
+                cached_tokens: 4,
+                reasoning_tokens: 2
+            }
+        );
+    }
+
+    #[test]
+    fn statuses_serialize_as_their_stored_names() {
+        for status in [
+            ExchangeStatus::InFlight,
+            ExchangeStatus::Ok,
+            ExchangeStatus::Error,
+            ExchangeStatus::Incomplete,
+        ] {
+            assert_eq!(
+                serde_json::to_value(status).unwrap(),
+                json!(status.as_str())
+            );
+        }
+        for state in [RunState::Running, RunState::Ended, RunState::Incomplete] {
+            assert_eq!(serde_json::to_value(state).unwrap(), json!(state.as_str()));
+        }
+    }
 }

@@ -364,3 +364,140 @@ impl Writer {
             .unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{EventRecord, RecordOp};
+    use crate::store::{ExchangeFilter, RecoveryReport};
+    use chrono::Utc;
+    use std::sync::Arc;
+    use uuid::Uuid;
+
+    /// Keeps applied ops in memory; refuses any batch containing an event with `seq == 13`.
+    #[derive(Clone, Default)]
+    struct PickyStore {
+        applied: Arc<Mutex<Vec<RecordOp>>>,
+    }
+
+    impl RecordStore for PickyStore {
+        fn apply(&mut self, ops: &[RecordOp]) -> Result<(), StoreError> {
+            if ops
+                .iter()
+                .any(|op| matches!(op, RecordOp::Event(e) if e.seq == 13))
+            {
+                return Err(StoreError::Backend {
+                    context: "test",
+                    message: "seq 13 refused".into(),
+                });
+            }
+            self.applied.lock().unwrap().extend_from_slice(ops);
+            Ok(())
+        }
+        fn recover(&mut self) -> Result<RecoveryReport, StoreError> {
+            Ok(RecoveryReport::default())
+        }
+        fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn run(&self, _: Uuid) -> Result<Option<RunRecord>, StoreError> {
+            Ok(None)
+        }
+        fn resolve_run(&self, id: &str) -> Result<RunRecord, StoreError> {
+            Err(StoreError::RunNotFound(id.into()))
+        }
+        fn events(&self, _: Uuid) -> Result<Vec<EventRecord>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn raw_lines(&self, _: Uuid) -> Result<Vec<RawLineRecord>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn exchanges(&self, _: ExchangeFilter) -> Result<Vec<ExchangeRecord>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn exchange(&self, _: Uuid) -> Result<Option<ExchangeRecord>, StoreError> {
+            Ok(None)
+        }
+    }
+
+    fn event(seq: u64, text: &str) -> EventRecord {
+        EventRecord {
+            run_id: Uuid::nil(),
+            seq,
+            at: Utc::now(),
+            kind: "user_message".into(),
+            event: serde_json::json!({"type": "user_message", "text": text}),
+        }
+    }
+
+    #[test]
+    fn recorder_is_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync + Clone>() {}
+        assert_send_sync::<Recorder>();
+    }
+
+    #[test]
+    fn one_bad_op_fails_alone_and_is_reported_by_flush() {
+        let store = PickyStore::default();
+        let applied = Arc::clone(&store.applied);
+        let recorder = Recorder::start(
+            Box::new(store),
+            Redactor::new(["secret-token-123"]),
+            RecorderOptions {
+                queue_capacity: 64,
+                max_batch: 64,
+            },
+        )
+        .unwrap();
+        for seq in 10..16 {
+            recorder
+                .record_event(event(seq, "uses secret-token-123"))
+                .unwrap();
+        }
+        match recorder.flush() {
+            Err(RecordError::WriteFailed {
+                failed_ops: 1,
+                last_error,
+            }) => {
+                assert!(last_error.contains("seq 13 refused"), "{last_error}");
+            }
+            other => panic!("expected one failed op, got {other:?}"),
+        }
+        recorder.flush().expect("failures are reported once");
+        recorder.close().unwrap();
+        let applied = applied.lock().unwrap();
+        let seqs: Vec<u64> = applied
+            .iter()
+            .map(|op| match op {
+                RecordOp::Event(e) => e.seq,
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(seqs, [10, 11, 12, 14, 15]);
+        assert!(
+            applied
+                .iter()
+                .all(|op| matches!(op, RecordOp::Event(e) if e.event["text"] == "uses [REDACTED]"))
+        );
+        let stats = recorder.stats();
+        assert_eq!((stats.written_ops, stats.failed_ops), (5, 1));
+    }
+
+    #[test]
+    fn dropping_the_last_handle_flushes() {
+        let store = PickyStore::default();
+        let applied = Arc::clone(&store.applied);
+        let recorder = Recorder::start(
+            Box::new(store),
+            Redactor::default(),
+            RecorderOptions::default(),
+        )
+        .unwrap();
+        let clone = recorder.clone();
+        recorder.record_event(event(1, "a")).unwrap();
+        clone.record_event(event(2, "b")).unwrap();
+        drop(recorder);
+        drop(clone);
+        assert_eq!(applied.lock().unwrap().len(), 2);
+    }
+}

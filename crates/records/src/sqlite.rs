@@ -325,6 +325,10 @@ impl SqliteStore {
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
+                if name.ends_with(".staging") {
+                    remove_if_unlocked(&entry.path());
+                    continue;
+                }
                 if let Some(id) = name.strip_suffix(".lock")
                     && !writers.iter().any(|known| known == id)
                 {
@@ -406,24 +410,35 @@ impl SqliteStore {
     }
 }
 
-/// Creates and exclusively locks `<db>.writers/<new id>.lock`.
+/// Creates and exclusively locks `<db>.writers/<new id>.lock`. The file is locked under a
+/// temporary name and then renamed, so recovery never sees a writer's lock file unlocked.
 fn register_writer(db_path: &Path) -> Result<WriterLock, StoreError> {
     let dir = writers_dir(db_path);
     std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
     let id = Uuid::now_v7();
+    let staging = dir.join(format!(".{id}.staging"));
     let path = dir.join(format!("{id}.lock"));
     let file = OpenOptions::new()
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .write(true)
-        .open(&path)
-        .map_err(io_error(&path))?;
-    file.lock().map_err(io_error(&path))?;
+        .open(&staging)
+        .map_err(io_error(&staging))?;
+    file.lock().map_err(io_error(&staging))?;
+    std::fs::rename(&staging, &path).map_err(io_error(&path))?;
     Ok(WriterLock {
         id,
         path,
         _file: file,
     })
+}
+
+/// Removes a lock file nobody holds (a writer that died between creating and renaming it).
+fn remove_if_unlocked(path: &Path) {
+    if let Ok(file) = OpenOptions::new().write(true).open(path)
+        && file.try_lock().is_ok()
+    {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// True when the writer's lock file is held by a live process.
