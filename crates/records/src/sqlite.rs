@@ -27,6 +27,9 @@ pub const SCHEMA_VERSION: i64 = 1;
 /// How long a writer waits for another process's transaction before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Age after which an unlocked staging lock file is considered abandoned.
+const STALE_STAGING: Duration = Duration::from_secs(600);
+
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS runs (
     id             TEXT PRIMARY KEY,          -- UUID v7, hyphenated lowercase (sorts by time)
@@ -163,25 +166,8 @@ impl SqliteStore {
             .map_err(backend("enabling WAL"))?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(backend("setting synchronous"))?;
-        let found: i64 = conn
-            .pragma_query_value(None, "user_version", |row| row.get(0))
-            .map_err(backend("reading user_version"))?;
-        if found > SCHEMA_VERSION {
-            return Err(StoreError::UnsupportedSchema {
-                found,
-                supported: SCHEMA_VERSION,
-            });
-        }
-        if found < SCHEMA_VERSION {
-            let tx = conn
-                .unchecked_transaction()
-                .map_err(backend("starting schema setup"))?;
-            tx.execute_batch(SCHEMA)
-                .map_err(backend("creating the schema"))?;
-            tx.pragma_update(None, "user_version", SCHEMA_VERSION)
-                .map_err(backend("writing user_version"))?;
-            tx.commit().map_err(backend("committing the schema"))?;
-        }
+        let mut conn = conn;
+        migrate(&mut conn)?;
         let writer = register_writer(&path)?;
         let mut store = SqliteStore { conn, path, writer };
         store.recover()?;
@@ -326,7 +312,7 @@ impl SqliteStore {
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 if name.ends_with(".staging") {
-                    remove_if_unlocked(&entry.path());
+                    remove_stale_staging(&entry.path());
                     continue;
                 }
                 if let Some(id) = name.strip_suffix(".lock")
@@ -410,6 +396,30 @@ impl SqliteStore {
     }
 }
 
+/// Creates the schema if this database has none yet (under a write lock, so concurrent openers
+/// agree), and refuses databases written by a newer schema.
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(backend("starting schema setup"))?;
+    let found: i64 = tx
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(backend("reading user_version"))?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::UnsupportedSchema {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if found < SCHEMA_VERSION {
+        tx.execute_batch(SCHEMA)
+            .map_err(backend("creating the schema"))?;
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+            .map_err(backend("writing user_version"))?;
+    }
+    tx.commit().map_err(backend("committing the schema"))
+}
+
 /// Creates and exclusively locks `<db>.writers/<new id>.lock`. The file is locked under a
 /// temporary name and then renamed, so recovery never sees a writer's lock file unlocked.
 fn register_writer(db_path: &Path) -> Result<WriterLock, StoreError> {
@@ -432,8 +442,18 @@ fn register_writer(db_path: &Path) -> Result<WriterLock, StoreError> {
     })
 }
 
-/// Removes a lock file nobody holds (a writer that died between creating and renaming it).
-fn remove_if_unlocked(path: &Path) {
+/// Removes a staging lock file left by a writer that died between creating and renaming it.
+/// Only files older than [`STALE_STAGING`] are touched: a younger one may belong to a writer that
+/// is registering right now and has not taken its lock yet.
+fn remove_stale_staging(path: &Path) {
+    let stale = std::fs::metadata(path)
+        .and_then(|metadata| metadata.modified())
+        .ok()
+        .and_then(|modified| modified.elapsed().ok())
+        .is_some_and(|age| age > STALE_STAGING);
+    if !stale {
+        return;
+    }
     if let Ok(file) = OpenOptions::new().write(true).open(path)
         && file.try_lock().is_ok()
     {

@@ -137,3 +137,26 @@ fn a_small_queue_applies_backpressure_and_loses_nothing() {
     let store = SqliteStore::open(store_path(dir.path())).unwrap();
     assert_eq!(store.events(run_id).unwrap().len(), 1000);
 }
+
+#[test]
+fn stores_from_a_newer_schema_are_refused_and_missing_stores_are_not_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(dir.path());
+    assert!(matches!(
+        SqliteStore::open_existing(&path),
+        Err(StoreError::Missing(_))
+    ));
+    assert!(!path.exists());
+    drop(SqliteStore::open(&path).unwrap());
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .pragma_update(None, "user_version", 99)
+        .unwrap();
+    assert!(matches!(
+        SqliteStore::open_existing(&path),
+        Err(StoreError::UnsupportedSchema {
+            found: 99,
+            supported: 1
+        })
+    ));
+}
