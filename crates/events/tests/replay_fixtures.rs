@@ -62,6 +62,32 @@ fn replay_scenario(name: &str) -> Replayed {
     }
 }
 
+fn tool_calls(r: &Replayed) -> Vec<&switchyard_events::event::ToolCall> {
+    r.events
+        .iter()
+        .filter_map(|e| {
+            if let Event::ToolCall(c) = e {
+                Some(c)
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+fn tool_results(r: &Replayed) -> Vec<&switchyard_events::event::ToolResult> {
+    r.events
+        .iter()
+        .filter_map(|e| {
+            if let Event::ToolResult(t) = e {
+                Some(t)
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
 fn kinds(events: &[Event]) -> Vec<&'static str> {
     events.iter().map(Event::kind).collect()
 }
@@ -135,31 +161,11 @@ fn text_answer() {
 fn tool_ok() {
     let r = replay_scenario("tool_ok");
     assert_eq!(r.outcome.status, OutcomeStatus::Succeeded);
-    let call = r
-        .events
-        .iter()
-        .find_map(|e| {
-            if let Event::ToolCall(c) = e {
-                Some(c)
-            } else {
-                None
-            }
-        })
-        .unwrap();
+    let call = tool_calls(&r)[0];
     assert_eq!(call.tool_name, "list_directory");
     assert_eq!(call.category, ToolCategory::FileRead);
     assert_eq!(call.turn, 0);
-    let result = r
-        .events
-        .iter()
-        .find_map(|e| {
-            if let Event::ToolResult(t) = e {
-                Some(t)
-            } else {
-                None
-            }
-        })
-        .unwrap();
+    let result = tool_results(&r)[0];
     assert_eq!(result.call_id, call.call_id);
     assert_eq!(result.status, ToolStatus::Success);
     assert_eq!(final_text(&r).as_deref(), Some("Done. All good."));
@@ -173,17 +179,7 @@ fn tool_ok() {
 fn tool_failure_is_not_fatal() {
     let r = replay_scenario("tool_fail");
     assert_eq!(r.outcome.status, OutcomeStatus::Succeeded);
-    let result = r
-        .events
-        .iter()
-        .find_map(|e| {
-            if let Event::ToolResult(t) = e {
-                Some(t)
-            } else {
-                None
-            }
-        })
-        .unwrap();
+    let result = tool_results(&r)[0];
     assert_eq!(result.status, ToolStatus::Error);
     assert_eq!(result.error.as_ref().unwrap().kind, "invalid_tool_params");
 }
@@ -191,30 +187,10 @@ fn tool_failure_is_not_fatal() {
 #[test]
 fn parallel_tools_keep_model_ids_and_pair_results() {
     let r = replay_scenario("tool_parallel");
-    let calls: Vec<_> = r
-        .events
-        .iter()
-        .filter_map(|e| {
-            if let Event::ToolCall(c) = e {
-                Some(c)
-            } else {
-                None
-            }
-        })
-        .collect();
+    let calls = tool_calls(&r);
     let ids: Vec<&str> = calls.iter().map(|c| c.model_call_id.as_str()).collect();
     assert_eq!(ids, ["call_A", "call_B"]);
-    let results: Vec<_> = r
-        .events
-        .iter()
-        .filter_map(|e| {
-            if let Event::ToolResult(t) = e {
-                Some(t)
-            } else {
-                None
-            }
-        })
-        .collect();
+    let results = tool_results(&r);
     assert_eq!(results.len(), 2);
     for (call, result) in calls.iter().zip(&results) {
         assert_eq!(result.call_id, call.call_id);

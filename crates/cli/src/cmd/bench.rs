@@ -90,10 +90,7 @@ async fn bench_run(args: RunBenchArgs) -> Result<u8> {
     let scratch = tempfile::tempdir()?;
     let ws = scratch.path().join("ws");
     std::fs::create_dir_all(&ws)?;
-    let node = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|d| d.join("node"))
-        .find(|p| p.is_file())
-        .context("node not on PATH")?;
+    let node = super::which("node").context("node not on PATH")?;
 
     let (mut direct, mut hosted) = (Vec::new(), Vec::new());
     // One warm-up of each (page cache, node compile cache), then interleave.

@@ -211,10 +211,7 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
     std::fs::create_dir_all(&ws)?;
     std::fs::write(ws.join("a.txt"), "alpha\n")?;
     let token = super::run::random_token();
-    let node = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|d| d.join("node"))
-        .find(|p| p.is_file())
-        .context("node not on PATH")?;
+    let node = super::which("node").context("node not on PATH")?;
     let model = s.model;
     let launch = prepare(&GeminiLaunchConfig {
         node,

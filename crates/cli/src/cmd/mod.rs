@@ -48,3 +48,12 @@ pub fn default_gemini_prefix() -> PathBuf {
         switchyard_backend::gemini::VERSION
     ))
 }
+
+/// The first `program` on `PATH`.
+pub fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+    })
+}

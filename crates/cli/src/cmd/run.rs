@@ -5,7 +5,7 @@
 //! endpoint directly) → prepare the isolated launch → drive the guest, printing canonical
 //! events → exit with a code per outcome class (see [`exit_code_for`]).
 
-use super::{EXIT_CONFIG, default_gemini_prefix};
+use super::{EXIT_CONFIG, default_gemini_prefix, which};
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
 use serde::Deserialize;
@@ -574,14 +574,6 @@ fn summarize(summary: &mut RunSummary, event: &Event) {
         Event::RunFinished(f) => summary.turns = f.turns,
         _ => {}
     }
-}
-
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(program))
-            .find(|p| p.is_file())
-    })
 }
 
 /// Prints events in the chosen output mode.
