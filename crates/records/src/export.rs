@@ -136,6 +136,8 @@ pub struct SftRejection {
 
 /// Builds and validates the SFT example of one exchange:
 /// `{"messages": <last attempt's request messages> + [<assembled upstream message>], "tools": ...}`.
+/// The assembled message is [`ExchangeRecord::upstream_message`], or, when the producer did not
+/// store one, [`assemble_chat_message`] of the last attempt's raw events.
 pub fn sft_example(exchange: &ExchangeRecord) -> Result<Value, SftInvalid> {
     if exchange.status != ExchangeStatus::Ok {
         return Err(SftInvalid::NotCompleted(exchange.status.as_str()));
@@ -151,10 +153,19 @@ pub fn sft_example(exchange: &ExchangeRecord) -> Result<Value, SftInvalid> {
         .filter(|messages| !messages.is_empty())
         .ok_or(SftInvalid::NoRequestMessages)?
         .clone();
-    let upstream = exchange
-        .upstream_message
-        .as_ref()
-        .ok_or(SftInvalid::NoUpstreamMessage)?;
+    let assembled;
+    let upstream = match &exchange.upstream_message {
+        Some(message) => message,
+        None => {
+            let attempt = exchange
+                .attempts
+                .last()
+                .ok_or(SftInvalid::NoUpstreamMessage)?;
+            assembled =
+                assemble_chat_message(&attempt.raw_events).ok_or(SftInvalid::NoUpstreamMessage)?;
+            &assembled
+        }
+    };
     messages.push(assistant_message(upstream)?);
     let mut example = Map::new();
     example.insert("messages".into(), Value::Array(messages));
@@ -164,6 +175,79 @@ pub fn sft_example(exchange: &ExchangeRecord) -> Result<Value, SftInvalid> {
     let example = Value::Object(example);
     validate_sft_example(&example)?;
     Ok(example)
+}
+
+/// Rebuilds the assistant message from an attempt's raw OpenAI Chat Completions events: either a
+/// non-streamed body (`choices[0].message`) or stream chunks (`choices[0].delta` content and
+/// tool-call fragments merged by `index`). `None` if any event is not JSON (except `[DONE]`) or
+/// nothing was produced: an unreadable stream never becomes a training target.
+pub fn assemble_chat_message(raw_events: &[String]) -> Option<Value> {
+    let mut content: Option<String> = None;
+    let mut calls: Vec<Map<String, Value>> = Vec::new();
+    for raw in raw_events {
+        if raw.trim() == "[DONE]" {
+            continue;
+        }
+        let event: Value = serde_json::from_str(raw).ok()?;
+        let Some(choice) = event.pointer("/choices/0") else {
+            continue; // usage-only chunk
+        };
+        if let Some(message) = choice.get("message") {
+            return Some(message.clone());
+        }
+        let Some(delta) = choice.get("delta") else {
+            continue;
+        };
+        if let Some(text) = delta.get("content").and_then(Value::as_str) {
+            content.get_or_insert_with(String::new).push_str(text);
+        }
+        for fragment in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let index = fragment
+                .get("index")
+                .and_then(Value::as_u64)
+                .map_or(calls.len().saturating_sub(1), |index| index as usize);
+            while calls.len() <= index {
+                calls.push(Map::from_iter([
+                    ("id".to_owned(), json!("")),
+                    ("type".to_owned(), json!("function")),
+                    ("function".to_owned(), json!({"name": "", "arguments": ""})),
+                ]));
+            }
+            let call = &mut calls[index];
+            if let Some(id) = fragment.get("id").and_then(Value::as_str) {
+                call.insert("id".into(), json!(id));
+            }
+            for field in ["name", "arguments"] {
+                if let Some(piece) = fragment
+                    .pointer(&format!("/function/{field}"))
+                    .and_then(Value::as_str)
+                    && let Some(Value::String(text)) = call
+                        .get_mut("function")
+                        .and_then(|function| function.get_mut(field))
+                {
+                    text.push_str(piece);
+                }
+            }
+        }
+    }
+    if content.is_none() && calls.is_empty() {
+        return None;
+    }
+    let mut message = Map::new();
+    message.insert("role".into(), json!("assistant"));
+    message.insert("content".into(), content.map_or(Value::Null, Value::String));
+    if !calls.is_empty() {
+        message.insert(
+            "tool_calls".into(),
+            Value::Array(calls.into_iter().map(Value::Object).collect()),
+        );
+    }
+    Some(Value::Object(message))
 }
 
 /// Keeps the fine-tuning fields of an assembled assistant message; tool-call arguments given as

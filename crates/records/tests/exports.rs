@@ -281,3 +281,42 @@ fn html_timeline_is_self_contained_and_escaped() {
         assert!(!outside_text.contains(external), "{external} in the page");
     }
 }
+
+#[test]
+fn sft_assembles_the_upstream_message_from_raw_stream_events_when_none_was_stored() {
+    use switchyard_records::export::assemble_chat_message;
+    let stream: Vec<String> = [
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Reading "}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":"it."}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_7","type":"function","function":{"name":"read_file","arguments":"{\"pa"}}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"th\":\"a.txt\"}"}}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":5}}"#,
+        "[DONE]",
+    ]
+    .map(String::from)
+    .to_vec();
+    let expected = json!({"role": "assistant", "content": "Reading it.", "tool_calls": [
+        {"id": "call_7", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a.txt\"}"}}
+    ]});
+    assert_eq!(assemble_chat_message(&stream), Some(expected.clone()));
+
+    let mut exchange = sample_exchange(new_record_id(), None, 1);
+    exchange.upstream_message = None;
+    exchange.attempts[0].raw_events = stream;
+    assert_eq!(sft_example(&exchange).unwrap()["messages"][4], expected);
+
+    // A non-streamed body is taken as is; unreadable events produce nothing.
+    let body = vec![
+        r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"}}]}"#.to_owned(),
+    ];
+    assert_eq!(
+        assemble_chat_message(&body),
+        Some(json!({"role": "assistant", "content": "hi"}))
+    );
+    exchange.attempts[0].raw_events = vec!["{not json".into()];
+    assert_eq!(
+        sft_example(&exchange).unwrap_err(),
+        SftInvalid::NoUpstreamMessage
+    );
+}
