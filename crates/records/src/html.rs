@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use crate::model::{EventRecord, ExchangeRecord};
-use crate::timeline::{RunView, TimelineEntry, outcome_label, seconds_between};
+use crate::timeline::{RunView, TimelineEntry, event_payload, outcome_label, seconds_between};
 
 const STYLE: &str = "
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:70em;color:#1d1d1f;background:#fafafa}
@@ -202,7 +202,7 @@ fn render_event(out: &mut String, at: &str, event: &EventRecord) {
             format!(
                 "<details><summary><span class=\"kind\">{}</span></summary><pre>{}</pre></details>",
                 escape(&event.kind),
-                escape(&pretty(body))
+                escape(&pretty(&event_payload(body)))
             ),
         ),
     };

@@ -163,7 +163,46 @@ pub fn describe_event(event: &EventRecord) -> String {
             )
         }
         "warning" | "error" => format!("{}: {}", event.kind, one_line(text("message"), 200)),
-        _ => format!("{}: {}", event.kind, one_line(&body.to_string(), 200)),
+        "session_started" => format!("session {} model {}", text("session_id"), text("model")),
+        "usage" => {
+            let count = |key: &str| body.get(key).and_then(Value::as_u64).unwrap_or(0);
+            format!(
+                "usage: tokens in {} (cached {}) out {}, {} tool calls",
+                count("input_tokens"),
+                count("cached_tokens"),
+                count("output_tokens"),
+                count("tool_calls")
+            )
+        }
+        "run_finished" => format!(
+            "run finished: {}{}",
+            text("status"),
+            body.get("error")
+                .map(|error| format!(" {}", one_line(&error.to_string(), 160)))
+                .unwrap_or_default()
+        ),
+        _ => format!(
+            "{}: {}",
+            event.kind,
+            one_line(&event_payload(body).to_string(), 200)
+        ),
+    }
+}
+
+/// The event without its envelope fields (`seq`, `at`, `guest_timestamp`, `type`), which the
+/// timeline already shows.
+pub fn event_payload(body: &Value) -> Value {
+    match body {
+        Value::Object(members) => Value::Object(
+            members
+                .iter()
+                .filter(|(name, _)| {
+                    !matches!(name.as_str(), "seq" | "at" | "guest_timestamp" | "type")
+                })
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 

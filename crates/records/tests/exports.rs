@@ -241,6 +241,26 @@ fn text_list_and_timeline_show_the_run() {
         !text.contains(&ids[2].to_string()),
         "unattributed exchanges are not part of the run"
     );
+
+    let mut view = view;
+    let mut finished = view.events[0].clone();
+    finished.seq = 9;
+    finished.kind = "run_finished".into();
+    finished.event = json!({"seq": 9, "at": "x", "type": "run_finished", "status": "failed", "error": {"kind": "turn_limit"}});
+    let mut custom = finished.clone();
+    custom.seq = 10;
+    custom.kind = "something_new".into();
+    custom.event = json!({"seq": 10, "at": "x", "type": "something_new", "detail": 1});
+    view.events.extend([finished, custom]);
+    let text = render_timeline(&view);
+    assert!(
+        text.contains(r#"#9    run finished: failed {"kind":"turn_limit"}"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"#10   something_new: {"detail":1}"#),
+        "{text}"
+    );
 }
 
 #[test]
