@@ -215,6 +215,17 @@ struct Target {
     body: Bytes,
 }
 
+fn describe(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
 fn percentiles(mut samples: Vec<Duration>) -> Percentiles {
     samples.sort();
     let at = |q: f64| {
@@ -236,7 +247,7 @@ async fn send_and_drain(client: &reqwest::Client, target: &Target) -> Result<usi
         .body(target.body.clone())
         .send()
         .await
-        .map_err(|e| BenchError::Request(e.to_string()))?;
+        .map_err(|e| BenchError::Request(describe(&e)))?;
     if !response.status().is_success() {
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
@@ -311,7 +322,7 @@ async fn rss_with_open_streams(
                 .body(target.body.clone())
                 .send()
                 .await
-                .map_err(|e| BenchError::Request(e.to_string()))?;
+                .map_err(|e| BenchError::Request(format!("open stream: {}", describe(&e))))?;
             let mut stream = response.bytes_stream();
             let mut signalled = false;
             while let Some(chunk) = stream.next().await {
@@ -355,7 +366,7 @@ async fn forward_delay(
             .body(target.body.clone())
             .send()
             .await
-            .map_err(|e| BenchError::Request(e.to_string()))?;
+            .map_err(|e| BenchError::Request(format!("forward: {}", describe(&e))))?;
         let mut stream = response.bytes_stream();
         let mut seen = Vec::new();
         let mut released: Option<Instant> = None;

@@ -28,6 +28,7 @@ use crate::retry::RetryBudget;
 use crate::routing::Route;
 use crate::server::{AppState, error_response, google_error_response, sse_body};
 use crate::trace::Trace;
+use crate::translation::{ChatBody, TranslationFailure};
 use crate::upstream::UpstreamError;
 
 /// Largest non-streamed upstream body read.
@@ -81,16 +82,17 @@ fn upstream_failure_body(
 /// Send the upstream request until a 2xx head arrives or the budget says stop.
 async fn connect(
     state: &AppState,
-    chat_body: &Bytes,
+    chat_body: &ChatBody,
     budget: &mut RetryBudget,
     trace: &mut Trace,
 ) -> Result<reqwest::Response, (UpstreamError, u32)> {
     let mut attempts = 0;
     loop {
         attempts += 1;
-        trace.attempt_started(chat_body);
+        let bytes = chat_body.to_bytes();
+        trace.attempt_started(&bytes);
         let result = tokio::select! {
-            r = state.upstream.send(chat_body.clone()) => r,
+            r = state.upstream.send(bytes) => r,
             _ = state.cancel.cancelled() => Err(UpstreamError::Connect("gateway shutting down".into())),
         };
         match result {
@@ -123,7 +125,7 @@ async fn connect(
 
 /// Route, ledger check and translation shared by both generate methods.
 struct Prepared {
-    chat_body: Bytes,
+    chat_body: ChatBody,
     response_config: ResponseConfig,
 }
 
@@ -148,43 +150,46 @@ fn prepare(
         }
     };
     trace.route(state.upstream.url(), &upstream_model);
-    let request = switchyard_translate::parse_request(body)
-        .map_err(|e| Box::new(google_error_response(&e.to_google_error())))?;
+    let options = TranslateOptions::new(upstream_model.clone(), stream);
+    let translated = state
+        .translator
+        .translate(body, &options)
+        .map_err(|failure| {
+            Box::new(match failure {
+                TranslationFailure::Guest(e) => google_error_response(&e.to_google_error()),
+                TranslationFailure::Serialize(e) => error_response(500, &e.to_string()),
+            })
+        })?;
     {
         let mut sessions = state.sessions.lock().expect("session ledgers");
         let ledger = sessions.entry(ctx.session.clone()).or_insert_with(|| {
             // First request of a session: its history (a resumed session) is accepted as is.
             let mut ledger = CallLedger::new();
-            ledger.adopt_history(&request);
+            ledger.adopt_history(&translated.request);
             ledger
         });
-        if let Err(e) = ledger.check_request(&request) {
+        if let Err(e) = ledger.check_request(&translated.request) {
             return Err(Box::new(error_response(400, &e.to_string())));
         }
     }
-    let options = TranslateOptions::new(upstream_model.clone(), stream);
-    let translated = switchyard_translate::translate_request(&request, &options)
-        .map_err(|e| Box::new(google_error_response(&e.to_google_error())))?;
     if trace.enabled() {
         let report = translated.report.clone();
+        let cache_hit = translated.cache_hit;
         trace.note(|| {
             format!(
-                "translation: {}",
+                "translation (system prompt + tools from cache: {cache_hit}): {}",
                 serde_json::to_string(&report).unwrap_or_default()
             )
         });
     }
-    let chat_body = Bytes::from(
-        serde_json::to_vec(&translated.chat)
-            .map_err(|e| Box::new(error_response(500, &e.to_string())))?,
-    );
+    let chat_body = translated.body;
     let response_config = ResponseConfig {
         model_version: upstream_model.clone(),
         response_id: uuid::Uuid::now_v7().simple().to_string(),
         synthetic_id_prefix: format!("call_{}", uuid::Uuid::now_v7().simple()),
         json_response: translated.json_response,
         forward_reasoning: false,
-        prompt_token_estimate: Some(switchyard_translate::estimate_request_tokens(&request)),
+        prompt_token_estimate: Some(translated.prompt_token_estimate),
         already_forwarded_text: None,
     };
     Ok(Prepared {

@@ -61,6 +61,7 @@ pub mod retry;
 pub mod routing;
 pub mod server;
 mod trace;
+pub mod translation;
 pub mod upstream;
 
 pub use config::{

@@ -20,6 +20,7 @@ use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use axum::serve::ListenerExt;
 use switchyard_records::Recorder;
 use switchyard_translate::CallLedger;
 use switchyard_translate::google::GoogleErrorBody;
@@ -31,6 +32,7 @@ use crate::auth::ingress_allowed;
 use crate::config::{ConfigError, GatewayConfig};
 use crate::exchange;
 use crate::routing::ModelRouter;
+use crate::translation::RequestTranslator;
 use crate::upstream::UpstreamClient;
 
 /// Largest guest request body accepted (history with images can be large).
@@ -80,6 +82,7 @@ pub(crate) struct AppState {
     pub config: GatewayConfig,
     pub router: ModelRouter,
     pub upstream: UpstreamClient,
+    pub translator: RequestTranslator,
     pub recorder: Recorder,
     pub run_id: Option<Uuid>,
     /// Call-id ledgers by session id.
@@ -148,6 +151,7 @@ impl Gateway {
             ),
             config,
             upstream,
+            translator: RequestTranslator::new(),
             recorder: recorder.clone(),
             run_id: deps.run_id,
             sessions: Mutex::new(HashMap::new()),
@@ -160,6 +164,13 @@ impl Gateway {
             .layer(DefaultBodyLimit::max(MAX_GUEST_BODY))
             .with_state(state.clone());
         let stop = cancel.clone();
+        // Frames must leave at once: without TCP_NODELAY a small SSE write waits for the
+        // delayed ACK of the previous one (~40 ms).
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+            }
+        });
         let server = tokio::spawn(async move {
             axum::serve(listener, app)
                 .with_graceful_shutdown(async move { stop.cancelled().await })
