@@ -666,3 +666,162 @@ impl Printer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_events::{GuestExit, RunError};
+
+    fn write_config(dir: &Path, text: &str) -> PathBuf {
+        let path = dir.join("run.toml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn config_file_fills_in_and_flags_win() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().display().to_string();
+        let config = write_config(
+            dir.path(),
+            &format!(
+                "workdir = \"{ws}\"\nprompt = \"from file\"\nupstream_url = \"http://127.0.0.1:8000/v1\"\n\
+                 upstream_model = \"file-model\"\nmax_turns = 3\noutput = \"jsonl\"\napproval_mode = \"yolo\"\n"
+            ),
+        );
+        let args = RunArgs {
+            config: Some(config),
+            prompt: Some("from flag".into()),
+            ..Default::default()
+        };
+        let r = args.resolve().unwrap();
+        assert_eq!(r.prompt, "from flag");
+        assert_eq!(r.max_turns, Some(3));
+        assert_eq!(r.output, OutputMode::Jsonl);
+        assert_eq!(r.approval_mode, ApprovalMode::Yolo);
+        let Target::Gateway {
+            upstream_model,
+            key_env,
+            ..
+        } = r.target
+        else {
+            panic!("gateway target")
+        };
+        assert_eq!(upstream_model, "file-model");
+        assert_eq!(key_env, DEFAULT_KEY_ENV);
+    }
+
+    #[test]
+    fn unknown_config_keys_such_as_a_literal_key_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = write_config(dir.path(), "upstream_key = \"sk-should-not-be-here\"\n");
+        let err = RunArgs {
+            config: Some(bad),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("upstream_key"), "{err:#}");
+    }
+
+    #[test]
+    fn missing_or_bad_settings_are_clear_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = || RunArgs {
+            workdir: Some(dir.path().to_path_buf()),
+            prompt: Some("p".into()),
+            upstream_url: Some("http://127.0.0.1:1/v1".into()),
+            upstream_model: Some("m".into()),
+            ..Default::default()
+        };
+        assert!(base().resolve().is_ok());
+        let e = RunArgs {
+            workdir: None,
+            ..base()
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(e.to_string().contains("--workdir"));
+        let e = RunArgs {
+            upstream_url: Some("ftp://x".into()),
+            ..base()
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(e.to_string().contains("not an http(s) URL"));
+        let e = RunArgs {
+            upstream_key_env: Some("sk-123 456".into()),
+            ..base()
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(e.to_string().contains("must name an environment variable"));
+        let e = RunArgs {
+            guest_base_url: Some("http://10.0.0.1:80".into()),
+            ..base()
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(e.to_string().contains("loopback"));
+        let e = RunArgs {
+            prompt: Some("  ".into()),
+            ..base()
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(e.to_string().contains("empty"));
+    }
+
+    #[test]
+    fn every_outcome_class_has_its_exit_code() {
+        let failed = |kind| RunOutcome {
+            status: OutcomeStatus::Failed,
+            error: Some(RunError::new(kind, "m")),
+            exit: GuestExit::default(),
+        };
+        assert_eq!(
+            exit_code_for(&RunOutcome {
+                status: OutcomeStatus::Succeeded,
+                error: None,
+                exit: GuestExit::default()
+            }),
+            0
+        );
+        assert_eq!(
+            exit_code_for(&failed(ErrorKind::ModelOutput)),
+            EXIT_GUEST_FAILED
+        );
+        assert_eq!(
+            exit_code_for(&failed(ErrorKind::Api {
+                http_status: Some(429)
+            })),
+            EXIT_UPSTREAM
+        );
+        assert_eq!(
+            exit_code_for(&failed(ErrorKind::TurnLimit)),
+            EXIT_TURN_LIMIT
+        );
+        assert_eq!(exit_code_for(&failed(ErrorKind::Auth)), EXIT_GUEST_SETUP);
+        assert_eq!(
+            exit_code_for(&failed(ErrorKind::Crashed { signal: 9 })),
+            EXIT_INCOMPLETE
+        );
+        let with_status = |status| RunOutcome {
+            status,
+            error: None,
+            exit: GuestExit::default(),
+        };
+        assert_eq!(
+            exit_code_for(&with_status(OutcomeStatus::Cancelled)),
+            EXIT_CANCELLED
+        );
+        assert_eq!(
+            exit_code_for(&with_status(OutcomeStatus::TimedOut)),
+            EXIT_TIMEOUT
+        );
+        assert_eq!(
+            exit_code_for(&with_status(OutcomeStatus::Incomplete)),
+            EXIT_INCOMPLETE
+        );
+    }
+}
