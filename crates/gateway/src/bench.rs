@@ -10,7 +10,8 @@
 //! Measured:
 //! * latency p50/p99 at concurrency 1, non-streaming and streaming (whole response read);
 //! * requests/s at concurrency 16, non-streaming and streaming;
-//! * resident memory (process VmRSS) with N concurrent open streams (default 1,000);
+//! * resident memory (process VmRSS) with N concurrent open streams (default 1,000), with the
+//!   47 KB request and with a tiny one;
 //! * forwarding delay of one streamed text chunk: the client releases a held upstream chunk and
 //!   times until it arrives.
 //!
@@ -107,6 +108,9 @@ pub struct BenchReport {
     pub streams: usize,
     pub rss_idle_kib: u64,
     pub rss_streams_kib: Pair<u64>,
+    /// The same with a ~100-byte request (the gateway's own per-stream cost, without the
+    /// per-connection HTTP buffers a 47 KB body makes hyper keep).
+    pub rss_small_streams_kib: Pair<u64>,
     pub forward_delay: Pair<Percentiles>,
 }
 
@@ -186,6 +190,17 @@ impl std::fmt::Display for BenchReport {
             self.rss_streams_kib.gateway as f64 / 1024.0,
             self.rss_streams_kib.gateway as f64 / (self.rss_streams_kib.direct as f64).max(1.0),
             (self.rss_streams_kib.gateway as f64 - self.rss_streams_kib.direct as f64) / 1024.0
+        )?;
+        writeln!(
+            f,
+            "{:<34} {:>12.1} {:>12.1} {:>10.2} {:>12.1}",
+            format!("RSS MiB, {} streams, tiny request", self.streams),
+            self.rss_small_streams_kib.direct as f64 / 1024.0,
+            self.rss_small_streams_kib.gateway as f64 / 1024.0,
+            self.rss_small_streams_kib.gateway as f64
+                / (self.rss_small_streams_kib.direct as f64).max(1.0),
+            (self.rss_small_streams_kib.gateway as f64 - self.rss_small_streams_kib.direct as f64)
+                / 1024.0
         )?;
         writeln!(
             f,
@@ -311,43 +326,63 @@ async fn rss_with_open_streams(
     n: usize,
     release: &tokio::sync::watch::Sender<bool>,
 ) -> Result<u64, BenchError> {
-    let (first_tx, mut first_rx) = tokio::sync::mpsc::channel::<()>(n.max(1));
+    // Every task reports once: Ok at its first chunk, or the error that stopped it before that.
+    let (first_tx, mut first_rx) = tokio::sync::mpsc::channel::<Result<(), BenchError>>(n.max(1));
     let mut tasks = Vec::with_capacity(n);
     for _ in 0..n {
         let (client, target, first_tx) = (client.clone(), target.clone(), first_tx.clone());
         tasks.push(tokio::spawn(async move {
-            let response = client
-                .post(&target.url)
-                .header("content-type", "application/json")
-                .body(target.body.clone())
-                .send()
-                .await
-                .map_err(|e| BenchError::Request(format!("open stream: {}", describe(&e))))?;
-            let mut stream = response.bytes_stream();
-            let mut signalled = false;
-            while let Some(chunk) = stream.next().await {
-                chunk.map_err(|e| BenchError::Request(e.to_string()))?;
-                if !signalled {
-                    signalled = true;
-                    let _ = first_tx.send(()).await;
+            let result = async {
+                let response = client
+                    .post(&target.url)
+                    .header("content-type", "application/json")
+                    .body(target.body.clone())
+                    .send()
+                    .await
+                    .map_err(|e| BenchError::Request(format!("open stream: {}", describe(&e))))?;
+                let mut stream = response.bytes_stream();
+                let mut signalled = false;
+                while let Some(chunk) = stream.next().await {
+                    chunk.map_err(|e| BenchError::Request(format!("stream: {}", describe(&e))))?;
+                    if !signalled {
+                        signalled = true;
+                        let _ = first_tx.send(Ok(())).await;
+                    }
                 }
+                if !signalled {
+                    return Err(BenchError::Request("stream ended without data".into()));
+                }
+                Ok::<_, BenchError>(())
             }
-            Ok::<_, BenchError>(())
+            .await;
+            if let Err(e) = &result {
+                let _ = first_tx.send(Err(BenchError::Request(e.to_string()))).await;
+            }
+            result
         }));
     }
     drop(first_tx);
+    let mut failure = None;
     for _ in 0..n {
-        if first_rx.recv().await.is_none() {
-            break;
+        match first_rx.recv().await {
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
+                failure = Some(e);
+                break;
+            }
+            None => break,
         }
     }
     let rss = rss_kib();
     release.send_replace(true);
     for t in tasks {
-        t.await.map_err(|e| BenchError::Request(e.to_string()))??;
+        let _ = t.await;
     }
     release.send_replace(false);
-    Ok(rss)
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(rss),
+    }
 }
 
 /// Time from releasing a held upstream chunk until the client has it.
@@ -489,6 +524,7 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         streams: options.streams,
         ..BenchReport::default()
     };
+    eprintln!("bench: latency...");
     report.latency_unary = Pair {
         direct: latency(&client, &unary_direct, &options).await?,
         gateway: latency(&client, &unary_via, &options).await?,
@@ -497,6 +533,7 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         direct: latency(&client, &stream_direct, &options).await?,
         gateway: latency(&client, &stream_via, &options).await?,
     };
+    eprintln!("bench: throughput...");
     report.rps_unary = Pair {
         direct: throughput(&client, &unary_direct, &options).await?,
         gateway: throughput(&client, &unary_via, &options).await?,
@@ -509,6 +546,7 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         handle.shutdown().await?;
     }
 
+    eprintln!("bench: chunk forwarding...");
     // Chunk forwarding delay: the upstream holds "b" until the client opens the gate.
     let gate = Gate::new();
     let forward_upstream = ChatUpstream::start(quiet(held_stream_reply(Some(&gate))))
@@ -546,6 +584,7 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
     };
     forward_gateway.shutdown().await?;
 
+    eprintln!("bench: memory...");
     // Memory with N open streams: each upstream stream holds its second chunk until released.
     let (release, released) = tokio::sync::watch::channel(false);
     let hold = Reply::Dynamic(Arc::new(move |_req| {
@@ -574,6 +613,35 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         body: google,
     };
     report.rss_idle_kib = rss_kib();
+    // Tiny requests first, so their figures are not inflated by memory the big phase leaves in
+    // the allocator.
+    let tiny_google =
+        Bytes::from_static(br#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#);
+    let tiny_chat = Bytes::from_static(
+        br#"{"model":"bench-model","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}"#,
+    );
+    report.rss_small_streams_kib = Pair {
+        direct: rss_with_open_streams(
+            &client,
+            &Target {
+                url: mem_direct.url.clone(),
+                body: tiny_chat,
+            },
+            options.streams,
+            &release,
+        )
+        .await?,
+        gateway: rss_with_open_streams(
+            &client,
+            &Target {
+                url: mem_via.url.clone(),
+                body: tiny_google,
+            },
+            options.streams,
+            &release,
+        )
+        .await?,
+    };
     report.rss_streams_kib = Pair {
         direct: rss_with_open_streams(&client, &mem_direct, options.streams, &release).await?,
         gateway: rss_with_open_streams(&client, &mem_via, options.streams, &release).await?,

@@ -56,7 +56,7 @@ pub enum GatewayError {
         source: std::io::Error,
     },
     #[error("cannot build the upstream HTTP client: {0}")]
-    Client(#[from] reqwest::Error),
+    Client(#[from] crate::upstream::ClientError),
     #[error("cannot open records in {dir}: {source}")]
     Records {
         dir: String,
@@ -131,12 +131,10 @@ impl Gateway {
             recorder.add_secret(secret.clone());
         }
         let upstream = UpstreamClient::new(&config, upstream_key)?;
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
-            .map_err(|source| GatewayError::Bind {
-                addr: config.listen,
-                source,
-            })?;
+        let listener = bind(config.listen).map_err(|source| GatewayError::Bind {
+            addr: config.listen,
+            source,
+        })?;
         let local_addr = listener.local_addr().map_err(|source| GatewayError::Bind {
             addr: config.listen,
             source,
@@ -189,6 +187,21 @@ impl Gateway {
         })
     }
 }
+
+/// Listen with a deep accept queue: a guest host may open many streams at once.
+fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
+/// Accept queue length requested from the kernel (capped by `net.core.somaxconn`).
+const LISTEN_BACKLOG: u32 = 4096;
 
 /// A running gateway.
 pub struct GatewayHandle {

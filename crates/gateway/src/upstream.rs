@@ -79,6 +79,20 @@ impl UpstreamError {
     }
 }
 
+/// The upstream URL does not parse.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid upstream URL: {0}")]
+pub struct UpstreamUrlError(String);
+
+/// Why the upstream client cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(transparent)]
+    Http(#[from] reqwest::Error),
+    #[error(transparent)]
+    Url(#[from] UpstreamUrlError),
+}
+
 /// A body chunk stream with the idle timeout applied.
 pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, UpstreamError>> + Send>>;
 
@@ -87,6 +101,8 @@ pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, UpstreamError>> + 
 pub struct UpstreamClient {
     http: reqwest::Client,
     url: String,
+    /// `url`, parsed once (not on every request).
+    parsed_url: reqwest::Url,
     bearer: Option<String>,
     first_byte: Duration,
     idle: Duration,
@@ -108,16 +124,19 @@ pub fn install_tls_provider() {
 
 impl UpstreamClient {
     /// Build the client; the key is read by the caller from the configured env var.
-    pub fn new(config: &GatewayConfig, api_key: Option<String>) -> Result<Self, reqwest::Error> {
+    pub fn new(config: &GatewayConfig, api_key: Option<String>) -> Result<Self, ClientError> {
         install_tls_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(config.timeouts.connect())
             .tcp_nodelay(true)
             .pool_idle_timeout(Duration::from_secs(60))
             .build()?;
+        let url = config.chat_completions_url();
+        let parsed_url = reqwest::Url::parse(&url).map_err(|e| UpstreamUrlError(e.to_string()))?;
         Ok(Self {
             http,
-            url: config.chat_completions_url(),
+            parsed_url,
+            url,
             bearer: api_key
                 .filter(|k| !k.is_empty())
                 .map(|k| format!("Bearer {k}")),
@@ -134,7 +153,7 @@ impl UpstreamClient {
     pub async fn send(&self, body: Bytes) -> Result<reqwest::Response, UpstreamError> {
         let mut request = self
             .http
-            .post(&self.url)
+            .post(self.parsed_url.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body);
         if let Some(bearer) = &self.bearer {

@@ -29,6 +29,7 @@ async fn bench_runs_every_series() {
     assert!(report.rps_unary.direct > 0.0 && report.rps_unary.gateway > 0.0);
     assert!(report.rps_stream.direct > 0.0 && report.rps_stream.gateway > 0.0);
     assert!(report.rss_streams_kib.direct > 0 && report.rss_streams_kib.gateway > 0);
+    assert!(report.rss_small_streams_kib.gateway > 0);
     let text = report.to_string();
     assert!(text.contains("req/s unary c=4"), "{text}");
 }

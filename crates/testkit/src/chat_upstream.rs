@@ -565,7 +565,10 @@ impl ChatUpstream {
             hangs_cancelled: AtomicUsize::new(0),
             hang_cancelled: Notify::new(),
         });
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        // A deep accept queue: benchmarks open a thousand streams at once.
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+        let listener = socket.listen(4096)?;
         let addr = listener.local_addr()?;
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
