@@ -46,6 +46,12 @@
 //! Timeouts (`[timeouts]`): `connect_ms` 5 s, `first_byte_ms` (request sent → response head)
 //! 120 s, `idle_ms` (silence between body chunks) 120 s, `shutdown_ms` 3 s.
 //!
+//! ## Translation cache
+//! Gemini CLI repeats the same ~45 KB system prompt and tool declarations on every request.
+//! [`translation::RequestTranslator`] translates them once per (system prompt, tools, upstream
+//! model) and splices the cached bytes into later requests; each cache entry is only used after
+//! the splice reproduced the full translation byte for byte (see the module docs).
+//!
 //! ## Streaming output
 //! Each translated chunk is written as one single-line `data: <json>\r\n\r\n` frame as soon as
 //! it is produced. Text deltas are forwarded immediately; function calls only complete, on the
