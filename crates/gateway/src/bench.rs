@@ -13,7 +13,13 @@
 //! * resident memory (process VmRSS) with N concurrent open streams (default 1,000), with the
 //!   47 KB request and with a tiny one;
 //! * forwarding delay of one streamed text chunk: the client releases a held upstream chunk and
-//!   times until it arrives.
+//!   times until it arrives;
+//! * records off vs on: the latency and throughput series are also run through a second gateway
+//!   pair that records every exchange into a real SQLite store (`Recorder::open_dir` on a
+//!   temporary directory, with the upstream key registered for redaction), right after the
+//!   records-off series, and reported side by side with ratios. With a zero-delay upstream the
+//!   records-on throughput is bounded by the recorder's single writer thread (redaction,
+//!   serialization and storage of ~100 KB of JSON per exchange), not by the request path.
 //!
 //! Build with `--release` for meaningful numbers. Memory is the whole process (client, upstream
 //! and gateway); the gateway's share is the difference to the direct phase, which runs first (a
@@ -31,7 +37,9 @@ use switchyard_testkit::chat_upstream::{
 };
 use switchyard_translate::TranslateOptions;
 
-use crate::{Gateway, GatewayConfig, GatewayHandle};
+use switchyard_records::{Recorder, Redactor};
+
+use crate::{Gateway, GatewayConfig, GatewayDeps, GatewayHandle};
 
 /// The first request Gemini CLI 0.61.0 sent in a captured run (see `benches/data/README.md`).
 pub const GEMINI_CLI_FIRST_REQUEST: &[u8] =
@@ -80,6 +88,8 @@ pub enum BenchError {
     Translate(String),
     #[error("request failed during the benchmark: {0}")]
     Request(String),
+    #[error("cannot create the records directory: {0}")]
+    Records(std::io::Error),
 }
 
 /// p50/p99 of a latency series.
@@ -94,6 +104,26 @@ pub struct Percentiles {
 pub struct Pair<T> {
     pub direct: T,
     pub gateway: T,
+}
+
+/// One figure measured through a gateway with records off and through one with records on.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OffOn<T> {
+    pub off: T,
+    pub on: T,
+}
+
+/// Records off vs on: two gateways on the same upstream, one with a real SQLite recorder.
+#[derive(Debug, Clone, Default)]
+pub struct RecordsReport {
+    pub latency_unary: OffOn<Percentiles>,
+    pub latency_stream: OffOn<Percentiles>,
+    pub rps_unary: OffOn<f64>,
+    pub rps_stream: OffOn<f64>,
+    /// Record ops the records-on gateway's writer committed (proves it recorded).
+    pub written_ops: u64,
+    /// Record ops that failed to persist (should be 0).
+    pub failed_ops: u64,
 }
 
 /// Everything `bench` measured.
@@ -112,6 +142,8 @@ pub struct BenchReport {
     /// per-connection HTTP buffers a 47 KB body makes hyper keep).
     pub rss_small_streams_kib: Pair<u64>,
     pub forward_delay: Pair<Percentiles>,
+    /// Records off vs on (same run).
+    pub records: RecordsReport,
 }
 
 fn micros(d: Duration) -> f64 {
@@ -206,6 +238,69 @@ impl std::fmt::Display for BenchReport {
             f,
             "(process RSS before the stream phases: {:.1} MiB; 'added' = gateway - direct)",
             self.rss_idle_kib as f64 / 1024.0
+        )?;
+        write!(f, "{}", RecordsTable(self))
+    }
+}
+
+/// The records off/on table of a [`BenchReport`].
+struct RecordsTable<'a>(&'a BenchReport);
+
+impl std::fmt::Display for RecordsTable<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = &self.0.records;
+        writeln!(
+            f,
+            "records off vs on (gateway with a SQLite recorder, redaction on; target: req/s ratio >= 0.90, p99 added <= 500 us)"
+        )?;
+        writeln!(
+            f,
+            "{:<34} {:>12} {:>12} {:>10} {:>12}",
+            "figure", "records off", "records on", "ratio", "added"
+        )?;
+        for (name, pair) in [
+            ("latency unary (us)", &r.latency_unary),
+            ("latency stream (us)", &r.latency_stream),
+        ] {
+            for (q, off, on) in [
+                ("p50", pair.off.p50, pair.on.p50),
+                ("p99", pair.off.p99, pair.on.p99),
+            ] {
+                writeln!(
+                    f,
+                    "{:<34} {:>12.1} {:>12.1} {:>10.2} {:>12.1}",
+                    format!("{name} {q}"),
+                    micros(off),
+                    micros(on),
+                    micros(on) / micros(off).max(1e-9),
+                    micros(on) - micros(off)
+                )?;
+            }
+        }
+        for (name, pair) in [
+            (
+                format!("req/s unary c={}", self.0.concurrency),
+                &r.rps_unary,
+            ),
+            (
+                format!("req/s stream c={}", self.0.concurrency),
+                &r.rps_stream,
+            ),
+        ] {
+            writeln!(
+                f,
+                "{:<34} {:>12.0} {:>12.0} {:>10.2} {:>12}",
+                name,
+                pair.off,
+                pair.on,
+                pair.on / pair.off.max(1e-9),
+                ""
+            )?;
+        }
+        writeln!(
+            f,
+            "(records written: {} ops, failed: {})",
+            r.written_ops, r.failed_ops
         )
     }
 }
@@ -443,10 +538,27 @@ fn chat_body(stream: bool) -> Result<Bytes, BenchError> {
 }
 
 async fn gateway_for(upstream: &ChatUpstream) -> Result<GatewayHandle, BenchError> {
+    gateway_with(upstream, None).await
+}
+
+/// A gateway on `upstream`, recording to `recorder` when given. Both variants send the same
+/// (fake) upstream key, so the recorder has a real secret to redact.
+async fn gateway_with(
+    upstream: &ChatUpstream,
+    recorder: Option<Recorder>,
+) -> Result<GatewayHandle, BenchError> {
     let mut config = GatewayConfig::new(upstream.base_url(), BENCH_MODEL);
     config.upstream_key_env = "SWITCHYARD_BENCH_NO_KEY".into();
-    Ok(Gateway::start(config).await?)
+    let deps = GatewayDeps {
+        recorder: Some(recorder.unwrap_or_else(Recorder::disabled)),
+        upstream_key: Some(BENCH_UPSTREAM_KEY.into()),
+        run_id: None,
+    };
+    Ok(Gateway::start_with(config, deps).await?)
 }
+
+/// Upstream key the bench gateways send (a fake; the records-on gateway redacts it).
+const BENCH_UPSTREAM_KEY: &str = "sk-switchyard-bench-0123456789abcdef";
 
 fn text_stream_reply() -> Reply {
     Reply::Stream(StreamReply::new(vec![
@@ -494,6 +606,12 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         .map_err(BenchError::Upstream)?;
     let unary_gateway = gateway_for(&unary_upstream).await?;
     let stream_gateway = gateway_for(&stream_upstream).await?;
+    // Records on: a real SQLite store in a temporary directory, shared by both gateways.
+    let records_dir = tempfile::tempdir().map_err(BenchError::Records)?;
+    let recorder = Recorder::open_dir(records_dir.path(), Redactor::default())
+        .map_err(|e| BenchError::Request(format!("cannot open bench records: {e}")))?;
+    let unary_recorded = gateway_with(&unary_upstream, Some(recorder.clone())).await?;
+    let stream_recorded = gateway_with(&stream_upstream, Some(recorder.clone())).await?;
     let google = Bytes::from_static(GEMINI_CLI_FIRST_REQUEST);
     let unary_direct = Target {
         url: format!("{}/chat/completions", unary_upstream.base_url()),
@@ -517,6 +635,20 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         ),
         body: google.clone(),
     };
+    let unary_recorded_via = Target {
+        url: format!(
+            "{}/v1beta/models/gemini-2.5-flash:generateContent",
+            unary_recorded.base_url()
+        ),
+        body: google.clone(),
+    };
+    let stream_recorded_via = Target {
+        url: format!(
+            "{}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            stream_recorded.base_url()
+        ),
+        body: google.clone(),
+    };
 
     let mut report = BenchReport {
         request_bytes: GEMINI_CLI_FIRST_REQUEST.len(),
@@ -524,27 +656,63 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         streams: options.streams,
         ..BenchReport::default()
     };
+    // Each figure: direct, gateway (records off), gateway (records on), back to back.
     eprintln!("bench: latency...");
     report.latency_unary = Pair {
         direct: latency(&client, &unary_direct, &options).await?,
         gateway: latency(&client, &unary_via, &options).await?,
     };
+    report.records.latency_unary = OffOn {
+        off: report.latency_unary.gateway,
+        on: latency(&client, &unary_recorded_via, &options).await?,
+    };
     report.latency_stream = Pair {
         direct: latency(&client, &stream_direct, &options).await?,
         gateway: latency(&client, &stream_via, &options).await?,
+    };
+    report.records.latency_stream = OffOn {
+        off: report.latency_stream.gateway,
+        on: latency(&client, &stream_recorded_via, &options).await?,
     };
     eprintln!("bench: throughput...");
     report.rps_unary = Pair {
         direct: throughput(&client, &unary_direct, &options).await?,
         gateway: throughput(&client, &unary_via, &options).await?,
     };
+    report.records.rps_unary = OffOn {
+        off: report.rps_unary.gateway,
+        on: throughput(&client, &unary_recorded_via, &options).await?,
+    };
     report.rps_stream = Pair {
         direct: throughput(&client, &stream_direct, &options).await?,
         gateway: throughput(&client, &stream_via, &options).await?,
     };
-    for handle in [unary_gateway, stream_gateway] {
+    report.records.rps_stream = OffOn {
+        off: report.rps_stream.gateway,
+        on: throughput(&client, &stream_recorded_via, &options).await?,
+    };
+    for handle in [
+        unary_gateway,
+        stream_gateway,
+        unary_recorded,
+        stream_recorded,
+    ] {
         handle.shutdown().await?;
     }
+    let flushed = tokio::task::spawn_blocking({
+        let recorder = recorder.clone();
+        move || recorder.flush()
+    })
+    .await
+    .map_err(|e| BenchError::Request(e.to_string()))?;
+    let stats = recorder.stats();
+    report.records.written_ops = stats.written_ops;
+    report.records.failed_ops = stats.failed_ops;
+    if let Err(e) = flushed {
+        eprintln!("bench: records flush reported: {e}");
+    }
+    drop(recorder);
+    drop(records_dir);
 
     eprintln!("bench: chunk forwarding...");
     // Chunk forwarding delay: the upstream holds "b" until the client opens the gate.

@@ -222,7 +222,7 @@ fn frame(chunk: &GenerateContentResponse) -> Bytes {
 pub(crate) async fn stream_generate(ctx: ExchangeContext, body: Bytes) -> Response {
     let state = ctx.state.clone();
     let mut trace = Trace::begin(
-        &state.recorder,
+        state.records.as_ref(),
         state.run_id,
         ingress::STREAM_GENERATE_CONTENT,
         &ctx.guest_model,
@@ -231,16 +231,20 @@ pub(crate) async fn stream_generate(ctx: ExchangeContext, body: Bytes) -> Respon
     let prepared = match prepare(&ctx, &body, true, &mut trace) {
         Ok(p) => p,
         Err(response) => {
-            trace.finish_error(&[], "guest_request", "request refused before translation");
+            trace
+                .finish_error(&[], "guest_request", "request refused before translation")
+                .await;
             return *response;
         }
     };
-    trace.write();
+    trace.write().await;
     let mut budget = RetryBudget::new(&state.config.retries);
     let response = match connect(&state, &prepared.chat_body, &mut budget, &mut trace).await {
         Ok(r) => r,
         Err((error, attempts)) => {
-            trace.finish_error(&[], error.kind(), &error.to_string());
+            trace
+                .finish_error(&[], error.kind(), &error.to_string())
+                .await;
             return google_error_response(&upstream_failure_body(&state, &error, attempts));
         }
     };
@@ -284,15 +288,19 @@ async fn pump(
         .await;
         let retry_reason = match end {
             AttemptEnd::GuestGone => {
-                trace.finish_error(
-                    &delivered,
-                    "guest_disconnected",
-                    "the guest closed the stream",
-                );
+                trace
+                    .finish_error(
+                        &delivered,
+                        "guest_disconnected",
+                        "the guest closed the stream",
+                    )
+                    .await;
                 return;
             }
             AttemptEnd::Cancelled => {
-                trace.finish_error(&delivered, "interrupted", "gateway shut down mid-stream");
+                trace
+                    .finish_error(&delivered, "interrupted", "gateway shut down mid-stream")
+                    .await;
                 return;
             }
             AttemptEnd::Failed(error) => {
@@ -308,7 +316,9 @@ async fn pump(
                     None => {
                         let body = upstream_failure_body(&state, &error, budget.retries() + 1);
                         let _ = tx.send(Bytes::from(body.to_json_line())).await;
-                        trace.finish_error(&delivered, error.kind(), &error.to_string());
+                        trace
+                            .finish_error(&delivered, error.kind(), &error.to_string())
+                            .await;
                         return;
                     }
                 }
@@ -319,7 +329,7 @@ async fn pump(
                         Ok(()) => {
                             let _ = tx.send(frame(&turn.final_chunk)).await;
                             delivered.push(turn.final_chunk);
-                            trace.finish_ok(&delivered);
+                            trace.finish_ok(&delivered).await;
                             return;
                         }
                         Err(reason) if budget.next_malformed() => {
@@ -330,7 +340,9 @@ async fn pump(
                             let last = malformed_final_chunk(&config, &turn.final_chunk);
                             let _ = tx.send(frame(&last)).await;
                             delivered.push(last);
-                            trace.finish_error(&delivered, "reused_call_id", &reason);
+                            trace
+                                .finish_error(&delivered, "reused_call_id", &reason)
+                                .await;
                             return;
                         }
                     }
@@ -343,7 +355,9 @@ async fn pump(
                     } else {
                         let _ = tx.send(frame(&turn.final_chunk)).await;
                         delivered.push(turn.final_chunk);
-                        trace.finish_error(&delivered, "malformed_function_call", &reason);
+                        trace
+                            .finish_error(&delivered, "malformed_function_call", &reason)
+                            .await;
                         return;
                     }
                 }
@@ -356,7 +370,9 @@ async fn pump(
             Err((error, attempts)) => {
                 let body = upstream_failure_body(&state, &error, attempts);
                 let _ = tx.send(Bytes::from(body.to_json_line())).await;
-                trace.finish_error(&delivered, error.kind(), &error.to_string());
+                trace
+                    .finish_error(&delivered, error.kind(), &error.to_string())
+                    .await;
                 return;
             }
         };
@@ -442,7 +458,7 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
     let state = ctx.state.clone();
     let _in_flight = state.in_flight.clone();
     let mut trace = Trace::begin(
-        &state.recorder,
+        state.records.as_ref(),
         state.run_id,
         ingress::GENERATE_CONTENT,
         &ctx.guest_model,
@@ -451,18 +467,22 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
     let prepared = match prepare(&ctx, &body, false, &mut trace) {
         Ok(p) => p,
         Err(response) => {
-            trace.finish_error(&[], "guest_request", "request refused before translation");
+            trace
+                .finish_error(&[], "guest_request", "request refused before translation")
+                .await;
             return *response;
         }
     };
-    trace.write();
+    trace.write().await;
     let mut budget = RetryBudget::new(&state.config.retries);
     let mut config = prepared.response_config.clone();
     loop {
         let response = match connect(&state, &prepared.chat_body, &mut budget, &mut trace).await {
             Ok(r) => r,
             Err((error, attempts)) => {
-                trace.finish_error(&[], error.kind(), &error.to_string());
+                trace
+                    .finish_error(&[], error.kind(), &error.to_string())
+                    .await;
                 return google_error_response(&upstream_failure_body(&state, &error, attempts));
             }
         };
@@ -480,7 +500,9 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
                     tokio::time::sleep(wait).await;
                     continue;
                 }
-                trace.finish_error(&[], error.kind(), &error.to_string());
+                trace
+                    .finish_error(&[], error.kind(), &error.to_string())
+                    .await;
                 return google_error_response(&upstream_failure_body(
                     &state,
                     &error,
@@ -492,7 +514,9 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
         let outcome = match switchyard_translate::translate_completion(&bytes, config.clone()) {
             Ok(o) => o,
             Err(e) => {
-                trace.finish_error(&[], "upstream_invalid", &e.to_string());
+                trace
+                    .finish_error(&[], "upstream_invalid", &e.to_string())
+                    .await;
                 return google_error_response(&e.to_google_error());
             }
         };
@@ -500,7 +524,9 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
             TurnOutcome::Complete(turn) => {
                 match accept_call_ids(&state, &ctx.session, &call_ids(&turn.delivered_calls)) {
                     Ok(()) => {
-                        trace.finish_ok(std::slice::from_ref(&turn.final_chunk));
+                        trace
+                            .finish_ok(std::slice::from_ref(&turn.final_chunk))
+                            .await;
                         return json_response(&turn.final_chunk);
                     }
                     Err(reason) if budget.next_malformed() => {
@@ -508,7 +534,9 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
                     }
                     Err(reason) => {
                         let last = malformed_final_chunk(&config, &turn.final_chunk);
-                        trace.finish_error(std::slice::from_ref(&last), "reused_call_id", &reason);
+                        trace
+                            .finish_error(std::slice::from_ref(&last), "reused_call_id", &reason)
+                            .await;
                         return json_response(&last);
                     }
                 }
@@ -518,11 +546,13 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
                 if budget.next_malformed() {
                     trace.note(|| format!("retrying malformed tool call: {reason}"));
                 } else {
-                    trace.finish_error(
-                        std::slice::from_ref(&turn.final_chunk),
-                        "malformed_function_call",
-                        &reason,
-                    );
+                    trace
+                        .finish_error(
+                            std::slice::from_ref(&turn.final_chunk),
+                            "malformed_function_call",
+                            &reason,
+                        )
+                        .await;
                     return json_response(&turn.final_chunk);
                 }
             }
@@ -558,14 +588,14 @@ pub(crate) async fn count_tokens(ctx: ExchangeContext, body: Bytes) -> Response 
         };
     let answer = switchyard_translate::count_tokens(&request);
     let mut trace = Trace::begin(
-        &state.recorder,
+        state.records.as_ref(),
         state.run_id,
         ingress::COUNT_TOKENS,
         &ctx.guest_model,
         &body,
     );
     trace.note(|| format!("local estimate: {} tokens", answer.total_tokens));
-    trace.finish_ok(&[]);
+    trace.finish_ok(&[]).await;
     Response::builder()
         .status(200)
         .header(

@@ -63,6 +63,7 @@ pub mod auth;
 pub mod bench;
 pub mod config;
 mod exchange;
+mod record_writer;
 pub mod retry;
 pub mod routing;
 pub mod server;

@@ -31,6 +31,7 @@ use uuid::Uuid;
 use crate::auth::ingress_allowed;
 use crate::config::{ConfigError, GatewayConfig};
 use crate::exchange;
+use crate::record_writer::RecordWriter;
 use crate::routing::ModelRouter;
 use crate::translation::RequestTranslator;
 use crate::upstream::UpstreamClient;
@@ -83,7 +84,8 @@ pub(crate) struct AppState {
     pub router: ModelRouter,
     pub upstream: UpstreamClient,
     pub translator: RequestTranslator,
-    pub recorder: Recorder,
+    /// Builds and queues exchange records off the request path (`None`: records off).
+    pub records: Option<RecordWriter>,
     pub run_id: Option<Uuid>,
     /// Call-id ledgers by session id.
     pub sessions: Mutex<HashMap<String, CallLedger>>,
@@ -131,6 +133,14 @@ impl Gateway {
             recorder.add_secret(secret.clone());
         }
         let upstream = UpstreamClient::new(&config, upstream_key)?;
+        let records = recorder
+            .is_enabled()
+            .then(|| RecordWriter::start(recorder.clone()))
+            .transpose()
+            .map_err(|e| GatewayError::Records {
+                dir: "(record writer thread)".into(),
+                source: switchyard_records::RecordError::Spawn(e),
+            })?;
         let listener = bind(config.listen).map_err(|source| GatewayError::Bind {
             addr: config.listen,
             source,
@@ -150,7 +160,7 @@ impl Gateway {
             config,
             upstream,
             translator: RequestTranslator::new(),
-            recorder: recorder.clone(),
+            records: records.clone(),
             run_id: deps.run_id,
             sessions: Mutex::new(HashMap::new()),
             cancel: cancel.clone(),
@@ -184,6 +194,7 @@ impl Gateway {
             state: Some(state),
             in_flight_done,
             recorder,
+            records,
         })
     }
 }
@@ -213,6 +224,7 @@ pub struct GatewayHandle {
     state: Option<Arc<AppState>>,
     in_flight_done: mpsc::Receiver<()>,
     recorder: Recorder,
+    records: Option<RecordWriter>,
 }
 
 impl GatewayHandle {
@@ -292,10 +304,17 @@ impl GatewayHandle {
             tracing::warn!("some exchanges were still finishing at shutdown");
         }
         let recorder = self.recorder.clone();
-        tokio::task::spawn_blocking(move || recorder.flush())
-            .await
-            .map_err(|_| GatewayError::Flush(switchyard_records::RecordError::Closed))
-            .and_then(|r| r.map_err(GatewayError::Flush))
+        let records = self.records.take();
+        tokio::task::spawn_blocking(move || {
+            // Exchange records still being built reach the recorder before it flushes.
+            if let Some(records) = records {
+                records.flush();
+            }
+            recorder.flush()
+        })
+        .await
+        .map_err(|_| GatewayError::Flush(switchyard_records::RecordError::Closed))
+        .and_then(|r| r.map_err(GatewayError::Flush))
     }
 }
 

@@ -1,49 +1,64 @@
-//! Builds the [`ExchangeRecord`] of one exchange and writes it through the [`Recorder`]: once
-//! when the exchange begins (`InFlight`) and once when it ends (`Ok` / `Error`).
+//! Collects the [`ExchangeRecord`] of one exchange while it runs and writes it (through the
+//! [`RecordWriter`]) once when the exchange begins (`InFlight`) and once when it ends (`Ok` /
+//! `Error`).
 //!
-//! With records off (a disabled recorder) nothing is parsed or cloned, so the hot path stays
-//! cheap. The recorder redacts secrets again on write.
+//! The request path only keeps cheap handles: the guest body and each attempt's upstream body
+//! are shared `Bytes`, the raw upstream events are kept as received; JSON parsing, assembling
+//! the upstream message and the guest response happen on the record writer's thread, and
+//! redaction on the recorder's. With records off nothing is kept at all.
+//!
+//! `context_request` stays `None`: the gateway applies no context policy, so the request sent
+//! upstream is the translation of the guest request as received (see each attempt's `request`).
+
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use chrono::Utc;
 use serde_json::Value;
-use switchyard_records::Recorder;
-use switchyard_records::model::{
-    DeliveredCall, ExchangeRecord, ExchangeStatus, TypedError, UpstreamAttempt, Usage,
-};
-use switchyard_translate::google::{GenerateContentResponse, Part};
+use switchyard_records::model::{ExchangeRecord, ExchangeStatus, TypedError, UpstreamAttempt};
+use switchyard_translate::google::GenerateContentResponse;
 use uuid::Uuid;
+
+use crate::record_writer::{GuestRequest, PendingWrite, RecordWriter};
 
 /// The record of one exchange under construction (`None` inside when records are off).
 pub(crate) struct Trace {
-    recorder: Recorder,
+    writer: Option<RecordWriter>,
     record: Option<Box<ExchangeRecord>>,
-}
-
-fn json_or_string(bytes: &[u8]) -> Value {
-    serde_json::from_slice(bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+    guest: Option<GuestRequest>,
+    /// Upstream request body of each attempt (shared with the request that was sent).
+    attempt_bodies: Vec<Bytes>,
 }
 
 impl Trace {
     pub fn begin(
-        recorder: &Recorder,
+        writer: Option<&RecordWriter>,
         run_id: Option<Uuid>,
         ingress_api: &str,
         guest_model: &str,
-        guest_body: &[u8],
+        guest_body: &Bytes,
     ) -> Self {
-        let record = recorder.is_enabled().then(|| {
-            Box::new(ExchangeRecord::begin(
+        let Some(writer) = writer else {
+            return Self {
+                writer: None,
+                record: None,
+                guest: None,
+                attempt_bodies: Vec::new(),
+            };
+        };
+        Self {
+            writer: Some(writer.clone()),
+            record: Some(Box::new(ExchangeRecord::begin(
                 run_id,
                 ingress_api,
                 guest_model,
-                json_or_string(guest_body),
-            ))
-        });
-        Self {
-            recorder: recorder.clone(),
-            record,
+                Value::Null,
+            ))),
+            guest: Some(GuestRequest {
+                body: guest_body.clone(),
+                parsed: Arc::new(OnceLock::new()),
+            }),
+            attempt_bodies: Vec::new(),
         }
     }
 
@@ -52,11 +67,17 @@ impl Trace {
     }
 
     /// Write the current state (begin, or an intermediate checkpoint).
-    pub fn write(&self) {
-        if let Some(record) = &self.record
-            && let Err(e) = self.recorder.record_exchange((**record).clone())
+    pub async fn write(&self) {
+        if let (Some(writer), Some(record), Some(guest)) = (&self.writer, &self.record, &self.guest)
         {
-            tracing::warn!(error = %e, "cannot record exchange");
+            writer
+                .write(PendingWrite {
+                    record: record.clone(),
+                    guest: guest.clone(),
+                    attempt_bodies: self.attempt_bodies.clone(),
+                    delivered: None,
+                })
+                .await;
         }
     }
 
@@ -75,8 +96,9 @@ impl Trace {
 
     pub fn attempt_started(&mut self, chat_body: &Bytes) {
         if let Some(r) = &mut self.record {
+            self.attempt_bodies.push(chat_body.clone());
             r.attempts.push(UpstreamAttempt {
-                request: json_or_string(chat_body),
+                request: Value::Null,
                 status: None,
                 raw_events: Vec::new(),
                 error: None,
@@ -119,12 +141,12 @@ impl Trace {
     }
 
     /// Ends the exchange successfully with what the guest received.
-    pub fn finish_ok(&mut self, delivered: &[GenerateContentResponse]) {
-        self.finish(delivered, None);
+    pub async fn finish_ok(&mut self, delivered: &[GenerateContentResponse]) {
+        self.finish(delivered, None).await;
     }
 
     /// Ends the exchange with a typed error (and whatever was delivered before it).
-    pub fn finish_error(
+    pub async fn finish_error(
         &mut self,
         delivered: &[GenerateContentResponse],
         kind: &str,
@@ -136,50 +158,32 @@ impl Trace {
                 kind: kind.to_string(),
                 message: message.to_string(),
             }),
-        );
+        )
+        .await;
     }
 
-    fn finish(&mut self, delivered: &[GenerateContentResponse], error: Option<TypedError>) {
-        let Some(r) = &mut self.record else {
+    /// The last write: hands the record over (no copy); delivered calls, usage, the merged guest
+    /// response and the upstream message are filled in by the record writer.
+    async fn finish(&mut self, delivered: &[GenerateContentResponse], error: Option<TypedError>) {
+        let (Some(writer), Some(mut record), Some(guest)) =
+            (self.writer.take(), self.record.take(), self.guest.take())
+        else {
             return;
         };
-        r.delivered_at = Some(Utc::now());
-        r.status = if error.is_some() {
+        record.delivered_at = Some(Utc::now());
+        record.status = if error.is_some() {
             ExchangeStatus::Error
         } else {
             ExchangeStatus::Ok
         };
-        r.error = error;
-        let mut calls = Vec::new();
-        for chunk in delivered {
-            for part in chunk.parts() {
-                if let Some(call) = call_of(part) {
-                    calls.push(call);
-                }
-            }
-            if let Some(u) = &chunk.usage_metadata {
-                r.usage = Usage {
-                    input: u64::from(u.prompt_token_count),
-                    cached: u64::from(u.cached_content_token_count.unwrap_or(0)),
-                    output: u64::from(u.candidates_token_count),
-                    reasoning: u64::from(u.thoughts_token_count.unwrap_or(0)),
-                };
-            }
-        }
-        r.function_calls = calls;
-        r.guest_response = Some(match delivered {
-            [one] => serde_json::to_value(one).unwrap_or(Value::Null),
-            many => serde_json::to_value(many).unwrap_or(Value::Null),
-        });
-        self.write();
+        record.error = error;
+        writer
+            .write(PendingWrite {
+                record,
+                guest,
+                attempt_bodies: std::mem::take(&mut self.attempt_bodies),
+                delivered: Some(delivered.to_vec()),
+            })
+            .await;
     }
-}
-
-fn call_of(part: &Part) -> Option<DeliveredCall> {
-    let call = part.function_call.as_ref()?;
-    Some(DeliveredCall {
-        id: call.id.clone().unwrap_or_default(),
-        name: call.name.clone(),
-        arguments: call.args.clone().unwrap_or(Value::Null),
-    })
 }

@@ -30,6 +30,13 @@ async fn bench_runs_every_series() {
     assert!(report.rps_stream.direct > 0.0 && report.rps_stream.gateway > 0.0);
     assert!(report.rss_streams_kib.direct > 0 && report.rss_streams_kib.gateway > 0);
     assert!(report.rss_small_streams_kib.gateway > 0);
+    let records = &report.records;
+    assert!(records.latency_unary.on.p50 > Duration::ZERO);
+    assert!(records.latency_stream.on.p99 >= records.latency_stream.on.p50);
+    assert!(records.rps_unary.on > 0.0 && records.rps_stream.on > 0.0);
+    assert!(records.written_ops > 0, "the records-on gateway recorded");
+    assert_eq!(records.failed_ops, 0);
     let text = report.to_string();
     assert!(text.contains("req/s unary c=4"), "{text}");
+    assert!(text.contains("records off vs on"), "{text}");
 }

@@ -1,13 +1,15 @@
 //! Exchanges are recorded through switchyard-records: begin + end, attempts, usage, delivered
-//! calls; the upstream key never reaches the store.
+//! calls, the assembled upstream message and guest response (streaming and unary); the upstream
+//! key never reaches the store.
 
 mod common;
 
 use common::*;
+use serde_json::json;
 use switchyard_gateway::{Gateway, GatewayConfig, GatewayDeps};
 use switchyard_records::model::ExchangeStatus;
 use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore};
-use switchyard_testkit::chat_upstream::{ChatUpstream, Reply, Script};
+use switchyard_testkit::chat_upstream::{ChatUpstream, Reply, Script, chunk};
 
 #[tokio::test]
 async fn every_exchange_is_recorded_with_attempts_usage_and_calls() {
@@ -16,9 +18,20 @@ async fn every_exchange_is_recorded_with_attempts_usage_and_calls() {
         Script::new()
             .then(Reply::error_retry_after(503, "busy", "0"))
             .then(Reply::tool_calls_stream(
-                &[("call_r1", "glob", r#"{"pattern":"*.md"}"#)],
+                &[
+                    ("call_r1", "glob", r#"{"pattern":"*.md"}"#),
+                    ("call_r2", "read_file", r#"{"file_path":"a \"b\".md"}"#),
+                ],
                 4,
-            )),
+            ))
+            .then(Reply::Json {
+                status: 200,
+                body: chunk::completion_tool_calls(&[(
+                    "call_u1",
+                    "list_directory",
+                    r#"{"dir_path":"/tmp"}"#,
+                )]),
+            }),
     )
     .await
     .unwrap();
@@ -41,12 +54,21 @@ async fn every_exchange_is_recorded_with_attempts_usage_and_calls() {
         Frames::new(post(&gw, "gemini-2.5-flash", "streamGenerateContent", &request).await)
             .all()
             .await;
-    assert_eq!(function_calls(&frames).len(), 1);
+    assert_eq!(function_calls(&frames).len(), 2);
+    let unary = post(
+        &gw,
+        "gemini-2.5-flash",
+        "generateContent",
+        &user_request("list"),
+    )
+    .await;
+    assert_eq!(unary.status(), 200);
+    let unary: serde_json::Value = unary.json().await.unwrap();
     gw.shutdown().await.unwrap();
 
     let store = SqliteStore::open(switchyard_records::store_path(records.path())).unwrap();
     let exchanges = store.exchanges(ExchangeFilter::All).unwrap();
-    assert_eq!(exchanges.len(), 1);
+    assert_eq!(exchanges.len(), 2);
     let x = &exchanges[0];
     assert_eq!(x.status, ExchangeStatus::Ok);
     assert_eq!(x.requested_model, "gemini-2.5-flash");
@@ -54,8 +76,12 @@ async fn every_exchange_is_recorded_with_attempts_usage_and_calls() {
     assert_eq!(x.attempts.len(), 2, "503 then success");
     assert_eq!(x.attempts[0].status, Some(503));
     assert_eq!(x.retries, 1);
-    assert_eq!(x.function_calls.len(), 1);
+    assert_eq!(x.function_calls.len(), 2);
     assert_eq!(x.function_calls[0].id, "call_r1");
+    assert_eq!(
+        x.function_calls[1].arguments,
+        json!({"file_path": "a \"b\".md"})
+    );
     assert_eq!(x.usage.input, 20);
     assert!(x.first_byte_at.is_some() && x.delivered_at.is_some());
     let stored = serde_json::to_string(x).unwrap();
@@ -64,4 +90,64 @@ async fn every_exchange_is_recorded_with_attempts_usage_and_calls() {
         "the upstream key is redacted"
     );
     assert!(stored.contains("find markdown"));
+
+    // The upstream message is the assembled chat message: the ids, names and argument strings
+    // exactly as the upstream sent them (in four-byte fragments).
+    assert_eq!(
+        x.upstream_message,
+        Some(json!({
+            "role": "assistant",
+            "content": "", // the upstream's role chunk carries `"content": ""`
+            "tool_calls": [
+                {"id": "call_r1", "type": "function",
+                 "function": {"name": "glob", "arguments": r#"{"pattern":"*.md"}"#}},
+                {"id": "call_r2", "type": "function",
+                 "function": {"name": "read_file", "arguments": r#"{"file_path":"a \"b\".md"}"#}}
+            ]
+        }))
+    );
+    // The guest response is the one merged GenerateContent response the guest received.
+    let response = x.guest_response.as_ref().expect("guest response");
+    let guest_calls = &response["candidates"][0]["content"]["parts"];
+    assert_eq!(guest_calls[0]["functionCall"]["id"], "call_r1");
+    assert_eq!(
+        guest_calls[0]["functionCall"]["args"],
+        json!({"pattern": "*.md"})
+    );
+    assert_eq!(guest_calls[1]["functionCall"]["id"], "call_r2");
+    assert_eq!(response["candidates"][0]["finishReason"], "STOP");
+    assert_eq!(response["usageMetadata"]["promptTokenCount"], 20);
+    assert_eq!(
+        function_calls(&frames),
+        guest_calls
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["functionCall"].clone())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        x.context_request, None,
+        "no context policy: nothing to record"
+    );
+    assert_eq!(x.attempts[1].request["model"], UPSTREAM_MODEL);
+    assert_eq!(x.guest_request["contents"][0]["role"], "user");
+
+    // Unary: the upstream's own message and exactly the response the guest got.
+    let u = &exchanges[1];
+    assert_eq!(u.status, ExchangeStatus::Ok);
+    assert_eq!(u.attempts.len(), 1);
+    let message = u.upstream_message.as_ref().expect("upstream message");
+    assert_eq!(message["tool_calls"][0]["id"], "call_u1");
+    assert_eq!(
+        message["tool_calls"][0]["function"]["name"],
+        "list_directory"
+    );
+    assert_eq!(
+        message["tool_calls"][0]["function"]["arguments"],
+        r#"{"dir_path":"/tmp"}"#
+    );
+    assert_eq!(u.guest_response.as_ref(), Some(&unary));
+    assert_eq!(u.function_calls[0].id, "call_u1");
+    assert_eq!(u.function_calls[0].arguments, json!({"dir_path": "/tmp"}));
 }

@@ -1,0 +1,463 @@
+//! Finishes exchange records off the request path and hands them to the [`Recorder`].
+//!
+//! Building an [`ExchangeRecord`] means turning the ~47 KB guest request and the ~47 KB upstream
+//! request of every attempt into JSON values, assembling the upstream assistant message from the
+//! raw upstream events and the guest response from the delivered chunks. None of that is needed
+//! to answer the guest, so the exchange code only hands over cheap handles (reference-counted
+//! [`Bytes`], the record skeleton, the delivered chunks) and one background thread does the rest,
+//! in order, then queues the record with the recorder (whose own writer thread redacts and
+//! stores it).
+//!
+//! * The guest request is parsed once per exchange: the begin write parses it into a slot shared
+//!   with the exchange; the end write takes the value out of the slot (no copy) when the exchange
+//!   no longer holds it.
+//! * The queue is bounded: when the recorder cannot keep up, exchanges wait (asynchronously, the
+//!   runtime's worker threads are never blocked) for room, so nothing is dropped.
+//! * When the recorder falls behind, the thread takes every queued write at once, and a write
+//!   that a later write of the same exchange in that batch replaces (an upsert of the whole
+//!   record) is skipped: an exchange that already ended is stored once, with its final state,
+//!   instead of being parsed, redacted and stored twice. With a writer that keeps up, every
+//!   begin write is stored as before.
+//! * [`RecordWriter::flush`] returns once every write queued before it reached the recorder.
+
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+use switchyard_records::Recorder;
+use switchyard_records::model::{DeliveredCall, ExchangeRecord, Usage};
+use switchyard_translate::google::{GenerateContentResponse, Part};
+
+/// Writes queued before producers have to wait.
+const QUEUE: usize = 1024;
+
+/// Most writes taken from the queue at once (and considered together for skipping).
+const BATCH: usize = 256;
+
+/// The guest request body and its parsed value (filled by the first write that needs it).
+#[derive(Clone)]
+pub(crate) struct GuestRequest {
+    pub body: Bytes,
+    pub parsed: Arc<OnceLock<Value>>,
+}
+
+/// One write of an exchange: the record without its large JSON parts, and what they are built
+/// from.
+pub(crate) struct PendingWrite {
+    /// `guest_request` and the attempts' `request` are `Null` here; they are filled from
+    /// `guest` and `attempt_bodies`.
+    pub record: Box<ExchangeRecord>,
+    pub guest: GuestRequest,
+    /// The upstream request body of each attempt, by attempt index.
+    pub attempt_bodies: Vec<Bytes>,
+    /// What the guest received, when the exchange ended (`None` for the begin write).
+    pub delivered: Option<Vec<GenerateContentResponse>>,
+}
+
+enum Job {
+    Write(PendingWrite),
+    Flush(SyncSender<()>),
+}
+
+/// Handle to the background thread (clone freely).
+#[derive(Clone)]
+pub(crate) struct RecordWriter {
+    sender: tokio::sync::mpsc::Sender<Job>,
+}
+
+impl RecordWriter {
+    /// Starts the thread; it ends when every handle is dropped.
+    pub fn start(recorder: Recorder) -> std::io::Result<Self> {
+        let (sender, receiver) = tokio::sync::mpsc::channel(QUEUE);
+        std::thread::Builder::new()
+            .name("switchyard-gateway-records".into())
+            .spawn(move || run(recorder, receiver))?;
+        Ok(Self { sender })
+    }
+
+    /// Queues one write (waits for room when the queue is full).
+    pub async fn write(&self, write: PendingWrite) {
+        if self.sender.send(Job::Write(write)).await.is_err() {
+            tracing::warn!("cannot record exchange: the record writer stopped");
+        }
+    }
+
+    /// Waits until every write queued before this call was handed to the recorder. Blocking:
+    /// call it outside the async runtime (e.g. in `spawn_blocking`).
+    pub fn flush(&self) {
+        let (done, wait) = sync_channel(1);
+        if self.sender.blocking_send(Job::Flush(done)).is_ok() {
+            let _ = wait.recv();
+        }
+    }
+}
+
+fn run(recorder: Recorder, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
+    let mut batch = Vec::with_capacity(BATCH);
+    while let Some(first) = jobs.blocking_recv() {
+        batch.push(first);
+        while batch.len() < BATCH {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        for job in without_replaced_writes(std::mem::take(&mut batch)) {
+            match job {
+                Job::Write(write) => {
+                    if let Err(e) = recorder.record_exchange(build(write)) {
+                        tracing::warn!(error = %e, "cannot record exchange");
+                    }
+                }
+                Job::Flush(done) => {
+                    let _ = done.send(());
+                }
+            }
+        }
+    }
+}
+
+/// `batch` without the writes that a later write of the same exchange replaces before the next
+/// flush (so a flush still covers everything queued before it).
+fn without_replaced_writes(batch: Vec<Job>) -> Vec<Job> {
+    let mut later: std::collections::HashSet<uuid::Uuid> = std::collections::HashSet::new();
+    let mut kept: Vec<Job> = Vec::with_capacity(batch.len());
+    for job in batch.into_iter().rev() {
+        match &job {
+            Job::Flush(_) => later.clear(),
+            Job::Write(write) => {
+                if !later.insert(write.record.id) {
+                    continue;
+                }
+            }
+        }
+        kept.push(job);
+    }
+    kept.reverse();
+    kept
+}
+
+pub(crate) fn json_or_string(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+}
+
+/// Fills in the large parts of the record.
+fn build(write: PendingWrite) -> ExchangeRecord {
+    let PendingWrite {
+        mut record,
+        guest,
+        attempt_bodies,
+        delivered,
+    } = write;
+    let GuestRequest { body, parsed } = guest;
+    parsed.get_or_init(|| json_or_string(&body));
+    record.guest_request = match Arc::try_unwrap(parsed) {
+        Ok(slot) => slot.into_inner().unwrap_or(Value::Null),
+        Err(shared) => shared.get().cloned().unwrap_or(Value::Null),
+    };
+    for (attempt, body) in record.attempts.iter_mut().zip(&attempt_bodies) {
+        if attempt.request.is_null() {
+            attempt.request = json_or_string(body);
+        }
+    }
+    if let Some(delivered) = delivered {
+        finish(&mut record, &delivered);
+    }
+    *record
+}
+
+/// The end-of-exchange parts: delivered calls, usage, guest response, upstream message.
+fn finish(record: &mut ExchangeRecord, delivered: &[GenerateContentResponse]) {
+    record.function_calls = delivered
+        .iter()
+        .flat_map(|chunk| chunk.parts())
+        .filter_map(call_of)
+        .collect();
+    if let Some(u) = delivered
+        .iter()
+        .rev()
+        .find_map(|c| c.usage_metadata.as_ref())
+    {
+        record.usage = Usage {
+            input: u64::from(u.prompt_token_count),
+            cached: u64::from(u.cached_content_token_count.unwrap_or(0)),
+            output: u64::from(u.candidates_token_count),
+            reasoning: u64::from(u.thoughts_token_count.unwrap_or(0)),
+        };
+    }
+    record.guest_response =
+        merge_chunks(delivered).map(|merged| serde_json::to_value(merged).unwrap_or(Value::Null));
+    if record.upstream_message.is_none() {
+        record.upstream_message = record
+            .attempts
+            .iter()
+            .rev()
+            .find(|a| a.error.is_none() && !a.raw_events.is_empty())
+            .and_then(|a| assemble_upstream_message(&a.raw_events));
+    }
+}
+
+fn call_of(part: &Part) -> Option<DeliveredCall> {
+    let call = part.function_call.as_ref()?;
+    Some(DeliveredCall {
+        id: call.id.clone().unwrap_or_default(),
+        name: call.name.clone(),
+        arguments: call.args.clone().unwrap_or(Value::Null),
+    })
+}
+
+/// True for a part that carries only text (and maybe the thought flag).
+fn text_only(part: &Part) -> bool {
+    part.text.is_some()
+        && Part {
+            text: None,
+            thought: None,
+            ..part.clone()
+        } == Part::default()
+}
+
+/// The GenerateContent response the guest received, as one response: the chunks' parts in
+/// order (adjacent text parts of the same kind joined), the last chunk's finish reason, usage,
+/// model version and response id. `None` when nothing was delivered.
+pub(crate) fn merge_chunks(chunks: &[GenerateContentResponse]) -> Option<GenerateContentResponse> {
+    let (last, _) = chunks.split_last()?;
+    if chunks.len() == 1 {
+        return Some(last.clone());
+    }
+    let mut parts: Vec<Part> = Vec::new();
+    for part in chunks.iter().flat_map(|c| c.parts()) {
+        match parts.last_mut() {
+            Some(previous)
+                if text_only(previous) && text_only(part) && previous.thought == part.thought =>
+            {
+                if let (Some(joined), Some(more)) = (&mut previous.text, &part.text) {
+                    joined.push_str(more);
+                }
+            }
+            _ => parts.push(part.clone()),
+        }
+    }
+    let mut merged = last.clone();
+    merged.usage_metadata = chunks.iter().rev().find_map(|c| c.usage_metadata.clone());
+    merged.model_version = chunks.iter().rev().find_map(|c| c.model_version.clone());
+    merged.response_id = chunks.iter().rev().find_map(|c| c.response_id.clone());
+    match merged.candidates.first_mut() {
+        Some(candidate) => {
+            candidate.content.parts = parts;
+            candidate.finish_reason = chunks.iter().rev().find_map(|c| c.finish_reason());
+        }
+        None => {
+            let mut candidate = chunks
+                .iter()
+                .rev()
+                .find_map(|c| c.candidates.first().cloned())
+                .unwrap_or_default();
+            candidate.content.parts = parts;
+            merged.candidates.push(candidate);
+        }
+    }
+    Some(merged)
+}
+
+/// The upstream assistant message of one attempt, as an OpenAI chat message: `role`, `content`
+/// (text or `null`), `reasoning_content` when the upstream sent reasoning, and `tool_calls`
+/// (`id`, `type`, `function.name`, `function.arguments` as the upstream sent them). Built from a
+/// non-streamed body (`choices[0].message`, kept whole) or from stream chunks (`choices[0].delta`
+/// merged; tool-call fragments joined by `index`). Events that are not JSON are skipped (the
+/// raw events stay in the attempt). `None` when the upstream produced no message.
+pub(crate) fn assemble_upstream_message(raw_events: &[String]) -> Option<Value> {
+    let mut content: Option<String> = None;
+    let mut reasoning: Option<String> = None;
+    let mut calls: Vec<Map<String, Value>> = Vec::new();
+    let mut seen_choice = false;
+    for raw in raw_events {
+        if raw.trim() == "[DONE]" {
+            continue;
+        }
+        let Ok(event) = serde_json::from_str::<Value>(raw) else {
+            continue;
+        };
+        let Some(choice) = event.pointer("/choices/0") else {
+            continue; // a usage-only chunk
+        };
+        if let Some(message) = choice.get("message") {
+            return Some(message.clone());
+        }
+        let Some(delta) = choice.get("delta") else {
+            continue;
+        };
+        seen_choice = true;
+        if let Some(text) = delta.get("content").and_then(Value::as_str) {
+            content.get_or_insert_with(String::new).push_str(text);
+        }
+        for key in ["reasoning_content", "reasoning"] {
+            if let Some(text) = delta.get(key).and_then(Value::as_str) {
+                reasoning.get_or_insert_with(String::new).push_str(text);
+            }
+        }
+        for fragment in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let index = fragment
+                .get("index")
+                .and_then(Value::as_u64)
+                .map_or(calls.len().saturating_sub(1), |i| i as usize);
+            while calls.len() <= index {
+                calls.push(Map::from_iter([
+                    ("id".to_owned(), json!("")),
+                    ("type".to_owned(), json!("function")),
+                    ("function".to_owned(), json!({"name": "", "arguments": ""})),
+                ]));
+            }
+            let call = &mut calls[index];
+            if let Some(id) = fragment.get("id").and_then(Value::as_str) {
+                call.insert("id".into(), json!(id));
+            }
+            for field in ["name", "arguments"] {
+                if let Some(piece) = fragment
+                    .get("function")
+                    .and_then(|f| f.get(field))
+                    .and_then(Value::as_str)
+                    && let Some(Value::String(text)) =
+                        call.get_mut("function").and_then(|f| f.get_mut(field))
+                {
+                    text.push_str(piece);
+                }
+            }
+        }
+    }
+    if !seen_choice {
+        return None;
+    }
+    let mut message = Map::new();
+    message.insert("role".into(), json!("assistant"));
+    message.insert("content".into(), content.map_or(Value::Null, Value::String));
+    if let Some(reasoning) = reasoning {
+        message.insert("reasoning_content".into(), Value::String(reasoning));
+    }
+    if !calls.is_empty() {
+        message.insert(
+            "tool_calls".into(),
+            Value::Array(calls.into_iter().map(Value::Object).collect()),
+        );
+    }
+    Some(Value::Object(message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_of(record: &ExchangeRecord, status: &str) -> Job {
+        let mut record = Box::new(record.clone());
+        record.notes.push(status.into());
+        Job::Write(PendingWrite {
+            record,
+            guest: GuestRequest {
+                body: Bytes::from_static(b"{}"),
+                parsed: Arc::new(OnceLock::new()),
+            },
+            attempt_bodies: Vec::new(),
+            delivered: None,
+        })
+    }
+
+    fn notes(jobs: &[Job]) -> Vec<String> {
+        jobs.iter()
+            .map(|job| match job {
+                Job::Write(w) => w.record.notes.join(""),
+                Job::Flush(_) => "flush".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn only_writes_replaced_before_the_next_flush_are_skipped() {
+        let a = ExchangeRecord::begin(None, "x", "m", Value::Null);
+        let b = ExchangeRecord::begin(None, "x", "m", Value::Null);
+        let (done, _wait) = sync_channel(1);
+        let batch = vec![
+            write_of(&a, "a-begin"),
+            write_of(&b, "b-begin"),
+            write_of(&a, "a-end"),
+            Job::Flush(done),
+            write_of(&b, "b-end"),
+        ];
+        assert_eq!(
+            notes(&without_replaced_writes(batch)),
+            ["b-begin", "a-end", "flush", "b-end"]
+        );
+    }
+
+    #[test]
+    fn stream_chunks_assemble_into_one_chat_message() {
+        let events = [
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"think"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"Hel"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"lo"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"glob","arguments":"{\"pat"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"tern\":\"*\"}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"c2","function":{"name":"ls","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+            "[DONE]",
+        ]
+        .map(String::from);
+        assert_eq!(
+            assemble_upstream_message(&events).unwrap(),
+            json!({
+                "role": "assistant",
+                "content": "Hello",
+                "reasoning_content": "think",
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "glob", "arguments": "{\"pattern\":\"*\"}"}},
+                    {"id": "c2", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+                ]
+            })
+        );
+    }
+
+    #[test]
+    fn a_unary_body_keeps_its_message_and_nothing_is_no_message() {
+        let body = r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#;
+        assert_eq!(
+            assemble_upstream_message(&[body.to_string()]).unwrap(),
+            json!({"role": "assistant", "content": "hi"})
+        );
+        assert_eq!(assemble_upstream_message(&["[DONE]".to_string()]), None);
+    }
+
+    #[test]
+    fn merged_chunks_join_adjacent_text_and_keep_the_last_metadata() {
+        let chunk = |v: Value| serde_json::from_value::<GenerateContentResponse>(v).unwrap();
+        let chunks = [
+            chunk(
+                json!({"candidates":[{"content":{"role":"model","parts":[{"text":"a","thought":true}]},"index":0}]}),
+            ),
+            chunk(
+                json!({"candidates":[{"content":{"role":"model","parts":[{"text":"b"}]},"index":0}]}),
+            ),
+            chunk(
+                json!({"candidates":[{"content":{"role":"model","parts":[{"text":"c"}]},"index":0}]}),
+            ),
+            chunk(
+                json!({"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"id":"c1","name":"ls","args":{}}}]},"finishReason":"STOP","index":0}],
+                "usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2,"totalTokenCount":5},"modelVersion":"m"}),
+            ),
+        ];
+        let merged = serde_json::to_value(merge_chunks(&chunks).unwrap()).unwrap();
+        assert_eq!(
+            merged["candidates"][0]["content"]["parts"],
+            json!([{"text":"a","thought":true},{"text":"bc"},{"functionCall":{"id":"c1","name":"ls","args":{}}}])
+        );
+        assert_eq!(merged["candidates"][0]["finishReason"], "STOP");
+        assert_eq!(merged["usageMetadata"]["promptTokenCount"], 3);
+        assert_eq!(merged["modelVersion"], "m");
+        assert!(merge_chunks(&[]).is_none());
+    }
+}
