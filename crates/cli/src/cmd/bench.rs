@@ -3,9 +3,11 @@
 //! - `bench run`: the host's own cost. The same scripted task (a text answer from
 //!   `testkit::genai_upstream`) is run, interleaved, N times each way: (a) the pinned CLI
 //!   started directly with the identical isolated launch, (b) `switchyard run` pointing the guest
-//!   at the same endpoint (`--guest-base-url`, so only Switchyard's host work differs). Reported:
-//!   median and p90 wall time of each, the added time and ratio, and Switchyard's own peak
-//!   resident memory (VmHWM of the `switchyard` process, not its children).
+//!   at the same endpoint (`--guest-base-url`, so only Switchyard's host work differs), and
+//!   (c) `switchyard run` the normal way, through its embedded gateway to a scripted Chat
+//!   Completions upstream answering the same text. Reported: median and p90 wall time of each,
+//!   the added time and ratio against (a), and Switchyard's own peak resident memory (VmHWM of
+//!   the `switchyard` process, gateway included, not its children).
 //! - `bench gateway`: `switchyard_gateway::bench` (direct upstream vs gateway, same run).
 
 use anyhow::{Context, Result, ensure};
@@ -14,6 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use switchyard_backend::gemini::launch::{GeminiLaunchConfig, Secret, prepare};
 use switchyard_backend::gemini::settings::ApprovalMode;
+use switchyard_testkit::chat_upstream::{ChatUpstream, Reply, Script};
 use switchyard_testkit::genai_upstream::{GenaiScenario, GenaiUpstream};
 
 /// `switchyard bench` subcommands.
@@ -92,7 +95,12 @@ async fn bench_run(args: RunBenchArgs) -> Result<u8> {
     std::fs::create_dir_all(&ws)?;
     let node = super::which("node").context("node not on PATH")?;
 
-    let (mut direct, mut hosted) = (Vec::new(), Vec::new());
+    let chat = ChatUpstream::start(Script::always(Reply::text_stream([
+        "Hello ",
+        "from the scripted model.",
+    ])))
+    .await?;
+    let (mut direct, mut hosted, mut gatewayed) = (Vec::new(), Vec::new(), Vec::new());
     // One warm-up of each (page cache, node compile cache), then interleave.
     for i in 0..=args.iterations {
         let d = run_direct(
@@ -102,10 +110,18 @@ async fn bench_run(args: RunBenchArgs) -> Result<u8> {
             &scratch.path().join(format!("d{i}")),
             &upstream.base_url(),
         )?;
-        let h = run_hosted(&exe, &prefix, &ws, &upstream.base_url())?;
+        let h = run_hosted(
+            &exe,
+            &prefix,
+            &ws,
+            &["--guest-base-url", &upstream.base_url()],
+        )?;
+        let chat_url = format!("{}/v1", chat.base_url());
+        let g = run_hosted(&exe, &prefix, &ws, &["--upstream-url", &chat_url])?;
         if i > 0 {
             direct.push(d);
             hosted.push(h);
+            gatewayed.push(g);
         }
         eprint!(".");
     }
@@ -117,7 +133,8 @@ async fn bench_run(args: RunBenchArgs) -> Result<u8> {
     };
     let (d50, d90) = stats(&direct);
     let (h50, h90) = stats(&hosted);
-    let peak = hosted.iter().filter_map(|s| s.peak_rss_kib).max();
+    let (g50, g90) = stats(&gatewayed);
+    let peak = |xs: &[Sample]| xs.iter().filter_map(|s| s.peak_rss_kib).max();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
         "switchyard bench run: {} iterations each, same scripted text task, interleaved",
@@ -134,17 +151,27 @@ async fn bench_run(args: RunBenchArgs) -> Result<u8> {
         ms(h90)
     );
     println!(
-        "  added by switchyard      median {:+8.1} ms   ratio {:.3}x (target: <= +50 ms)",
-        ms(h50) - ms(d50),
-        h50.as_secs_f64() / d50.as_secs_f64()
+        "  switchyard run, gateway  median {:8.1} ms   p90 {:8.1} ms",
+        ms(g50),
+        ms(g90)
     );
-    match peak {
-        Some(kib) => println!(
-            "  switchyard peak RSS      {:8.1} MiB (process itself, VmHWM; target: <= 20 MiB)",
-            kib as f64 / 1024.0
-        ),
-        None => println!("  switchyard peak RSS      unavailable (/proc not readable)"),
+    for (label, median) in [("host only", h50), ("host + gateway", g50)] {
+        println!(
+            "  added ({label:<14}) median {:+8.1} ms   ratio {:.3}x (target: <= +50 ms)",
+            ms(median) - ms(d50),
+            median.as_secs_f64() / d50.as_secs_f64()
+        );
     }
+    for (label, xs) in [("host only", &hosted), ("host + gateway", &gatewayed)] {
+        match peak(xs) {
+            Some(kib) => println!(
+                "  peak RSS ({label:<14}) {:8.1} MiB (switchyard process, VmHWM; target: <= 20 MiB)",
+                kib as f64 / 1024.0
+            ),
+            None => println!("  peak RSS ({label:<14}) unavailable (/proc not readable)"),
+        }
+    }
+    chat.stop().await;
     Ok(0)
 }
 
@@ -188,8 +215,9 @@ fn run_direct(
     })
 }
 
-/// `switchyard run` on the same task, sampling its own VmHWM while it runs.
-fn run_hosted(exe: &Path, prefix: &Path, ws: &Path, base_url: &str) -> Result<Sample> {
+/// `switchyard run` on the same task (`target` selects the model endpoint), sampling its own
+/// VmHWM while it runs.
+fn run_hosted(exe: &Path, prefix: &Path, ws: &Path, target: &[&str]) -> Result<Sample> {
     let start = Instant::now();
     let mut child = Command::new(exe)
         .args([
@@ -205,8 +233,7 @@ fn run_hosted(exe: &Path, prefix: &Path, ws: &Path, base_url: &str) -> Result<Sa
         .arg(ws)
         .arg("--gemini-binary")
         .arg(prefix)
-        .arg("--guest-base-url")
-        .arg(base_url)
+        .args(target)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
