@@ -102,16 +102,43 @@ fn file_dependent_script() -> Script {
         )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn answer_depends_on_a_file_the_cli_read() {
+/// A finished `switchyard run --records` of the file-dependent task.
+struct FileRun {
+    upstream: ChatUpstream,
+    records: tempfile::TempDir,
+    output: Output,
+    _workspace: tempfile::TempDir,
+}
+
+async fn run_file_task() -> FileRun {
     let upstream = ChatUpstream::start(file_dependent_script()).await.unwrap();
-    let ws = workspace_with_notes();
+    let workspace = workspace_with_notes();
     let records = tempfile::tempdir().unwrap();
-    let mut cmd = run_cmd(ws.path(), &upstream.base_url(), &["--timeout", "120"]);
+    let mut cmd = run_cmd(
+        workspace.path(),
+        &upstream.base_url(),
+        &["--timeout", "120"],
+    );
     cmd.arg("--records").arg(records.path());
     let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();
+    FileRun {
+        upstream,
+        records,
+        output,
+        _workspace: workspace,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answer_depends_on_a_file_the_cli_read() {
+    let FileRun {
+        upstream,
+        records,
+        output,
+        ..
+    } = run_file_task().await;
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "stderr: {stderr}");
     let events = events(&output);
@@ -291,14 +318,12 @@ async fn sigkill_of_switchyard_leaves_no_guest_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_match_what_the_upstream_saw() {
     use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore};
-    let upstream = ChatUpstream::start(file_dependent_script()).await.unwrap();
-    let ws = workspace_with_notes();
-    let records = tempfile::tempdir().unwrap();
-    let mut cmd = run_cmd(ws.path(), &upstream.base_url(), &["--timeout", "120"]);
-    cmd.arg("--records").arg(records.path());
-    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
+    let FileRun {
+        upstream,
+        records,
+        output,
+        ..
+    } = run_file_task().await;
     assert_eq!(
         output.status.code(),
         Some(0),
