@@ -10,14 +10,13 @@ use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use switchyard_backend::gemini::launch::{GeminiLaunchConfig, Secret, prepare};
 use switchyard_backend::gemini::run::{GeminiRun, RunItem, RunLimits};
 use switchyard_backend::gemini::settings::ApprovalMode;
 use switchyard_events::event::RunStarted;
-use switchyard_events::{Envelope, ErrorKind, Event, OutcomeStatus, RunOutcome};
+use switchyard_events::{ErrorKind, Event, OutcomeStatus, RunOutcome};
 use switchyard_gateway::{Gateway, GatewayConfig, GatewayDeps};
 use switchyard_records::model::{
     EventRecord, RawLineRecord, RawStream, RecordOp, RunRecord, RunState, RunSummary,
@@ -494,7 +493,7 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
         tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
         stop.cancel();
     });
-    let mut printer = Printer::new(resolved.output);
+    let mut printer = super::view::Printer::new(resolved.output);
     let mut summary = RunSummary::default();
     let report = run
         .drive(|item| match item {
@@ -548,7 +547,7 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
     if let Err(e) = recorder.close() {
         eprintln!("switchyard: records: {e}");
     }
-    printer.summary(&report.outcome, report.final_text.as_deref());
+    printer.summary(&report.outcome);
     if !resolved.keep_run_dir && resolved.records.is_none() {
         let _ = std::fs::remove_dir_all(&run_dir);
     }
@@ -573,97 +572,6 @@ fn summarize(summary: &mut RunSummary, event: &Event) {
         }
         Event::RunFinished(f) => summary.turns = f.turns,
         _ => {}
-    }
-}
-
-/// Prints events in the chosen output mode.
-struct Printer {
-    mode: OutputMode,
-    mid_line: bool,
-    tty: bool,
-}
-
-impl Printer {
-    fn new(mode: OutputMode) -> Self {
-        Printer {
-            mode,
-            mid_line: false,
-            tty: std::io::stderr().is_terminal(),
-        }
-    }
-
-    fn event(&mut self, envelope: &Envelope) {
-        let mut out = std::io::stdout().lock();
-        match self.mode {
-            OutputMode::Jsonl => {
-                let _ = serde_json::to_writer(&mut out, envelope);
-                let _ = out.write_all(b"\n");
-            }
-            OutputMode::Text => {
-                let mut line = |mid_line: &mut bool, text: String| {
-                    if *mid_line {
-                        let _ = out.write_all(b"\n");
-                        *mid_line = false;
-                    }
-                    let _ = writeln!(out, "{text}");
-                };
-                match &envelope.event {
-                    Event::RunStarted(s) if self.tty => {
-                        eprintln!(
-                            "[switchyard] run {} · {} {} · model {}",
-                            s.run_id,
-                            s.agent,
-                            s.agent_version,
-                            s.model.as_deref().unwrap_or("?")
-                        );
-                    }
-                    Event::AssistantDelta(d) => {
-                        let _ = out.write_all(d.text.as_bytes());
-                        self.mid_line = !d.text.ends_with('\n');
-                    }
-                    Event::ToolCall(c) => {
-                        let mut args = c.arguments.to_string();
-                        if args.len() > 160 {
-                            args.truncate(args.floor_char_boundary(160));
-                            args.push('…');
-                        }
-                        line(&mut self.mid_line, format!("→ {} {args}", c.tool_name));
-                    }
-                    Event::ToolResult(r) => {
-                        let name = r.tool_name.as_deref().unwrap_or(&r.call_id);
-                        let detail = match &r.error {
-                            Some(e) => format!("failed ({}): {}", e.kind, e.message),
-                            None => "ok".into(),
-                        };
-                        line(&mut self.mid_line, format!("← {name} {detail}"));
-                    }
-                    Event::Warning(w) => {
-                        line(&mut self.mid_line, format!("! warning: {}", w.message))
-                    }
-                    Event::Error(e) => line(&mut self.mid_line, format!("! error: {}", e.message)),
-                    _ => {}
-                }
-            }
-        }
-        let _ = out.flush();
-    }
-
-    fn summary(&mut self, outcome: &RunOutcome, _final_text: Option<&str>) {
-        if self.mode != OutputMode::Text {
-            return;
-        }
-        if self.mid_line {
-            println!();
-        }
-        match &outcome.error {
-            None => eprintln!("[switchyard] succeeded"),
-            Some(e) => eprintln!(
-                "[switchyard] {:?}: {} ({})",
-                outcome.status,
-                e.message,
-                serde_json::to_string(&e.kind).unwrap_or_default()
-            ),
-        }
     }
 }
 
