@@ -5,6 +5,8 @@
 use switchyard_gateway::bench::{BenchOptions, bench};
 
 fn main() {
+    // When the benchmark starts this binary as its separate gateway process.
+    switchyard_gateway::bench::serve_child_if_requested();
     let mut options = BenchOptions::default();
     if std::env::var_os("SWITCHYARD_BENCH_QUICK").is_some() {
         options.latency_requests = 300;

@@ -21,10 +21,14 @@
 //!   records-on throughput is bounded by the recorder's single writer thread (redaction,
 //!   serialization and storage of ~100 KB of JSON per exchange), not by the request path.
 //!
-//! Build with `--release` for meaningful numbers. Memory is the whole process (client, upstream
-//! and gateway); the gateway's share is the difference to the direct phase, which runs first (a
-//! direct phase that leaves freed memory in the allocator makes the gateway figure an
-//! underestimate, so both absolute values are reported).
+//! Build with `--release` for meaningful numbers. The in-process memory figures are the whole
+//! process (client, upstream and gateway); the gateway's share is the difference to the direct
+//! phase, which runs first (a direct phase that leaves freed memory in the allocator makes the
+//! gateway figure an underestimate, so both absolute values are reported). The honest figure is
+//! the **gateway process alone** (`gateway_process`, on by default): the same stream phases
+//! against a gateway in a child process (`switchyard gateway` when run as `switchyard bench
+//! gateway`, else this binary again through [`serve_child_if_requested`]), reading the child's
+//! `VmRSS`/`VmHWM` from `/proc/<pid>/status` while the streams are open.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,6 +66,9 @@ pub struct BenchOptions {
     pub streams: usize,
     /// Samples of the chunk forwarding delay.
     pub forward_samples: usize,
+    /// Also measure the memory of a gateway running as a separate process (see
+    /// [`serve_child_if_requested`]).
+    pub gateway_process: bool,
 }
 
 impl Default for BenchOptions {
@@ -73,6 +80,7 @@ impl Default for BenchOptions {
             concurrency: 16,
             streams: 1_000,
             forward_samples: 500,
+            gateway_process: true,
         }
     }
 }
@@ -90,6 +98,8 @@ pub enum BenchError {
     Request(String),
     #[error("cannot create the records directory: {0}")]
     Records(std::io::Error),
+    #[error("cannot start the gateway child process: {0}")]
+    Child(std::io::Error),
 }
 
 /// p50/p99 of a latency series.
@@ -144,6 +154,23 @@ pub struct BenchReport {
     pub forward_delay: Pair<Percentiles>,
     /// Records off vs on (same run).
     pub records: RecordsReport,
+    /// The gateway's own memory, measured in a separate process (when enabled).
+    pub gateway_process: Option<ProcessMemory>,
+}
+
+/// Resident memory of the gateway child process (KiB, from `/proc/<pid>/status`).
+#[derive(Debug, Clone, Default)]
+pub struct ProcessMemory {
+    /// What ran in the child (`switchyard gateway` or the benchmark binary).
+    pub kind: String,
+    /// VmRSS after a few warm-up requests.
+    pub idle_kib: u64,
+    /// VmRSS with `streams` open streams, tiny request.
+    pub small_streams_kib: u64,
+    /// VmRSS with `streams` open streams, the 47 KB request.
+    pub streams_kib: u64,
+    /// VmHWM (peak resident) at the end.
+    pub peak_kib: u64,
 }
 
 fn micros(d: Duration) -> f64 {
@@ -239,6 +266,27 @@ impl std::fmt::Display for BenchReport {
             "(process RSS before the stream phases: {:.1} MiB; 'added' = gateway - direct)",
             self.rss_idle_kib as f64 / 1024.0
         )?;
+        if let Some(p) = &self.gateway_process {
+            let mib = |k: u64| k as f64 / 1024.0;
+            let per_stream = |k: u64| {
+                (k.saturating_sub(p.idle_kib) as f64 / self.streams.max(1) as f64 * 1024.0) / 1024.0
+            };
+            writeln!(
+                f,
+                "gateway process alone ({}): idle {:.1} MiB; {} streams tiny request {:.1} MiB \
+                 ({:.1} KiB/stream); {} streams 47 KB request {:.1} MiB ({:.1} KiB/stream); \
+                 peak {:.1} MiB",
+                p.kind,
+                mib(p.idle_kib),
+                self.streams,
+                mib(p.small_streams_kib),
+                per_stream(p.small_streams_kib),
+                self.streams,
+                mib(p.streams_kib),
+                per_stream(p.streams_kib),
+                mib(p.peak_kib)
+            )?;
+        }
         write!(f, "{}", RecordsTable(self))
     }
 }
@@ -307,15 +355,152 @@ impl std::fmt::Display for RecordsTable<'_> {
 
 /// Resident set size of this process in KiB (Linux `/proc/self/status`), 0 elsewhere.
 pub fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+    status_kib("/proc/self/status", "VmRSS:")
+}
+
+/// A `/proc/<pid>/status` figure in KiB (`VmRSS:`, `VmHWM:`), 0 when unavailable.
+fn status_kib(path: &str, field: &str) -> u64 {
+    std::fs::read_to_string(path)
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// Environment variable that makes a benchmark binary serve as the gateway child process
+/// (value: the upstream base URL); see [`serve_child_if_requested`].
+pub const CHILD_ENV: &str = "SWITCHYARD_BENCH_GATEWAY_CHILD";
+
+/// Call first thing in a benchmark binary's `main`. When [`bench`] started this process as its
+/// gateway child ([`CHILD_ENV`] set), it runs a gateway on the given upstream, prints the
+/// gateway banner (whose first line names the address) and serves until its stdin closes, then
+/// exits. Otherwise it returns at once.
+pub fn serve_child_if_requested() {
+    let Ok(upstream) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let served = runtime.block_on(async move {
+        let mut config = GatewayConfig::new(upstream, BENCH_MODEL);
+        config.upstream_key_env = "SWITCHYARD_BENCH_NO_KEY".into();
+        let handle = Gateway::start(config).await?;
+        use std::io::Write;
+        print!("{}", handle.banner(None));
+        std::io::stdout().flush().ok();
+        let _ = tokio::task::spawn_blocking(|| {
+            use std::io::Read;
+            let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        })
+        .await;
+        handle.shutdown().await
+    });
+    std::process::exit(match served {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("bench gateway child: {e}");
+            1
+        }
+    });
+}
+
+/// The gateway as a separate process, so its memory can be read alone.
+struct GatewayChild {
+    child: std::process::Child,
+    base_url: String,
+    /// What runs in the child.
+    kind: &'static str,
+}
+
+impl GatewayChild {
+    /// Starts `switchyard gateway` when this is the `switchyard` binary, else this binary again
+    /// with [`CHILD_ENV`] (benchmark binaries call [`serve_child_if_requested`]).
+    async fn start(upstream_url: &str) -> Result<Self, BenchError> {
+        let exe = std::env::current_exe().map_err(BenchError::Child)?;
+        let is_cli = exe
+            .file_stem()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n == "switchyard");
+        let mut command = std::process::Command::new(&exe);
+        if is_cli {
+            command.args([
+                "gateway",
+                "--upstream-url",
+                upstream_url,
+                "--upstream-model",
+                BENCH_MODEL,
+                "--upstream-key-env",
+                "SWITCHYARD_BENCH_NO_KEY",
+                "--listen",
+                "127.0.0.1:0",
+            ]);
+        } else {
+            command.env(CHILD_ENV, upstream_url);
+        }
+        command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        let mut child = command.spawn().map_err(BenchError::Child)?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let line = tokio::task::spawn_blocking(move || {
+            use std::io::BufRead;
+            std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .find(|l| l.contains("listening on "))
+        })
+        .await
+        .map_err(|e| BenchError::Request(e.to_string()))?;
+        let addr = line
+            .and_then(|l| {
+                l.rsplit("listening on ")
+                    .next()
+                    .map(|a| a.trim().to_string())
+            })
+            .filter(|a| !a.is_empty());
+        let Some(addr) = addr else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(BenchError::Request(
+                "the gateway child printed no address".into(),
+            ));
+        };
+        Ok(Self {
+            child,
+            base_url: format!("http://{addr}"),
+            kind: if is_cli {
+                "switchyard gateway"
+            } else {
+                "benchmark binary as gateway"
+            },
+        })
+    }
+
+    fn status_path(&self) -> String {
+        format!("/proc/{}/status", self.child.id())
+    }
+
+    fn rss_kib(&self) -> u64 {
+        status_kib(&self.status_path(), "VmRSS:")
+    }
+
+    fn peak_kib(&self) -> u64 {
+        status_kib(&self.status_path(), "VmHWM:")
+    }
+
+    fn stop(mut self) {
+        // Closing stdin ends the benchmark child; `switchyard gateway` waits for a signal.
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// One way of sending the benchmark request: a URL and the body for it.
@@ -421,6 +606,17 @@ async fn rss_with_open_streams(
     n: usize,
     release: &tokio::sync::watch::Sender<bool>,
 ) -> Result<u64, BenchError> {
+    rss_of_with_open_streams(client, target, n, release, rss_kib).await
+}
+
+/// [`rss_with_open_streams`] with the resident size read by `rss` (e.g. of a child process).
+async fn rss_of_with_open_streams(
+    client: &reqwest::Client,
+    target: &Target,
+    n: usize,
+    release: &tokio::sync::watch::Sender<bool>,
+    rss: impl Fn() -> u64,
+) -> Result<u64, BenchError> {
     // Every task reports once: Ok at its first chunk, or the error that stopped it before that.
     let (first_tx, mut first_rx) = tokio::sync::mpsc::channel::<Result<(), BenchError>>(n.max(1));
     let mut tasks = Vec::with_capacity(n);
@@ -468,7 +664,7 @@ async fn rss_with_open_streams(
             None => break,
         }
     }
-    let rss = rss_kib();
+    let rss = rss();
     release.send_replace(true);
     for t in tasks {
         let _ = t.await;
@@ -778,7 +974,7 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
             "{}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
             memory_gateway.base_url()
         ),
-        body: google,
+        body: google.clone(),
     };
     report.rss_idle_kib = rss_kib();
     // Tiny requests first, so their figures are not inflated by memory the big phase leaves in
@@ -803,7 +999,7 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
             &client,
             &Target {
                 url: mem_via.url.clone(),
-                body: tiny_google,
+                body: tiny_google.clone(),
             },
             options.streams,
             &release,
@@ -815,5 +1011,52 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         gateway: rss_with_open_streams(&client, &mem_via, options.streams, &release).await?,
     };
     memory_gateway.shutdown().await?;
+
+    if options.gateway_process {
+        eprintln!("bench: memory of the gateway process...");
+        let child = GatewayChild::start(&memory_upstream.base_url()).await?;
+        let via_child = |body: Bytes| Target {
+            url: format!(
+                "{}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+                child.base_url
+            ),
+            body,
+        };
+        let measured = async {
+            // A few exchanges first, so one-time allocations (translation cache, connection
+            // pool, runtime) are in the idle figure.
+            for _ in 0..3 {
+                rss_of_with_open_streams(&client, &via_child(google.clone()), 4, &release, || 0)
+                    .await?;
+            }
+            let idle_kib = child.rss_kib();
+            let small_streams_kib = rss_of_with_open_streams(
+                &client,
+                &via_child(tiny_google.clone()),
+                options.streams,
+                &release,
+                || child.rss_kib(),
+            )
+            .await?;
+            let streams_kib = rss_of_with_open_streams(
+                &client,
+                &via_child(google.clone()),
+                options.streams,
+                &release,
+                || child.rss_kib(),
+            )
+            .await?;
+            Ok::<_, BenchError>(ProcessMemory {
+                kind: child.kind.to_string(),
+                idle_kib,
+                small_streams_kib,
+                streams_kib,
+                peak_kib: child.peak_kib(),
+            })
+        }
+        .await;
+        child.stop();
+        report.gateway_process = Some(measured?);
+    }
     Ok(report)
 }

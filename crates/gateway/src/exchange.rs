@@ -89,10 +89,10 @@ async fn connect(
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let bytes = chat_body.to_bytes();
-        trace.attempt_started(&bytes);
+        // The segments are shared with the translation cache and sent as they are.
+        trace.attempt_started(chat_body);
         let result = tokio::select! {
-            r = state.upstream.send(bytes) => r,
+            r = state.upstream.send(chat_body.clone()) => r,
             _ = state.cancel.cancelled() => Err(UpstreamError::Connect("gateway shutting down".into())),
         };
         match result {

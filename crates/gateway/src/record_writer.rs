@@ -29,6 +29,8 @@ use switchyard_records::Recorder;
 use switchyard_records::model::{DeliveredCall, ExchangeRecord, Usage};
 use switchyard_translate::google::{GenerateContentResponse, Part};
 
+use crate::translation::ChatBody;
+
 /// Writes queued before producers have to wait.
 const QUEUE: usize = 1024;
 
@@ -50,7 +52,7 @@ pub(crate) struct PendingWrite {
     pub record: Box<ExchangeRecord>,
     pub guest: GuestRequest,
     /// The upstream request body of each attempt, by attempt index.
-    pub attempt_bodies: Vec<Bytes>,
+    pub attempt_bodies: Vec<ChatBody>,
     /// What the guest received, when the exchange ended (`None` for the begin write).
     pub delivered: Option<Vec<GenerateContentResponse>>,
 }
@@ -159,7 +161,7 @@ fn build(write: PendingWrite) -> ExchangeRecord {
     };
     for (attempt, body) in record.attempts.iter_mut().zip(&attempt_bodies) {
         if attempt.request.is_null() {
-            attempt.request = json_or_string(body);
+            attempt.request = json_or_string(&body.to_bytes());
         }
     }
     if let Some(delivered) = delivered {

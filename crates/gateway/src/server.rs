@@ -20,7 +20,6 @@ use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::serve::ListenerExt;
 use switchyard_records::Recorder;
 use switchyard_translate::CallLedger;
 use switchyard_translate::google::GoogleErrorBody;
@@ -171,19 +170,7 @@ impl Gateway {
             .fallback(not_found)
             .layer(DefaultBodyLimit::max(MAX_GUEST_BODY))
             .with_state(state.clone());
-        let stop = cancel.clone();
-        // Frames must leave at once: without TCP_NODELAY a small SSE write waits for the
-        // delayed ACK of the previous one (~40 ms).
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-            }
-        });
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .await
-        });
+        let server = tokio::spawn(serve(listener, app, cancel.clone()));
         tracing::info!(%local_addr, upstream = %state.upstream.url(), "gateway listening");
         Ok(GatewayHandle {
             local_addr,
@@ -197,6 +184,67 @@ impl Gateway {
             records,
         })
     }
+}
+
+/// Largest per-connection read buffer. hyper grows a connection's read buffer (up to ~400 KB by
+/// default) while it reads a large request body and keeps it for the connection's life, i.e.
+/// for the whole streamed answer: with Gemini CLI's ~47 KB requests that was the largest part
+/// of the gateway's memory per open stream. Request bodies are read through the buffer in pieces
+/// anyway; only the request head must fit (Gemini CLI's is well under 1 KB).
+const MAX_CONNECTION_BUFFER: usize = 16 * 1024;
+
+/// The accept loop: each connection is served by hyper's HTTP/1 connection with a capped read
+/// buffer ([`MAX_CONNECTION_BUFFER`]) and `TCP_NODELAY`. On `stop`: stop accepting, let every
+/// connection finish its current exchange (graceful shutdown), then return.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    // Each connection task holds a receiver; `closed()` resolves when all are gone.
+    let (all_closed, open) = tokio::sync::watch::channel(());
+    loop {
+        let tcp = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    // E.g. too many open files: wait a little instead of spinning.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stop.cancelled() => break,
+        };
+        // Frames must leave at once: without TCP_NODELAY a small SSE write waits for the
+        // delayed ACK of the previous one (~40 ms).
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let (stop, open) = (stop.clone(), open.clone());
+        tokio::spawn(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.max_buf_size(MAX_CONNECTION_BUFFER);
+            let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+            let mut connection = std::pin::pin!(connection);
+            let served = tokio::select! {
+                served = connection.as_mut() => served,
+                _ = stop.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(e) = served {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+            drop(open);
+        });
+    }
+    drop(open);
+    drop(listener);
+    all_closed.closed().await;
+    Ok(())
 }
 
 /// Listen with a deep accept queue: a guest host may open many streams at once.

@@ -20,6 +20,7 @@ use switchyard_translate::google::GenerateContentResponse;
 use uuid::Uuid;
 
 use crate::record_writer::{GuestRequest, PendingWrite, RecordWriter};
+use crate::translation::ChatBody;
 
 /// The record of one exchange under construction (`None` inside when records are off).
 pub(crate) struct Trace {
@@ -27,7 +28,7 @@ pub(crate) struct Trace {
     record: Option<Box<ExchangeRecord>>,
     guest: Option<GuestRequest>,
     /// Upstream request body of each attempt (shared with the request that was sent).
-    attempt_bodies: Vec<Bytes>,
+    attempt_bodies: Vec<ChatBody>,
 }
 
 impl Trace {
@@ -94,7 +95,7 @@ impl Trace {
         }
     }
 
-    pub fn attempt_started(&mut self, chat_body: &Bytes) {
+    pub fn attempt_started(&mut self, chat_body: &ChatBody) {
         if let Some(r) = &mut self.record {
             self.attempt_bodies.push(chat_body.clone());
             r.attempts.push(UpstreamAttempt {

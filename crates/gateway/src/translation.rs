@@ -49,6 +49,16 @@ impl ChatBody {
         self.segments.push(bytes);
     }
 
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty body.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// The body as one buffer (copies unless it is a single segment).
     pub fn to_bytes(&self) -> Bytes {
         if let [one] = self.segments.as_slice() {
@@ -59,6 +69,50 @@ impl ChatBody {
             out.extend_from_slice(s);
         }
         Bytes::from(out)
+    }
+}
+
+/// An upstream request body that sends the segments as they are (shared, not concatenated),
+/// with its exact length known up front (so it goes out with `Content-Length`).
+struct SegmentBody {
+    segments: std::vec::IntoIter<Bytes>,
+    remaining: u64,
+}
+
+impl http_body::Body for SegmentBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        let next = this.segments.find(|s| !s.is_empty());
+        if let Some(segment) = &next {
+            this.remaining -= segment.len() as u64;
+        }
+        std::task::Poll::Ready(next.map(|s| Ok(http_body::Frame::data(s))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining == 0
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.remaining)
+    }
+}
+
+impl From<ChatBody> for reqwest::Body {
+    fn from(body: ChatBody) -> Self {
+        if let [one] = body.segments.as_slice() {
+            return reqwest::Body::from(one.clone());
+        }
+        reqwest::Body::wrap(SegmentBody {
+            remaining: body.len as u64,
+            segments: body.segments.into_iter(),
+        })
     }
 }
 

@@ -150,7 +150,10 @@ impl UpstreamClient {
     }
 
     /// Send one attempt; `Ok` only for a 2xx response head. Error bodies are read (bounded).
-    pub async fn send(&self, body: Bytes) -> Result<reqwest::Response, UpstreamError> {
+    pub async fn send(
+        &self,
+        body: impl Into<reqwest::Body>,
+    ) -> Result<reqwest::Response, UpstreamError> {
         let mut request = self
             .http
             .post(self.parsed_url.clone())

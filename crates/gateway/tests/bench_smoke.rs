@@ -14,6 +14,8 @@ async fn bench_runs_every_series() {
         concurrency: 4,
         streams: 20,
         forward_samples: 10,
+        // This test binary cannot serve as the gateway child.
+        gateway_process: false,
     })
     .await
     .expect("bench runs");

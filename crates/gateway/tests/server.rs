@@ -544,3 +544,35 @@ async fn unknown_paths_and_methods_get_google_errors() {
     assert_eq!(body["error"]["status"], "NOT_FOUND");
     gw.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_cached_translation_goes_upstream_whole_with_its_content_length() {
+    // The real first Gemini CLI request twice: the second is served from the translation cache
+    // and its upstream body is sent as shared segments.
+    let request: Value =
+        serde_json::from_slice(switchyard_gateway::bench::GEMINI_CLI_FIRST_REQUEST).unwrap();
+    let script = Script::always(Reply::text_stream(["ok"]));
+    let (upstream, gw) = start(script, |_| {}).await;
+    for _ in 0..2 {
+        let frames = Frames::new(post(&gw, "m", "streamGenerateContent", &request).await)
+            .all()
+            .await;
+        assert_eq!(text_of(&frames), "ok");
+    }
+    let sent = upstream.requests();
+    assert_eq!(sent.len(), 2);
+    for request in &sent {
+        assert_eq!(
+            request.header("content-length"),
+            Some(request.body.len().to_string().as_str())
+        );
+        assert_eq!(request.header("transfer-encoding"), None);
+    }
+    assert_eq!(sent[0].body, sent[1].body, "cache hit sends the same bytes");
+    assert!(
+        sent[1].json()["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    );
+    gw.shutdown().await.unwrap();
+}
