@@ -13,7 +13,8 @@
 //!   no longer holds it.
 //! * The queue is bounded: when the recorder cannot keep up, exchanges wait (asynchronously, the
 //!   runtime's worker threads are never blocked) for room, so nothing is dropped.
-//! * When the recorder falls behind, the thread takes every queued write at once, and a write
+//! * At most a few hundred records wait in the recorder's queue; when the recorder falls behind,
+//!   writes wait here instead, and the thread takes every queued write at once: a write
 //!   that a later write of the same exchange in that batch replaces (an upsert of the whole
 //!   record) is skipped: an exchange that already ended is stored once, with its final state,
 //!   instead of being parsed, redacted and stored twice. With a writer that keeps up, every
@@ -31,8 +32,16 @@ use switchyard_translate::google::{GenerateContentResponse, Part};
 
 use crate::translation::ChatBody;
 
-/// Writes queued before producers have to wait.
-const QUEUE: usize = 1024;
+/// Writes queued before producers have to wait (each holds its guest body, ~47 KB for Gemini
+/// CLI, so this bounds the memory records can pin under overload).
+const QUEUE: usize = 256;
+
+/// Ops handed to the recorder that may still wait in its queue.
+const OUTSTANDING: u64 = 256;
+
+/// Longest wait for the recorder before handing over anyway (a stuck writer must not stop
+/// recording altogether; the recorder's own queue then applies backpressure).
+const STALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Most writes taken from the queue at once (and considered together for skipping).
 const BATCH: usize = 256;
@@ -97,8 +106,11 @@ impl RecordWriter {
 
 fn run(recorder: Recorder, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
     let mut batch = Vec::with_capacity(BATCH);
+    let mut handed: u64 = 0;
     while let Some(first) = jobs.blocking_recv() {
         batch.push(first);
+        // While the recorder is busy, writes pile up here, where replaced ones can be skipped.
+        wait_for_recorder(&recorder, handed);
         while batch.len() < BATCH {
             match jobs.try_recv() {
                 Ok(job) => batch.push(job),
@@ -111,12 +123,29 @@ fn run(recorder: Recorder, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
                     if let Err(e) = recorder.record_exchange(build(write)) {
                         tracing::warn!(error = %e, "cannot record exchange");
                     }
+                    handed += 1;
                 }
                 Job::Flush(done) => {
                     let _ = done.send(());
                 }
             }
         }
+    }
+}
+
+/// Waits (bounded) until at most [`OUTSTANDING`] of the `handed` ops are still queued in the
+/// recorder. The recorder's own queue holds thousands of ops; letting it fill with ~100 KB
+/// exchange records costs hundreds of MB and defeats the skipping of replaced writes here.
+fn wait_for_recorder(recorder: &Recorder, handed: u64) {
+    let started = std::time::Instant::now();
+    loop {
+        let stats = recorder.stats();
+        // Other producers' ops count as done too: this is a soft bound.
+        let done = stats.written_ops + stats.failed_ops;
+        if handed.saturating_sub(done) <= OUTSTANDING || started.elapsed() > STALL_LIMIT {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
     }
 }
 
