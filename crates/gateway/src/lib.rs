@@ -52,6 +52,23 @@
 //! model) and splices the cached bytes into later requests; each cache entry is only used after
 //! the splice reproduced the full translation byte for byte (see the module docs).
 //!
+//! ## Records
+//! With a recorder, every exchange is upserted when it begins and when it ends. The request path
+//! only hands shared byte handles to a record-writer thread, which parses the guest and upstream
+//! requests, assembles `upstream_message` (the upstream's assistant message as an OpenAI chat
+//! message: `content`, `reasoning_content`, `tool_calls` with the upstream's ids and argument
+//! strings) and `guest_response` (the chunks the guest received merged into one GenerateContent
+//! response), then queues the record; the recorder's writer redacts and stores it. When the
+//! recorder falls behind, a begin write that the same exchange's end write already replaces is
+//! skipped, and exchanges wait (asynchronously) for room: memory stays bounded and nothing is
+//! dropped. `context_request` is always `None` (the gateway applies no context policy).
+//!
+//! ## Connections
+//! The gateway serves HTTP/1.1 with hyper directly, with `TCP_NODELAY` and each connection's read
+//! buffer capped at 16 KiB (request heads must fit in it), so an open stream does not keep the
+//! buffer a large request body grew. Upstream request bodies are sent as the translation cache's
+//! shared segments with an exact `Content-Length`.
+//!
 //! ## Streaming output
 //! Each translated chunk is written as one single-line `data: <json>\r\n\r\n` frame as soon as
 //! it is produced. Text deltas are forwarded immediately; function calls only complete, on the
