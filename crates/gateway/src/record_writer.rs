@@ -25,7 +25,7 @@ use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 use switchyard_records::Recorder;
 use switchyard_records::model::{DeliveredCall, ExchangeRecord, Usage};
 use switchyard_translate::google::{GenerateContentResponse, Part};
@@ -226,7 +226,7 @@ fn finish(record: &mut ExchangeRecord, delivered: &[GenerateContentResponse]) {
             .iter()
             .rev()
             .find(|a| a.error.is_none() && !a.raw_events.is_empty())
-            .and_then(|a| assemble_upstream_message(&a.raw_events));
+            .and_then(|a| switchyard_records::export::assemble_upstream_message(&a.raw_events));
     }
 }
 
@@ -292,97 +292,10 @@ pub(crate) fn merge_chunks(chunks: &[GenerateContentResponse]) -> Option<Generat
     Some(merged)
 }
 
-/// The upstream assistant message of one attempt, as an OpenAI chat message: `role`, `content`
-/// (text or `null`), `reasoning_content` when the upstream sent reasoning, and `tool_calls`
-/// (`id`, `type`, `function.name`, `function.arguments` as the upstream sent them). Built from a
-/// non-streamed body (`choices[0].message`, kept whole) or from stream chunks (`choices[0].delta`
-/// merged; tool-call fragments joined by `index`). Events that are not JSON are skipped (the
-/// raw events stay in the attempt). `None` when the upstream produced no message.
-pub(crate) fn assemble_upstream_message(raw_events: &[String]) -> Option<Value> {
-    let mut content: Option<String> = None;
-    let mut reasoning: Option<String> = None;
-    let mut calls: Vec<Map<String, Value>> = Vec::new();
-    let mut seen_choice = false;
-    for raw in raw_events {
-        if raw.trim() == "[DONE]" {
-            continue;
-        }
-        let Ok(event) = serde_json::from_str::<Value>(raw) else {
-            continue;
-        };
-        let Some(choice) = event.pointer("/choices/0") else {
-            continue; // a usage-only chunk
-        };
-        if let Some(message) = choice.get("message") {
-            return Some(message.clone());
-        }
-        let Some(delta) = choice.get("delta") else {
-            continue;
-        };
-        seen_choice = true;
-        if let Some(text) = delta.get("content").and_then(Value::as_str) {
-            content.get_or_insert_with(String::new).push_str(text);
-        }
-        for key in ["reasoning_content", "reasoning"] {
-            if let Some(text) = delta.get(key).and_then(Value::as_str) {
-                reasoning.get_or_insert_with(String::new).push_str(text);
-            }
-        }
-        for fragment in delta
-            .get("tool_calls")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let index = fragment
-                .get("index")
-                .and_then(Value::as_u64)
-                .map_or(calls.len().saturating_sub(1), |i| i as usize);
-            while calls.len() <= index {
-                calls.push(Map::from_iter([
-                    ("id".to_owned(), json!("")),
-                    ("type".to_owned(), json!("function")),
-                    ("function".to_owned(), json!({"name": "", "arguments": ""})),
-                ]));
-            }
-            let call = &mut calls[index];
-            if let Some(id) = fragment.get("id").and_then(Value::as_str) {
-                call.insert("id".into(), json!(id));
-            }
-            for field in ["name", "arguments"] {
-                if let Some(piece) = fragment
-                    .get("function")
-                    .and_then(|f| f.get(field))
-                    .and_then(Value::as_str)
-                    && let Some(Value::String(text)) =
-                        call.get_mut("function").and_then(|f| f.get_mut(field))
-                {
-                    text.push_str(piece);
-                }
-            }
-        }
-    }
-    if !seen_choice {
-        return None;
-    }
-    let mut message = Map::new();
-    message.insert("role".into(), json!("assistant"));
-    message.insert("content".into(), content.map_or(Value::Null, Value::String));
-    if let Some(reasoning) = reasoning {
-        message.insert("reasoning_content".into(), Value::String(reasoning));
-    }
-    if !calls.is_empty() {
-        message.insert(
-            "tool_calls".into(),
-            Value::Array(calls.into_iter().map(Value::Object).collect()),
-        );
-    }
-    Some(Value::Object(message))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn write_of(record: &ExchangeRecord, status: &str) -> Job {
         let mut record = Box::new(record.clone());
@@ -440,7 +353,7 @@ mod tests {
         ]
         .map(String::from);
         assert_eq!(
-            assemble_upstream_message(&events).unwrap(),
+            switchyard_records::export::assemble_upstream_message(&events).unwrap(),
             json!({
                 "role": "assistant",
                 "content": "Hello",
@@ -457,10 +370,13 @@ mod tests {
     fn a_unary_body_keeps_its_message_and_nothing_is_no_message() {
         let body = r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#;
         assert_eq!(
-            assemble_upstream_message(&[body.to_string()]).unwrap(),
+            switchyard_records::export::assemble_upstream_message(&[body.to_string()]).unwrap(),
             json!({"role": "assistant", "content": "hi"})
         );
-        assert_eq!(assemble_upstream_message(&["[DONE]".to_string()]), None);
+        assert_eq!(
+            switchyard_records::export::assemble_upstream_message(&["[DONE]".to_string()]),
+            None
+        );
     }
 
     #[test]

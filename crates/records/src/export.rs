@@ -177,20 +177,46 @@ pub fn sft_example(exchange: &ExchangeRecord) -> Result<Value, SftInvalid> {
     Ok(example)
 }
 
-/// Rebuilds the assistant message from an attempt's raw OpenAI Chat Completions events: either a
-/// non-streamed body (`choices[0].message`) or stream chunks (`choices[0].delta` content and
-/// tool-call fragments merged by `index`). `None` if any event is not JSON (except `[DONE]`) or
-/// nothing was produced: an unreadable stream never becomes a training target.
+/// Rebuilds the assistant message from an attempt's raw OpenAI Chat Completions events for a
+/// training example: [`assemble_upstream_message`], but `None` if any event is not JSON (except
+/// `[DONE]`) or the message has neither content nor tool calls: an unreadable stream never
+/// becomes a training target.
 pub fn assemble_chat_message(raw_events: &[String]) -> Option<Value> {
+    let unreadable = raw_events.iter().any(|raw| {
+        raw.trim() != "[DONE]" && serde_json::from_str::<serde::de::IgnoredAny>(raw).is_err()
+    });
+    if unreadable {
+        return None;
+    }
+    let message = assemble_upstream_message(raw_events)?;
+    let has_content = message.get("content").is_some_and(Value::is_string);
+    let has_calls = message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .is_some_and(|c| !c.is_empty());
+    (has_content || has_calls).then_some(message)
+}
+
+/// The upstream assistant message of one attempt, as an OpenAI chat message: `role`, `content`
+/// (text or `null`), `reasoning_content` when the upstream sent reasoning, and `tool_calls`
+/// (`id`, `type`, `function.name`, `function.arguments` as the upstream sent them). Built from a
+/// non-streamed body (`choices[0].message`, kept whole) or from stream chunks (`choices[0].delta`
+/// merged; tool-call fragments joined by `index`). Events that are not JSON are skipped (the
+/// raw events stay in the attempt). `None` when the upstream produced no message.
+pub fn assemble_upstream_message(raw_events: &[String]) -> Option<Value> {
     let mut content: Option<String> = None;
+    let mut reasoning: Option<String> = None;
     let mut calls: Vec<Map<String, Value>> = Vec::new();
+    let mut seen_choice = false;
     for raw in raw_events {
         if raw.trim() == "[DONE]" {
             continue;
         }
-        let event: Value = serde_json::from_str(raw).ok()?;
+        let Ok(event) = serde_json::from_str::<Value>(raw) else {
+            continue;
+        };
         let Some(choice) = event.pointer("/choices/0") else {
-            continue; // usage-only chunk
+            continue; // a usage-only chunk
         };
         if let Some(message) = choice.get("message") {
             return Some(message.clone());
@@ -198,8 +224,14 @@ pub fn assemble_chat_message(raw_events: &[String]) -> Option<Value> {
         let Some(delta) = choice.get("delta") else {
             continue;
         };
+        seen_choice = true;
         if let Some(text) = delta.get("content").and_then(Value::as_str) {
             content.get_or_insert_with(String::new).push_str(text);
+        }
+        for key in ["reasoning_content", "reasoning"] {
+            if let Some(text) = delta.get(key).and_then(Value::as_str) {
+                reasoning.get_or_insert_with(String::new).push_str(text);
+            }
         }
         for fragment in delta
             .get("tool_calls")
@@ -210,7 +242,7 @@ pub fn assemble_chat_message(raw_events: &[String]) -> Option<Value> {
             let index = fragment
                 .get("index")
                 .and_then(Value::as_u64)
-                .map_or(calls.len().saturating_sub(1), |index| index as usize);
+                .map_or(calls.len().saturating_sub(1), |i| i as usize);
             while calls.len() <= index {
                 calls.push(Map::from_iter([
                     ("id".to_owned(), json!("")),
@@ -224,23 +256,26 @@ pub fn assemble_chat_message(raw_events: &[String]) -> Option<Value> {
             }
             for field in ["name", "arguments"] {
                 if let Some(piece) = fragment
-                    .pointer(&format!("/function/{field}"))
+                    .get("function")
+                    .and_then(|f| f.get(field))
                     .and_then(Value::as_str)
-                    && let Some(Value::String(text)) = call
-                        .get_mut("function")
-                        .and_then(|function| function.get_mut(field))
+                    && let Some(Value::String(text)) =
+                        call.get_mut("function").and_then(|f| f.get_mut(field))
                 {
                     text.push_str(piece);
                 }
             }
         }
     }
-    if content.is_none() && calls.is_empty() {
+    if !seen_choice {
         return None;
     }
     let mut message = Map::new();
     message.insert("role".into(), json!("assistant"));
     message.insert("content".into(), content.map_or(Value::Null, Value::String));
+    if let Some(reasoning) = reasoning {
+        message.insert("reasoning_content".into(), Value::String(reasoning));
+    }
     if !calls.is_empty() {
         message.insert(
             "tool_calls".into(),
