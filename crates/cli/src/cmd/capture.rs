@@ -203,6 +203,7 @@ pub async fn run(args: CaptureArgs) -> Result<u8> {
 
 const WS: &str = "/capture/ws";
 const RUN: &str = "/capture/run";
+const GUEST_PREFIX: &str = "/capture/gemini-cli";
 
 async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
     let upstream = GenaiUpstream::start(s.upstream).await?;
@@ -264,10 +265,19 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
     // Redact: real paths → fixed placeholders, the per-run key → <redacted>.
     let ws_real = std::fs::canonicalize(&ws)?.to_string_lossy().into_owned();
     let run_real = launch.run_dir.to_string_lossy().into_owned();
+    // The npm prefix of the install (the entry is PREFIX/node_modules/@google/gemini-cli/bundle/gemini.js);
+    // the guest's system prompt names files below it.
+    let prefix_real = entry
+        .ancestors()
+        .nth(5)
+        .context("entry path too short")?
+        .to_string_lossy()
+        .into_owned();
     let redact = |t: &str| {
         t.replace(&token, "<redacted>")
             .replace(&run_real, RUN)
             .replace(&ws_real, WS)
+            .replace(&prefix_real, GUEST_PREFIX)
     };
     let stdout: Vec<String> = stdout.iter().map(|l| redact(l)).collect();
     let stderr: Vec<String> = stderr.iter().map(|l| redact(l)).collect();
@@ -344,12 +354,6 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
     write_lines(&dir.join("requests.jsonl"), &requests)?;
     let argv: Vec<String> = std::iter::once("node".to_owned())
         .chain(launch.args.iter().map(|a| redact(&a.to_string_lossy())))
-        .map(|a| {
-            a.replace(
-                &entry.to_string_lossy().into_owned(),
-                "<gemini-cli>/bundle/gemini.js",
-            )
-        })
         .collect();
     let manifest = json!({
         "scenario": s.name,
@@ -366,7 +370,7 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
             {"what": "per-run guest API key (env GEMINI_API_KEY, header x-goog-api-key)", "replacement": "<redacted>"},
             {"what": "run directory", "replacement": RUN},
             {"what": "workspace directory", "replacement": WS},
-            {"what": "Gemini CLI install path in argv", "replacement": "<gemini-cli>"}
+            {"what": "Gemini CLI install prefix (argv, system prompt)", "replacement": GUEST_PREFIX}
         ],
         "exit": exit,
         "outcome_status": outcome.status,
