@@ -6,6 +6,9 @@
 //! JSON object members whose name is a credential header.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use aho_corasick::AhoCorasick;
 
 use serde_json::Value;
 
@@ -208,8 +211,24 @@ fn is_secret_member(name: &str) -> bool {
 }
 
 /// Byte ranges of credential values found by the generic patterns, or `None` if there are none.
+/// Every pattern below needs one of these (ASCII case-insensitive) substrings, so a string
+/// without any of them is skipped in one pass, without lower-casing it (most record strings:
+/// prompts, tool schemas, file contents).
+static TRIGGERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    let mut words: Vec<String> = vec!["bearer".to_owned()];
+    words.extend(SECRET_HEADERS.iter().map(|h| (*h).to_owned()));
+    for param in SECRET_QUERY_PARAMS {
+        words.push(format!("?{param}="));
+        words.push(format!("&{param}="));
+    }
+    AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build(words)
+        .expect("static redaction triggers build")
+});
+
 fn redact_patterns(text: &str) -> Option<String> {
-    if text.len() < 5 {
+    if text.len() < 5 || !TRIGGERS.is_match(text) {
         return None;
     }
     let lower = text.to_ascii_lowercase();
@@ -352,6 +371,24 @@ fn is_name_byte(b: u8) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn trigger_prefilter_keeps_every_pattern_and_skips_plain_text() {
+        let r = Redactor::new(Vec::<String>::new());
+        for text in [
+            "AUTHORIZATION: Basic dXNlcjpwYXNz",
+            "Proxy-Authorization: Digest abcdef",
+            "X-Goog-Api-Key=AIzaSyExample123",
+            "curl -H 'Api-Key: sk-1234567890'",
+            "GET /v1?KEY=abcdef123456 HTTP/1.1",
+            "https://h/p?x=1&Access_Token=tok123456",
+            "BEARER eyJhbGciOiJIUzI1NiJ9.payload",
+        ] {
+            assert!(r.finds_secret(text), "{text}");
+        }
+        let prose = "The key of the map is a string; keys are sorted. A bearer of news.";
+        assert!(matches!(r.redact_str(prose), Cow::Borrowed(_)));
+    }
 
     #[test]
     fn literal_secrets_are_replaced_everywhere() {
