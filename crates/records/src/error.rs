@@ -45,6 +45,14 @@ pub enum StoreError {
         /// How many runs match.
         count: usize,
     },
+    /// An exchange refers to a deduplicated sub-value (blob) the store does not hold.
+    #[error("exchange {exchange} refers to blob {hash}, which the store does not hold")]
+    MissingBlob {
+        /// The blob's hash (`sha256:<hex>`).
+        hash: String,
+        /// The exchange id.
+        exchange: String,
+    },
     /// The database was written by a newer (unknown) schema version.
     #[error("record store schema version {found} is newer than supported version {supported}")]
     UnsupportedSchema {

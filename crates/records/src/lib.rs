@@ -19,6 +19,7 @@
 //! # Ok::<(), switchyard_records::RecordError>(())
 //! ```
 
+pub mod blobs;
 pub mod error;
 pub mod export;
 pub mod html;

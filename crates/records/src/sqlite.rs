@@ -5,15 +5,22 @@
 //! Opening a store recovers rows left in flight by writers whose lock file is no longer held (the
 //! process died, even by SIGKILL): their in-flight exchanges and unfinished runs become
 //! `Incomplete`. Rows of writers still alive in other processes are left alone.
+//!
+//! Exchanges are stored with their large repeated sub-values (system prompt, tool declarations)
+//! moved into the content-addressed `blobs` table (see [`crate::blobs`]), in the same transaction
+//! as the exchange row; every read puts them back.
 
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use serde_json::Value;
 use uuid::Uuid;
 
+use crate::blobs;
 use crate::error::StoreError;
 use crate::model::{
     EventRecord, ExchangeRecord, ExchangeStatus, RawLineRecord, RawStream, RecordOp, RunRecord,
@@ -21,8 +28,9 @@ use crate::model::{
 };
 use crate::store::{ExchangeFilter, RecordStore, RecoveryReport};
 
-/// Schema version stored in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 1;
+/// Schema version stored in `PRAGMA user_version`. v1: runs, events, raw lines, exchanges.
+/// v2: the `blobs` table of deduplicated exchange sub-values.
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How long a writer waits for another process's transaction before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -30,7 +38,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(15);
 /// Age after which an unlocked staging lock file is considered abandoned.
 const STALE_STAGING: Duration = Duration::from_secs(600);
 
-const SCHEMA: &str = r#"
+/// Schema version 1 (every table a v1 store has).
+const SCHEMA_V1: &str = r#"
 CREATE TABLE IF NOT EXISTS runs (
     id             TEXT PRIMARY KEY,          -- UUID v7, hyphenated lowercase (sorts by time)
     writer_id      TEXT NOT NULL,             -- store instance that last wrote the row
@@ -71,11 +80,23 @@ CREATE INDEX IF NOT EXISTS exchanges_in_flight ON exchanges (writer_id) WHERE st
 CREATE INDEX IF NOT EXISTS runs_running ON runs (writer_id) WHERE state = 'running';
 "#;
 
+/// Migration from version 1 to 2: deduplicated exchange sub-values, keyed by `sha256:<hex>` of
+/// their JSON text. v1 exchange rows hold no markers and keep working unchanged.
+const MIGRATION_V2: &str = r#"
+CREATE TABLE IF NOT EXISTS blobs (
+    hash TEXT PRIMARY KEY,                    -- sha256:<hex> of body
+    body TEXT NOT NULL                        -- the sub-value as compact JSON
+);
+"#;
+
 /// The SQLite implementation of [`RecordStore`].
 pub struct SqliteStore {
     conn: Connection,
     path: PathBuf,
     writer: WriterLock,
+    /// Blob hashes known to be committed in this store (blobs are never deleted), so their
+    /// bodies need not be written again.
+    known_blobs: HashSet<String>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -169,7 +190,12 @@ impl SqliteStore {
         let mut conn = conn;
         migrate(&mut conn)?;
         let writer = register_writer(&path)?;
-        let mut store = SqliteStore { conn, path, writer };
+        let mut store = SqliteStore {
+            conn,
+            path,
+            writer,
+            known_blobs: HashSet::new(),
+        };
         store.recover()?;
         Ok(store)
     }
@@ -207,7 +233,15 @@ impl SqliteStore {
             .map_err(backend("checkpointing"))
     }
 
-    fn apply_op(tx: &Transaction<'_>, writer: &str, op: &RecordOp) -> Result<(), StoreError> {
+    /// Writes `op` in `tx`. Blob hashes inserted by this transaction are added to `new_blobs`;
+    /// hashes in `known_blobs` or `new_blobs` are not written again.
+    fn apply_op(
+        tx: &Transaction<'_>,
+        writer: &str,
+        op: &RecordOp,
+        known_blobs: &HashSet<String>,
+        new_blobs: &mut HashSet<String>,
+    ) -> Result<(), StoreError> {
         match op {
             RecordOp::UpsertRun(run) => {
                 let mut run = (**run).clone();
@@ -267,7 +301,17 @@ impl SqliteStore {
                 .map_err(backend("writing a raw line"))?;
             }
             RecordOp::UpsertExchange(exchange) => {
-                let record = to_json("exchange", exchange)?;
+                let mut stored = (**exchange).clone();
+                for blob in blobs::deflate(&mut stored)? {
+                    if known_blobs.contains(&blob.hash) || new_blobs.contains(&blob.hash) {
+                        continue;
+                    }
+                    tx.prepare_cached("INSERT OR IGNORE INTO blobs (hash, body) VALUES (?1, ?2)")
+                        .and_then(|mut statement| statement.execute(params![blob.hash, blob.body]))
+                        .map_err(backend("writing a blob"))?;
+                    new_blobs.insert(blob.hash);
+                }
+                let record = to_json("exchange", &stored)?;
                 tx.prepare_cached(
                     "INSERT INTO exchanges (id, run_id, writer_id, status, ingress_api, upstream_model, received_at, record)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
@@ -390,14 +434,42 @@ impl SqliteStore {
             .query_map(rusqlite::params_from_iter(params), |row| row.get(0))
             .and_then(Iterator::collect)
             .map_err(backend("reading exchanges"))?;
+        let mut bodies = HashMap::new();
         rows.iter()
-            .map(|record| from_json("exchange", record))
+            .map(|record| self.exchange_from_row(record, &mut bodies))
             .collect()
+    }
+
+    /// Parses a stored exchange row and puts its blobs back. `bodies` caches parsed blob bodies
+    /// across the rows of one read.
+    fn exchange_from_row(
+        &self,
+        record: &str,
+        bodies: &mut HashMap<String, Value>,
+    ) -> Result<ExchangeRecord, StoreError> {
+        let mut exchange: ExchangeRecord = from_json("exchange", record)?;
+        blobs::inflate(&mut exchange, |hash| {
+            if let Some(body) = bodies.get(hash) {
+                return Ok(Some(body.clone()));
+            }
+            let text: Option<String> = self
+                .conn
+                .prepare_cached("SELECT body FROM blobs WHERE hash = ?1")
+                .and_then(|mut statement| statement.query_row([hash], |row| row.get(0)).optional())
+                .map_err(backend("reading a blob"))?;
+            let Some(text) = text else {
+                return Ok(None);
+            };
+            let body: Value = from_json("blob", &text)?;
+            bodies.insert(hash.to_owned(), body.clone());
+            Ok(Some(body))
+        })?;
+        Ok(exchange)
     }
 }
 
-/// Creates the schema if this database has none yet (under a write lock, so concurrent openers
-/// agree), and refuses databases written by a newer schema.
+/// Creates the schema if this database has none yet, migrates older versions forward (under a
+/// write lock, so concurrent openers agree), and refuses databases written by a newer schema.
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -411,9 +483,15 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             supported: SCHEMA_VERSION,
         });
     }
-    if found < SCHEMA_VERSION {
-        tx.execute_batch(SCHEMA)
+    if found < 1 {
+        tx.execute_batch(SCHEMA_V1)
             .map_err(backend("creating the schema"))?;
+    }
+    if found < 2 {
+        tx.execute_batch(MIGRATION_V2)
+            .map_err(backend("migrating the schema to version 2"))?;
+    }
+    if found < SCHEMA_VERSION {
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(backend("writing user_version"))?;
     }
@@ -487,10 +565,14 @@ impl RecordStore for SqliteStore {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(backend("starting a write transaction"))?;
+        let mut new_blobs = HashSet::new();
         for op in ops {
-            SqliteStore::apply_op(&tx, &writer, op)?;
+            SqliteStore::apply_op(&tx, &writer, op, &self.known_blobs, &mut new_blobs)?;
         }
-        tx.commit().map_err(backend("committing a batch"))
+        tx.commit().map_err(backend("committing a batch"))?;
+        // Only committed blobs are known: a failed batch rolls its blobs back.
+        self.known_blobs.extend(new_blobs);
+        Ok(())
     }
 
     fn recover(&mut self) -> Result<RecoveryReport, StoreError> {
@@ -650,7 +732,7 @@ impl RecordStore for SqliteStore {
             .optional()
             .map_err(backend("reading an exchange"))?;
         record
-            .map(|record| from_json("exchange", &record))
+            .map(|record| self.exchange_from_row(&record, &mut HashMap::new()))
             .transpose()
     }
 }

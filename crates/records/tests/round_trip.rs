@@ -156,7 +156,7 @@ fn stores_from_a_newer_schema_are_refused_and_missing_stores_are_not_created() {
         SqliteStore::open_existing(&path),
         Err(StoreError::UnsupportedSchema {
             found: 99,
-            supported: 1
+            supported: switchyard_records::sqlite::SCHEMA_VERSION
         })
     ));
 }

@@ -90,6 +90,12 @@ fn secrets_never_reach_the_database_files() {
     exchange
         .notes
         .push(format!("x-goog-api-key: {UPSTREAM_KEY}"));
+    // Secrets inside the system prompts, which the store moves into the deduplicated blobs table.
+    let guest_prompt = big_system_prompt(4, &format!("The key is {UPSTREAM_KEY}."));
+    exchange.guest_request["systemInstruction"] = json!({"parts": [{"text": guest_prompt}]});
+    let upstream_prompt = big_system_prompt(4, &format!("The run token is {RUN_TOKEN}."));
+    exchange.attempts[0].request["messages"][0] =
+        json!({"role": "system", "content": upstream_prompt});
     recorder.record_exchange(exchange.clone()).unwrap();
     recorder.flush().unwrap();
 
@@ -111,6 +117,19 @@ fn secrets_never_reach_the_database_files() {
         "https://example.invalid/v1beta/models/m:generateContent?key=[REDACTED]"
     );
     assert_eq!(stored.notes.last().unwrap(), "x-goog-api-key: [REDACTED]");
+    let blobs: i64 = rusqlite::Connection::open(store.path())
+        .unwrap()
+        .query_row("SELECT count(*) FROM blobs", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(blobs, 2, "both system prompts were stored as blobs");
+    assert_eq!(
+        stored.guest_request["systemInstruction"]["parts"][0]["text"],
+        json!(guest_prompt.replace(UPSTREAM_KEY, "[REDACTED]"))
+    );
+    assert_eq!(
+        stored.attempts[0].request["messages"][0]["content"],
+        json!(upstream_prompt.replace(RUN_TOKEN, "[REDACTED]"))
+    );
     assert_eq!(
         store.raw_lines(run_id).unwrap()[0].line,
         "debug: Authorization: [REDACTED]"

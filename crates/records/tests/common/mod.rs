@@ -177,3 +177,60 @@ pub fn begun(exchange: &ExchangeRecord) -> ExchangeRecord {
     begun.received_at = exchange.received_at;
     begun
 }
+
+/// A system prompt of about `kib` KiB, like Gemini CLI's (~23 KB), mentioning `extra`.
+pub fn big_system_prompt(kib: usize, extra: &str) -> String {
+    let mut prompt = format!("You are an interactive CLI agent. {extra}\n");
+    let mut rule = 0;
+    while prompt.len() < kib * 1024 {
+        prompt.push_str(&format!(
+            "- Rule {rule}: follow the project's conventions, read before you write, verify with tests.\n"
+        ));
+        rule += 1;
+    }
+    prompt
+}
+
+/// `count` tool declarations in GenerateContent form (about 20 KB for 40 tools).
+pub fn big_guest_tools(count: usize) -> Value {
+    let declarations: Vec<Value> = (0..count)
+        .map(|i| json!({
+            "name": format!("tool_{i}"),
+            "description": format!("Tool number {i}: does a useful thing to the workspace and reports what happened in detail."),
+            "parametersJsonSchema": {"type": "object", "properties": {
+                "path": {"type": "string", "description": "Absolute path of the file to work on."},
+                "limit": {"type": "integer", "description": "Maximum number of lines to read."}
+            }, "required": ["path"]}
+        }))
+        .collect();
+    json!([{"functionDeclarations": declarations}])
+}
+
+/// The same `count` tools in OpenAI chat form.
+pub fn big_upstream_tools(count: usize) -> Value {
+    Value::Array(
+        (0..count)
+            .map(|i| json!({"type": "function", "function": {
+                "name": format!("tool_{i}"),
+                "description": format!("Tool number {i}: does a useful thing to the workspace and reports what happened in detail."),
+                "parameters": {"type": "object", "properties": {
+                    "path": {"type": "string", "description": "Absolute path of the file to work on."},
+                    "limit": {"type": "integer", "description": "Maximum number of lines to read."}
+                }, "required": ["path"]}
+            }}))
+            .collect(),
+    )
+}
+
+/// Exchange `n` carrying a Gemini-CLI-sized system prompt and tool set in its guest request, its
+/// context request and its upstream request, as the gateway records them.
+pub fn session_exchange(id: Uuid, run_id: Option<Uuid>, n: u64, prompt: &str) -> ExchangeRecord {
+    let mut exchange = sample_exchange(id, run_id, n);
+    exchange.guest_request["systemInstruction"] = json!({"parts": [{"text": prompt}]});
+    exchange.guest_request["tools"] = big_guest_tools(40);
+    exchange.context_request = Some(exchange.guest_request.clone());
+    let request = &mut exchange.attempts[0].request;
+    request["messages"][0] = json!({"role": "system", "content": prompt});
+    request["tools"] = big_upstream_tools(40);
+    exchange
+}
