@@ -301,8 +301,8 @@ impl SqliteStore {
                 .map_err(backend("writing a raw line"))?;
             }
             RecordOp::UpsertExchange(exchange) => {
-                let mut stored = (**exchange).clone();
-                for blob in blobs::deflate(&mut stored)? {
+                let (stored, blobs) = blobs::deflate(exchange)?;
+                for blob in blobs {
                     if known_blobs.contains(&blob.hash) || new_blobs.contains(&blob.hash) {
                         continue;
                     }
