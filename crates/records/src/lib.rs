@@ -6,6 +6,8 @@
 //! [`RecordOp`]s; a single writer thread redacts secrets ([`Redactor`]) and commits batches to a
 //! [`RecordStore`] (SQLite by default, [`SqliteStore`]). Readers open a [`SqliteStore`] and use the
 //! [`RecordStore`] trait; [`export`], [`html`] and [`timeline`] render what is stored.
+//! The SQLite store keeps the large sub-values every exchange of a session repeats (system prompt,
+//! tool declarations) once, content-addressed ([`blobs`]); readers always get whole records back.
 //!
 //! ```no_run
 //! use switchyard_records::{ExchangeRecord, Recorder, Redactor, ingress};
