@@ -18,8 +18,9 @@
 //!   pair that records every exchange into a real SQLite store (`Recorder::open_dir` on a
 //!   temporary directory, with the upstream key registered for redaction), right after the
 //!   records-off series, and reported side by side with ratios. With a zero-delay upstream the
-//!   records-on throughput is bounded by the recorder's single writer thread (redaction,
-//!   serialization and storage of ~100 KB of JSON per exchange), not by the request path.
+//!   records-on throughput is bounded by building, redacting and serializing ~100 KB of JSON per
+//!   exchange (the gateway's record thread and the recorder's single writer thread; the store
+//!   keeps repeated system prompts and tools only once), not by the request path.
 //!
 //! Build with `--release` for meaningful numbers. The in-process memory figures are the whole
 //! process (client, upstream and gateway); the gateway's share is the difference to the direct
