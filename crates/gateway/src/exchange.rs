@@ -218,26 +218,44 @@ fn frame(chunk: &GenerateContentResponse) -> Bytes {
     Bytes::from(out)
 }
 
-/// `:streamGenerateContent`.
-pub(crate) async fn stream_generate(ctx: ExchangeContext, body: Bytes) -> Response {
-    let state = ctx.state.clone();
+/// Starts an exchange's record and translates the guest request. A refused request is recorded
+/// as failed and its Google-shaped error response returned.
+async fn begin(
+    ctx: &ExchangeContext,
+    body: &Bytes,
+    ingress_api: &'static str,
+    stream: bool,
+) -> Result<(Trace, Prepared), Response> {
+    let state = &ctx.state;
     let mut trace = Trace::begin(
         state.records.as_ref(),
         state.run_id,
-        ingress::STREAM_GENERATE_CONTENT,
+        ingress_api,
         &ctx.guest_model,
-        &body,
+        body,
     );
-    let prepared = match prepare(&ctx, &body, true, &mut trace) {
-        Ok(p) => p,
+    match prepare(ctx, body, stream, &mut trace) {
+        Ok(prepared) => {
+            trace.write().await;
+            Ok((trace, prepared))
+        }
         Err(response) => {
             trace
                 .finish_error(&[], "guest_request", "request refused before translation")
                 .await;
-            return *response;
+            Err(*response)
         }
-    };
-    trace.write().await;
+    }
+}
+
+/// `:streamGenerateContent`.
+pub(crate) async fn stream_generate(ctx: ExchangeContext, body: Bytes) -> Response {
+    let state = ctx.state.clone();
+    let (mut trace, prepared) =
+        match begin(&ctx, &body, ingress::STREAM_GENERATE_CONTENT, true).await {
+            Ok(begun) => begun,
+            Err(response) => return response,
+        };
     let mut budget = RetryBudget::new(&state.config.retries);
     let response = match connect(&state, &prepared.chat_body, &mut budget, &mut trace).await {
         Ok(r) => r,
@@ -457,23 +475,10 @@ async fn stream_attempt(
 pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
     let state = ctx.state.clone();
     let _in_flight = state.in_flight.clone();
-    let mut trace = Trace::begin(
-        state.records.as_ref(),
-        state.run_id,
-        ingress::GENERATE_CONTENT,
-        &ctx.guest_model,
-        &body,
-    );
-    let prepared = match prepare(&ctx, &body, false, &mut trace) {
-        Ok(p) => p,
-        Err(response) => {
-            trace
-                .finish_error(&[], "guest_request", "request refused before translation")
-                .await;
-            return *response;
-        }
+    let (mut trace, prepared) = match begin(&ctx, &body, ingress::GENERATE_CONTENT, false).await {
+        Ok(begun) => begun,
+        Err(response) => return response,
     };
-    trace.write().await;
     let mut budget = RetryBudget::new(&state.config.retries);
     let mut config = prepared.response_config.clone();
     loop {
