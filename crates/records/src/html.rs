@@ -14,7 +14,7 @@ body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:70em;color:#1
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:2em}
 table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top}
 .entry{border-left:4px solid #bbb;background:#fff;margin:.6em 0;padding:.4em .8em}
-.at{color:#777;font-size:.85em;margin-right:.6em}
+.at{color:#777;font-size:.85em;margin-right:.6em;overflow-wrap:anywhere}
 .user{border-color:#2b6cb0}.assistant{border-color:#2f855a}.tool-call{border-color:#b7791f}
 .tool-result{border-color:#805ad5}.exchange{border-color:#718096;background:#f4f6f8}.problem{border-color:#c53030}
 pre{white-space:pre-wrap;word-break:break-word;background:#f0f0f0;padding:.5em;margin:.3em 0}
