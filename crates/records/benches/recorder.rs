@@ -70,15 +70,20 @@ fn exchange_op() -> RecordOp {
     )))
 }
 
-/// Producer-side cost of `record` for one event (queue never full).
-#[divan::bench]
-fn enqueue_event(bencher: Bencher) {
-    let recorder = Recorder::start(
+/// A recorder whose writer discards everything (see [`DiscardingStore`]).
+fn discarding_recorder() -> Recorder {
+    Recorder::start(
         Box::new(DiscardingStore),
         Redactor::new(["bench-secret-key"]),
         RecorderOptions::default(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// Producer-side cost of `record` for one event (queue never full).
+#[divan::bench]
+fn enqueue_event(bencher: Bencher) {
+    let recorder = discarding_recorder();
     bencher
         .with_inputs(|| event_op(0))
         .bench_local_values(|op| recorder.record(op).unwrap());
@@ -88,12 +93,7 @@ fn enqueue_event(bencher: Bencher) {
 /// Producer-side cost of `record` for one full exchange (queue never full).
 #[divan::bench]
 fn enqueue_exchange(bencher: Bencher) {
-    let recorder = Recorder::start(
-        Box::new(DiscardingStore),
-        Redactor::new(["bench-secret-key"]),
-        RecorderOptions::default(),
-    )
-    .unwrap();
+    let recorder = discarding_recorder();
     bencher
         .with_inputs(exchange_op)
         .bench_local_values(|op| recorder.record(op).unwrap());

@@ -7,7 +7,10 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use crate::model::{EventRecord, ExchangeRecord};
-use crate::timeline::{RunView, TimelineEntry, event_payload, outcome_label, seconds_between};
+use crate::timeline::{
+    RunView, TimelineEntry, event_payload, first_byte_latency, outcome_label, seconds_between,
+    summary_line, total_latency,
+};
 
 const STYLE: &str = "
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:70em;color:#1d1d1f;background:#fafafa}
@@ -62,7 +65,6 @@ pub fn render_html(view: &RunView) -> String {
             )
         })
         .unwrap_or_else(|| format!("- ({})", run.state.as_str()));
-    let summary = run.summary;
     let rows = [
         ("Agent", format!("{} {}", run.agent, run.agent_version)),
         (
@@ -74,18 +76,7 @@ pub fn render_html(view: &RunView) -> String {
         ("Started", run.started_at.to_rfc3339()),
         ("Ended", ended),
         ("Outcome", outcome_label(run)),
-        (
-            "Summary",
-            format!(
-                "{} turns, {} tool calls, tokens in {} (cached {}) out {} reasoning {}",
-                summary.turns,
-                summary.tool_calls,
-                summary.input_tokens,
-                summary.cached_tokens,
-                summary.output_tokens,
-                summary.reasoning_tokens
-            ),
-        ),
+        ("Summary", summary_line(&run.summary)),
         ("Settings digest", run.settings_digest.clone()),
     ];
     for (name, value) in rows {
@@ -117,8 +108,8 @@ pub fn render_html(view: &RunView) -> String {
             escape(&exchange.requested_model),
             escape(&exchange.upstream_model),
             escape(exchange.status.as_str()),
-            escape(&first_byte(exchange)),
-            escape(&total(exchange)),
+            escape(&first_byte_latency(exchange)),
+            escape(&total_latency(exchange)),
             usage.input,
             usage.cached,
             usage.output,
@@ -128,21 +119,6 @@ pub fn render_html(view: &RunView) -> String {
     }
     out.push_str("</table>\n</body></html>\n");
     out
-}
-
-fn first_byte(exchange: &ExchangeRecord) -> String {
-    exchange
-        .first_byte_at
-        .map(|at| seconds_between(exchange.received_at, at))
-        .unwrap_or_else(|| "-".into())
-}
-
-fn total(exchange: &ExchangeRecord) -> String {
-    exchange
-        .delivered_at
-        .or(exchange.last_byte_at)
-        .map(|at| seconds_between(exchange.received_at, at))
-        .unwrap_or_else(|| "-".into())
 }
 
 fn render_event(out: &mut String, at: &str, event: &EventRecord) {
@@ -223,8 +199,8 @@ fn render_exchange(out: &mut String, at: &str, exchange: &ExchangeRecord) {
         escape(&exchange.requested_model),
         escape(&exchange.upstream_model),
         escape(exchange.status.as_str()),
-        escape(&first_byte(exchange)),
-        escape(&total(exchange)),
+        escape(&first_byte_latency(exchange)),
+        escape(&total_latency(exchange)),
         usage.input,
         usage.cached,
         usage.output,

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::error::StoreError;
-use crate::model::{EventRecord, ExchangeRecord, RawLineRecord, RunRecord};
+use crate::model::{EventRecord, ExchangeRecord, RawLineRecord, RunRecord, RunSummary};
 use crate::store::{ExchangeFilter, RecordStore};
 
 /// Everything stored about one run.
@@ -83,6 +83,36 @@ pub fn outcome_label(run: &RunRecord) -> String {
         .and_then(Value::as_str)
         .map(str::to_owned)
         .unwrap_or_else(|| run.state.as_str().to_owned())
+}
+
+/// The run summary in one line: turns, tool calls and token counts.
+pub fn summary_line(summary: &RunSummary) -> String {
+    format!(
+        "{} turns, {} tool calls, tokens in {} (cached {}) out {} reasoning {}",
+        summary.turns,
+        summary.tool_calls,
+        summary.input_tokens,
+        summary.cached_tokens,
+        summary.output_tokens,
+        summary.reasoning_tokens
+    )
+}
+
+/// Time from receiving the exchange to its first upstream byte, or `"-"` if none came.
+pub fn first_byte_latency(exchange: &ExchangeRecord) -> String {
+    exchange
+        .first_byte_at
+        .map(|at| seconds_between(exchange.received_at, at))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// Time from receiving the exchange to delivering it (or to its last upstream byte), or `"-"`.
+pub fn total_latency(exchange: &ExchangeRecord) -> String {
+    exchange
+        .delivered_at
+        .or(exchange.last_byte_at)
+        .map(|at| seconds_between(exchange.received_at, at))
+        .unwrap_or_else(|| "-".into())
 }
 
 /// `text` cut to `max` characters with an ellipsis, newlines shown as `⏎`.
@@ -208,15 +238,8 @@ pub fn event_payload(body: &Value) -> Value {
 
 /// One-line description of an exchange: route, status, latency, tokens, calls.
 pub fn describe_exchange(exchange: &ExchangeRecord) -> String {
-    let first_byte = exchange
-        .first_byte_at
-        .map(|at| seconds_between(exchange.received_at, at))
-        .unwrap_or_else(|| "-".into());
-    let total = exchange
-        .delivered_at
-        .or(exchange.last_byte_at)
-        .map(|at| seconds_between(exchange.received_at, at))
-        .unwrap_or_else(|| "-".into());
+    let first_byte = first_byte_latency(exchange);
+    let total = total_latency(exchange);
     let usage = exchange.usage;
     let mut line = format!(
         "exchange {} {} {} -> {} {}  first byte {first_byte} total {total}  tokens in {} (cached {}) out {} reasoning {}",
@@ -280,17 +303,7 @@ pub fn render_timeline(view: &RunView) -> String {
         }
     }
     let _ = writeln!(out, "outcome   {}", outcome_label(run));
-    let summary = run.summary;
-    let _ = writeln!(
-        out,
-        "summary   {} turns, {} tool calls, tokens in {} (cached {}) out {} reasoning {}",
-        summary.turns,
-        summary.tool_calls,
-        summary.input_tokens,
-        summary.cached_tokens,
-        summary.output_tokens,
-        summary.reasoning_tokens
-    );
+    let _ = writeln!(out, "summary   {}", summary_line(&run.summary));
     let _ = writeln!(
         out,
         "raw lines {} kept, {} dropped",
