@@ -138,10 +138,6 @@ impl GeminiNormalizer {
                 Role::User => out.push(Event::UserMessage(UserMessage { text: m.content })),
                 Role::Assistant => {
                     self.begin_model_output();
-                    if self.last_turn_text.is_some() && self.turn_text.is_empty() {
-                        // A new text segment of a new turn replaces the previous answer.
-                        self.last_turn_text = None;
-                    }
                     self.turn_text.push_str(&m.content);
                     out.push(Event::AssistantDelta(AssistantDelta {
                         text: m.content,

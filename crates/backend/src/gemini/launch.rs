@@ -20,6 +20,11 @@ use std::path::{Path, PathBuf};
 /// Host environment variables passed through when set. Everything else is dropped.
 pub const PASSTHROUGH_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
 
+/// `general.maxAttempts` Switchyard gives the guest: one retry of its own. The gateway retries
+/// upstream failures itself (within its budget), so guest retries are kept to a minimum and the
+/// two never multiply into minutes (see the gateway's "Retry and timeout budget" docs).
+pub const GUEST_MAX_ATTEMPTS: u32 = 2;
+
 /// A secret string that must only travel through the environment. Its `Debug` is redacted.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -60,6 +65,7 @@ pub struct GeminiLaunchConfig {
     pub api_key: Secret,
     pub approval_mode: ApprovalMode,
     pub max_turns: Option<u32>,
+    /// `general.maxAttempts`; normally [`GUEST_MAX_ATTEMPTS`].
     pub max_attempts: u32,
     /// Host environment to draw [`PASSTHROUGH_ENV`] from (normally `std::env::vars_os()`).
     pub host_env: Vec<(OsString, OsString)>,
@@ -188,7 +194,7 @@ mod tests {
             api_key: Secret::new("sk-very-secret"),
             approval_mode: ApprovalMode::Default,
             max_turns: None,
-            max_attempts: 2,
+            max_attempts: GUEST_MAX_ATTEMPTS,
             host_env: vec![
                 ("PATH".into(), "/usr/bin".into()),
                 ("HOME".into(), "/root".into()),

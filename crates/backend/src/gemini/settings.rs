@@ -107,13 +107,10 @@ mod tests {
         assert_eq!(s["advanced"]["ignoreLocalEnv"], true);
         assert_eq!(s["telemetry"]["outfile"], "/r/telemetry.json");
         let unlimited = settings_json(&SettingsInput {
+            model: "m",
             max_turns: None,
-            ..SettingsInput {
-                model: "m",
-                max_turns: None,
-                max_attempts: 1,
-                telemetry_file: Path::new("/t"),
-            }
+            max_attempts: 1,
+            telemetry_file: Path::new("/t"),
         });
         assert_eq!(unlimited["model"]["maxSessionTurns"], -1);
     }

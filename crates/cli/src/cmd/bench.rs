@@ -14,7 +14,7 @@ use anyhow::{Context, Result, ensure};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use switchyard_backend::gemini::launch::{GeminiLaunchConfig, Secret, prepare};
+use switchyard_backend::gemini::launch::{GUEST_MAX_ATTEMPTS, GeminiLaunchConfig, Secret, prepare};
 use switchyard_backend::gemini::settings::ApprovalMode;
 use switchyard_testkit::chat_upstream::{ChatUpstream, Reply, Script};
 use switchyard_testkit::genai_upstream::{GenaiScenario, GenaiUpstream};
@@ -194,7 +194,7 @@ fn run_direct(
         api_key: Secret::new("bench-key"),
         approval_mode: ApprovalMode::Default,
         max_turns: None,
-        max_attempts: 2,
+        max_attempts: GUEST_MAX_ATTEMPTS,
         host_env: std::env::vars_os().collect(),
     })?;
     let start = Instant::now();

@@ -16,7 +16,7 @@ use anyhow::{Context, Result, bail, ensure};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use switchyard_backend::gemini::launch::{GeminiLaunchConfig, Secret, prepare};
+use switchyard_backend::gemini::launch::{GUEST_MAX_ATTEMPTS, GeminiLaunchConfig, Secret, prepare};
 use switchyard_backend::gemini::run::{GeminiRun, RunItem, RunLimits};
 use switchyard_backend::gemini::settings::ApprovalMode;
 use switchyard_events::Event;
@@ -225,7 +225,7 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
         api_key: Secret::new(token.clone()),
         approval_mode: ApprovalMode::Default,
         max_turns: s.max_turns,
-        max_attempts: 2,
+        max_attempts: GUEST_MAX_ATTEMPTS,
         host_env: std::env::vars_os().collect(),
     })?;
     let limits = RunLimits {

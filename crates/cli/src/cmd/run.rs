@@ -12,7 +12,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use switchyard_backend::gemini::launch::{GeminiLaunchConfig, Secret, prepare};
+use switchyard_backend::gemini::launch::{GUEST_MAX_ATTEMPTS, GeminiLaunchConfig, Secret, prepare};
 use switchyard_backend::gemini::run::{GeminiRun, RunItem, RunLimits};
 use switchyard_backend::gemini::settings::ApprovalMode;
 use switchyard_events::event::RunStarted;
@@ -279,10 +279,22 @@ fn check_http_url(url: &str) -> Result<()> {
 
 fn check_loopback_url(url: &str) -> Result<()> {
     check_http_url(url)?;
-    let host = url
+    // authority = everything up to the first '/'; host = authority without its port.
+    let rest = url
         .trim_start_matches("http://")
         .trim_start_matches("https://");
-    if !(host.starts_with("127.") || host.starts_with("localhost") || host.starts_with("[::1]")) {
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority
+            .rsplit_once(':')
+            .map_or(authority, |(host, _port)| host),
+    };
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if !loopback {
         bail!("{url:?} is not a loopback address");
     }
     Ok(())
@@ -444,7 +456,7 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
         api_key: Secret::new(guest_token),
         approval_mode: resolved.approval_mode,
         max_turns: resolved.max_turns,
-        max_attempts: 2,
+        max_attempts: GUEST_MAX_ATTEMPTS,
         host_env: std::env::vars_os().collect(),
     })
     .with_context(|| format!("preparing the run directory {}", run_dir.display()))?;
@@ -678,6 +690,26 @@ mod tests {
         .resolve()
         .unwrap_err();
         assert!(e.to_string().contains("empty"));
+    }
+
+    #[test]
+    fn only_real_loopback_hosts_pass_the_loopback_check() {
+        for ok in [
+            "http://127.0.0.1:80",
+            "http://localhost:9/v1",
+            "http://[::1]:8080",
+            "http://127.3.4.5",
+        ] {
+            assert!(check_loopback_url(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "http://127.0.0.1.evil.example:80",
+            "http://localhost.example",
+            "http://[::2]:1",
+            "http://10.0.0.1",
+        ] {
+            assert!(check_loopback_url(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
