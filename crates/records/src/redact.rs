@@ -3,7 +3,8 @@
 //! Two layers: the literal secrets the process knows (the upstream API key, per-run tokens), and
 //! generic patterns that catch credentials nobody registered: `Bearer <token>`, auth header values
 //! (`Authorization`, `x-goog-api-key`, `api-key`, ...), credential query parameters (`?key=...`) and
-//! JSON object members whose name is a credential header.
+//! JSON object members whose name is a credential header. A string holding none of the patterns'
+//! trigger words (one Aho-Corasick pass) skips the pattern scan entirely.
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -205,13 +206,26 @@ impl Redactor {
     }
 }
 
+/// True when `name` is one of [`SECRET_MEMBERS`], compared ASCII case-insensitively with `_` read
+/// as `-` (without allocating: this runs for every object member of every record).
 fn is_secret_member(name: &str) -> bool {
-    let normalized = name.to_ascii_lowercase().replace('_', "-");
-    SECRET_MEMBERS.contains(&normalized.as_str())
+    let normalize = |b: u8| {
+        if b == b'_' {
+            b'-'
+        } else {
+            b.to_ascii_lowercase()
+        }
+    };
+    SECRET_MEMBERS.iter().any(|member| {
+        member.len() == name.len()
+            && member
+                .bytes()
+                .zip(name.bytes())
+                .all(|(expected, found)| expected == normalize(found))
+    })
 }
 
-/// Byte ranges of credential values found by the generic patterns, or `None` if there are none.
-/// Every pattern below needs one of these (ASCII case-insensitive) substrings, so a string
+/// Every generic pattern in [`redact_patterns`] needs one of these (ASCII case-insensitive) substrings, so a string
 /// without any of them is skipped in one pass, without lower-casing it (most record strings:
 /// prompts, tool schemas, file contents).
 static TRIGGERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
@@ -227,6 +241,8 @@ static TRIGGERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
         .expect("static redaction triggers build")
 });
 
+/// `text` with the credential values found by the generic patterns replaced by [`REDACTED`], or
+/// `None` if there are none.
 fn redact_patterns(text: &str) -> Option<String> {
     if text.len() < 5 || !TRIGGERS.is_match(text) {
         return None;
