@@ -46,6 +46,23 @@ fn run_cmd(workdir: &Path, upstream: &str, extra: &[&str]) -> Command {
     cmd
 }
 
+/// Runs `cmd` to completion off the async runtime.
+async fn output_of(mut cmd: Command) -> Output {
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+/// Asserts the exit code, showing switchyard's stderr when it differs.
+fn assert_exit(output: &Output, code: i32) {
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 fn events(output: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&output.stdout)
         .lines()
@@ -120,9 +137,7 @@ async fn run_file_task() -> FileRun {
         &["--timeout", "120"],
     );
     cmd.arg("--records").arg(records.path());
-    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
+    let output = output_of(cmd).await;
     FileRun {
         upstream,
         records,
@@ -139,8 +154,7 @@ async fn answer_depends_on_a_file_the_cli_read() {
         output,
         ..
     } = run_file_task().await;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "stderr: {stderr}");
+    assert_exit(&output, 0);
     let events = events(&output);
     let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(kinds.first(), Some(&"run_started"));
@@ -190,20 +204,13 @@ async fn hung_upstream_is_ended_by_the_watchdog() {
         .await
         .unwrap();
     let ws = workspace_with_notes();
-    let mut cmd = run_cmd(
+    let cmd = run_cmd(
         ws.path(),
         &upstream.base_url(),
         &["--inactivity-timeout", "4", "--timeout", "90"],
     );
-    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(7),
-        "stderr: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output = output_of(cmd).await;
+    assert_exit(&output, 7);
     let events = events(&output);
     let done = finished(&events);
     assert_eq!(done["status"], "timed_out");
@@ -241,12 +248,7 @@ fn tampered_install_is_refused_and_an_intact_copy_is_accepted() {
             .unwrap()
     };
     let intact = validate(&prefix);
-    assert_eq!(
-        intact.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&intact.stderr)
-    );
+    assert_exit(&intact, 0);
     let bundle = prefix.join("node_modules/@google/gemini-cli/bundle/gemini.js");
     let mut text = std::fs::read(&bundle).unwrap();
     text.extend_from_slice(b"\n// tampered\n");
@@ -324,12 +326,7 @@ async fn records_match_what_the_upstream_saw() {
         output,
         ..
     } = run_file_task().await;
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_exit(&output, 0);
     let printed = events(&output);
 
     let store = SqliteStore::open_existing(switchyard_records::store_path(records.path())).unwrap();
@@ -418,12 +415,7 @@ async fn concurrent_runs_share_one_record_store() {
     .await
     .unwrap();
     for output in &outputs {
-        assert_eq!(
-            output.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        assert_exit(output, 0);
     }
     let store = SqliteStore::open_existing(switchyard_records::store_path(records.path())).unwrap();
     let runs = store.runs().unwrap();
