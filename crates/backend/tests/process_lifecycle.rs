@@ -5,16 +5,11 @@ mod process_support;
 
 use process_support::{sh, split_events};
 use switchyard_backend::process::{
-    Limits, ManagedProcess, Outcome, ProcessEvent, ProcessSpec, SpawnError, Termination,
+    Limits, Line, ManagedProcess, Outcome, ProcessEvent, ProcessSpec, SpawnError, Termination,
 };
 
 async fn run(spec: ProcessSpec) -> (Vec<String>, Vec<String>, Outcome) {
-    let mut process = ManagedProcess::spawn(spec).expect("spawn");
-    let mut events = Vec::new();
-    while let Some(event) = process.next_event().await {
-        events.push(event);
-    }
-    split_events(events)
+    split_events(run_raw(spec).await)
 }
 
 async fn run_raw(spec: ProcessSpec) -> Vec<ProcessEvent> {
@@ -24,6 +19,17 @@ async fn run_raw(spec: ProcessSpec) -> Vec<ProcessEvent> {
         events.push(event);
     }
     events
+}
+
+/// The stdout lines of `events`, with their flags.
+fn stdout_lines(events: &[ProcessEvent]) -> Vec<Line> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            ProcessEvent::Stdout(line) => Some(line.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 #[tokio::test]
@@ -86,13 +92,7 @@ async fn huge_stdout_line_is_truncated_and_counted() {
         ..Limits::default()
     });
     let events = run_raw(spec).await;
-    let lines: Vec<_> = events
-        .iter()
-        .filter_map(|event| match event {
-            ProcessEvent::Stdout(line) => Some(line.clone()),
-            _ => None,
-        })
-        .collect();
+    let lines = stdout_lines(&events);
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0].text.len(), 1024);
     assert!(lines[0].text.bytes().all(|b| b == b'a'));
@@ -110,13 +110,7 @@ async fn huge_stdout_line_is_truncated_and_counted() {
 #[tokio::test]
 async fn partial_final_line_and_invalid_utf8_are_kept_and_flagged() {
     let events = run_raw(sh("printf 'bad\\377\\nlast'")).await;
-    let lines: Vec<_> = events
-        .iter()
-        .filter_map(|event| match event {
-            ProcessEvent::Stdout(line) => Some(line.clone()),
-            _ => None,
-        })
-        .collect();
+    let lines = stdout_lines(&events);
     assert_eq!(lines[0].text, "bad\u{fffd}");
     assert!(lines[0].invalid_utf8 && lines[0].terminated);
     assert_eq!(lines[1].text, "last");
