@@ -272,12 +272,7 @@ impl Supervision {
         loop {
             let wake_at = match phase {
                 Phase::Running => {
-                    let inactivity_deadline = self.watchdogs.inactivity_timeout.map(|t| {
-                        self.start
-                            + Duration::from_millis(last_stdout_ms.load(Ordering::Relaxed))
-                            + t
-                    });
-                    earliest(overall_deadline, inactivity_deadline)
+                    earliest(overall_deadline, self.inactivity_deadline(last_stdout_ms))
                 }
                 Phase::Stopping {
                     next_escalation, ..
@@ -300,27 +295,29 @@ impl Supervision {
                 }
                 () = sleep_until(wake_at) => {
                     let now = Instant::now();
+                    let due = |deadline: Option<Instant>| deadline.is_some_and(|d| d <= now);
                     phase = match phase {
-                        Phase::Running if overall_deadline.is_some_and(|d| d <= now) => {
+                        Phase::Running if due(overall_deadline) => {
                             self.begin_stop(StopReason::Timeout)
                         }
-                        Phase::Running => match self.watchdogs.inactivity_timeout {
-                            Some(limit) => {
-                                let silent_since = self.start
-                                    + Duration::from_millis(last_stdout_ms.load(Ordering::Relaxed));
-                                if silent_since + limit <= now {
-                                    self.begin_stop(StopReason::Inactivity)
-                                } else {
-                                    Phase::Running
-                                }
-                            }
-                            None => Phase::Running,
-                        },
+                        Phase::Running if due(self.inactivity_deadline(last_stdout_ms)) => {
+                            self.begin_stop(StopReason::Inactivity)
+                        }
+                        Phase::Running => Phase::Running,
                         Phase::Stopping { reason, escalation, .. } => self.escalate(reason, escalation),
                     };
                 }
             }
         }
+    }
+
+    /// When the inactivity watchdog fires if stdout stays silent from now on.
+    fn inactivity_deadline(&self, last_stdout_ms: &AtomicU64) -> Option<Instant> {
+        let last_stdout =
+            self.start + Duration::from_millis(last_stdout_ms.load(Ordering::Relaxed));
+        self.watchdogs
+            .inactivity_timeout
+            .map(|limit| last_stdout + limit)
     }
 
     fn begin_stop(&self, reason: StopReason) -> Phase {
@@ -389,28 +386,16 @@ fn termination_of(status: io::Result<ExitStatus>, phase: Phase) -> (Termination,
         code: status.code(),
         signal: status.signal(),
     };
-    let termination = match (phase, exit) {
-        (
-            Phase::Stopping {
-                reason, escalation, ..
+    let termination = match phase {
+        Phase::Stopping {
+            reason, escalation, ..
+        } => Termination::Stopped { reason, escalation },
+        Phase::Running => match (exit.code, exit.signal) {
+            (Some(code), _) => Termination::Exited { code },
+            (None, Some(signal)) => Termination::Signaled { signal },
+            (None, None) => Termination::WaitFailed {
+                error: format!("exit status without code or signal: {status:?}"),
             },
-            _,
-        ) => Termination::Stopped { reason, escalation },
-        (
-            Phase::Running,
-            ExitStatusInfo {
-                code: Some(code), ..
-            },
-        ) => Termination::Exited { code },
-        (
-            Phase::Running,
-            ExitStatusInfo {
-                signal: Some(signal),
-                ..
-            },
-        ) => Termination::Signaled { signal },
-        (Phase::Running, _) => Termination::WaitFailed {
-            error: format!("exit status without code or signal: {status:?}"),
         },
     };
     (termination, exit)
