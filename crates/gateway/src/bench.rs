@@ -44,6 +44,7 @@ use switchyard_translate::TranslateOptions;
 
 use switchyard_records::{Recorder, Redactor};
 
+use crate::upstream::describe;
 use crate::{Gateway, GatewayConfig, GatewayDeps, GatewayHandle};
 
 /// The first request Gemini CLI 0.61.0 sent in a captured run (see `benches/data/README.md`).
@@ -180,11 +181,55 @@ fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-fn added(pair: &Pair<Percentiles>) -> (f64, f64) {
-    (
-        micros(pair.gateway.p50) - micros(pair.direct.p50),
-        micros(pair.gateway.p99) - micros(pair.direct.p99),
+/// One row of a comparison table: the two figures, their ratio and (with `added`) the
+/// difference, with `decimals` digits.
+fn write_row(
+    f: &mut std::fmt::Formatter<'_>,
+    name: &str,
+    left: f64,
+    right: f64,
+    decimals: usize,
+    added: bool,
+) -> std::fmt::Result {
+    let ratio = right / left.max(1e-9);
+    let added = if added {
+        format!("{:.*}", decimals, right - left)
+    } else {
+        String::new()
+    };
+    writeln!(
+        f,
+        "{name:<34} {left:>12.decimals$} {right:>12.decimals$} {ratio:>10.2} {added:>12}"
     )
+}
+
+/// The p50 and p99 rows of a latency figure, in microseconds.
+fn write_percentile_rows(
+    f: &mut std::fmt::Formatter<'_>,
+    name: &str,
+    left: Percentiles,
+    right: Percentiles,
+) -> std::fmt::Result {
+    write_row(
+        f,
+        &format!("{name} p50"),
+        micros(left.p50),
+        micros(right.p50),
+        1,
+        true,
+    )?;
+    write_row(
+        f,
+        &format!("{name} p99"),
+        micros(left.p99),
+        micros(right.p99),
+        1,
+        true,
+    )
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
 }
 
 impl std::fmt::Display for BenchReport {
@@ -200,29 +245,11 @@ impl std::fmt::Display for BenchReport {
             "figure", "direct", "gateway", "ratio", "added"
         )?;
         for (name, pair) in [
-            ("latency unary p50/p99 (us)", &self.latency_unary),
-            ("latency stream p50/p99 (us)", &self.latency_stream),
-            ("chunk forward delay p50/p99 (us)", &self.forward_delay),
+            ("latency unary (us)", &self.latency_unary),
+            ("latency stream (us)", &self.latency_stream),
+            ("chunk forward delay (us)", &self.forward_delay),
         ] {
-            let (a50, a99) = added(pair);
-            writeln!(
-                f,
-                "{:<34} {:>12.1} {:>12.1} {:>10.2} {:>12.1}",
-                format!("{name} p50"),
-                micros(pair.direct.p50),
-                micros(pair.gateway.p50),
-                micros(pair.gateway.p50) / micros(pair.direct.p50).max(1e-9),
-                a50
-            )?;
-            writeln!(
-                f,
-                "{:<34} {:>12.1} {:>12.1} {:>10.2} {:>12.1}",
-                format!("{name} p99"),
-                micros(pair.direct.p99),
-                micros(pair.gateway.p99),
-                micros(pair.gateway.p99) / micros(pair.direct.p99).max(1e-9),
-                a99
-            )?;
+            write_percentile_rows(f, name, pair.direct, pair.gateway)?;
         }
         for (name, pair) in [
             (
@@ -234,46 +261,28 @@ impl std::fmt::Display for BenchReport {
                 &self.rps_stream,
             ),
         ] {
-            writeln!(
-                f,
-                "{:<34} {:>12.0} {:>12.0} {:>10.2} {:>12}",
-                name,
-                pair.direct,
-                pair.gateway,
-                pair.gateway / pair.direct.max(1e-9),
-                ""
-            )?;
+            write_row(f, &name, pair.direct, pair.gateway, 0, false)?;
+        }
+        for (name, pair) in [
+            (
+                format!("RSS MiB, {} open streams", self.streams),
+                &self.rss_streams_kib,
+            ),
+            (
+                format!("RSS MiB, {} streams, tiny request", self.streams),
+                &self.rss_small_streams_kib,
+            ),
+        ] {
+            write_row(f, &name, mib(pair.direct), mib(pair.gateway), 1, true)?;
         }
         writeln!(
             f,
-            "{:<34} {:>12.1} {:>12.1} {:>10.2} {:>12.1}",
-            format!("RSS MiB, {} open streams", self.streams),
-            self.rss_streams_kib.direct as f64 / 1024.0,
-            self.rss_streams_kib.gateway as f64 / 1024.0,
-            self.rss_streams_kib.gateway as f64 / (self.rss_streams_kib.direct as f64).max(1.0),
-            (self.rss_streams_kib.gateway as f64 - self.rss_streams_kib.direct as f64) / 1024.0
-        )?;
-        writeln!(
-            f,
-            "{:<34} {:>12.1} {:>12.1} {:>10.2} {:>12.1}",
-            format!("RSS MiB, {} streams, tiny request", self.streams),
-            self.rss_small_streams_kib.direct as f64 / 1024.0,
-            self.rss_small_streams_kib.gateway as f64 / 1024.0,
-            self.rss_small_streams_kib.gateway as f64
-                / (self.rss_small_streams_kib.direct as f64).max(1.0),
-            (self.rss_small_streams_kib.gateway as f64 - self.rss_small_streams_kib.direct as f64)
-                / 1024.0
-        )?;
-        writeln!(
-            f,
             "(process RSS before the stream phases: {:.1} MiB; 'added' = gateway - direct)",
-            self.rss_idle_kib as f64 / 1024.0
+            mib(self.rss_idle_kib)
         )?;
         if let Some(p) = &self.gateway_process {
-            let mib = |k: u64| k as f64 / 1024.0;
-            let per_stream = |k: u64| {
-                (k.saturating_sub(p.idle_kib) as f64 / self.streams.max(1) as f64 * 1024.0) / 1024.0
-            };
+            let per_stream =
+                |k: u64| k.saturating_sub(p.idle_kib) as f64 / self.streams.max(1) as f64;
             writeln!(
                 f,
                 "gateway process alone ({}): idle {:.1} MiB; {} streams tiny request {:.1} MiB \
@@ -316,20 +325,7 @@ impl std::fmt::Display for RecordsTable<'_> {
             ("latency unary (us)", &r.latency_unary),
             ("latency stream (us)", &r.latency_stream),
         ] {
-            for (q, off, on) in [
-                ("p50", pair.off.p50, pair.on.p50),
-                ("p99", pair.off.p99, pair.on.p99),
-            ] {
-                writeln!(
-                    f,
-                    "{:<34} {:>12.1} {:>12.1} {:>10.2} {:>12.1}",
-                    format!("{name} {q}"),
-                    micros(off),
-                    micros(on),
-                    micros(on) / micros(off).max(1e-9),
-                    micros(on) - micros(off)
-                )?;
-            }
+            write_percentile_rows(f, name, pair.off, pair.on)?;
         }
         for (name, pair) in [
             (
@@ -341,15 +337,7 @@ impl std::fmt::Display for RecordsTable<'_> {
                 &r.rps_stream,
             ),
         ] {
-            writeln!(
-                f,
-                "{:<34} {:>12.0} {:>12.0} {:>10.2} {:>12}",
-                name,
-                pair.off,
-                pair.on,
-                pair.on / pair.off.max(1e-9),
-                ""
-            )?;
+            write_row(f, &name, pair.off, pair.on, 0, false)?;
         }
         writeln!(
             f,
@@ -516,15 +504,45 @@ struct Target {
     body: Bytes,
 }
 
-fn describe(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
+impl Target {
+    /// A Chat Completions request straight to the upstream at `base_url`.
+    fn direct(base_url: &str, chat_body: Bytes) -> Self {
+        Self {
+            url: format!("{base_url}/chat/completions"),
+            body: chat_body,
+        }
     }
-    text
+
+    /// A Google request through the gateway at `base_url` (`streamGenerateContent?alt=sse` when
+    /// `stream`, else `generateContent`).
+    fn via_gateway(base_url: &str, stream: bool, google_body: Bytes) -> Self {
+        let method = if stream {
+            "streamGenerateContent?alt=sse"
+        } else {
+            "generateContent"
+        };
+        Self {
+            url: format!("{base_url}/v1beta/models/gemini-2.5-flash:{method}"),
+            body: google_body,
+        }
+    }
+
+    /// The same destination with another body.
+    fn with_body(&self, body: Bytes) -> Self {
+        Self {
+            url: self.url.clone(),
+            body,
+        }
+    }
+
+    async fn send(&self, client: &reqwest::Client) -> Result<reqwest::Response, reqwest::Error> {
+        client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .body(self.body.clone())
+            .send()
+            .await
+    }
 }
 
 fn percentiles(mut samples: Vec<Duration>) -> Percentiles {
@@ -542,11 +560,8 @@ fn percentiles(mut samples: Vec<Duration>) -> Percentiles {
 }
 
 async fn send_and_drain(client: &reqwest::Client, target: &Target) -> Result<usize, BenchError> {
-    let response = client
-        .post(&target.url)
-        .header("content-type", "application/json")
-        .body(target.body.clone())
-        .send()
+    let response = target
+        .send(client)
         .await
         .map_err(|e| BenchError::Request(describe(&e)))?;
     if !response.status().is_success() {
@@ -630,11 +645,8 @@ async fn rss_of_with_open_streams(
         let (client, target, first_tx) = (client.clone(), target.clone(), first_tx.clone());
         tasks.push(tokio::spawn(async move {
             let result = async {
-                let response = client
-                    .post(&target.url)
-                    .header("content-type", "application/json")
-                    .body(target.body.clone())
-                    .send()
+                let response = target
+                    .send(&client)
                     .await
                     .map_err(|e| BenchError::Request(format!("open stream: {}", describe(&e))))?;
                 let mut stream = response.bytes_stream();
@@ -692,11 +704,8 @@ async fn forward_delay(
 ) -> Result<Percentiles, BenchError> {
     let mut out = Vec::with_capacity(samples);
     for _ in 0..samples {
-        let response = client
-            .post(&target.url)
-            .header("content-type", "application/json")
-            .body(target.body.clone())
-            .send()
+        let response = target
+            .send(client)
             .await
             .map_err(|e| BenchError::Request(format!("forward: {}", describe(&e))))?;
         let mut stream = response.bytes_stream();
@@ -815,42 +824,14 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
     let unary_recorded = gateway_with(&unary_upstream, Some(recorder.clone())).await?;
     let stream_recorded = gateway_with(&stream_upstream, Some(recorder.clone())).await?;
     let google = Bytes::from_static(GEMINI_CLI_FIRST_REQUEST);
-    let unary_direct = Target {
-        url: format!("{}/chat/completions", unary_upstream.base_url()),
-        body: chat_body(false)?,
-    };
-    let stream_direct = Target {
-        url: format!("{}/chat/completions", stream_upstream.base_url()),
-        body: chat_body(true)?,
-    };
-    let unary_via = Target {
-        url: format!(
-            "{}/v1beta/models/gemini-2.5-flash:generateContent",
-            unary_gateway.base_url()
-        ),
-        body: google.clone(),
-    };
-    let stream_via = Target {
-        url: format!(
-            "{}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
-            stream_gateway.base_url()
-        ),
-        body: google.clone(),
-    };
-    let unary_recorded_via = Target {
-        url: format!(
-            "{}/v1beta/models/gemini-2.5-flash:generateContent",
-            unary_recorded.base_url()
-        ),
-        body: google.clone(),
-    };
-    let stream_recorded_via = Target {
-        url: format!(
-            "{}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
-            stream_recorded.base_url()
-        ),
-        body: google.clone(),
-    };
+    let unary_direct = Target::direct(&unary_upstream.base_url(), chat_body(false)?);
+    let chat_stream_body = chat_body(true)?;
+    let stream_direct = Target::direct(&stream_upstream.base_url(), chat_stream_body.clone());
+    let unary_via = Target::via_gateway(&unary_gateway.base_url(), false, google.clone());
+    let stream_via = Target::via_gateway(&stream_gateway.base_url(), true, google.clone());
+    let unary_recorded_via = Target::via_gateway(&unary_recorded.base_url(), false, google.clone());
+    let stream_recorded_via =
+        Target::via_gateway(&stream_recorded.base_url(), true, google.clone());
 
     let mut report = BenchReport {
         request_bytes: GEMINI_CLI_FIRST_REQUEST.len(),
@@ -923,17 +904,8 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         .await
         .map_err(BenchError::Upstream)?;
     let forward_gateway = gateway_for(&forward_upstream).await?;
-    let fwd_direct = Target {
-        url: format!("{}/chat/completions", forward_upstream.base_url()),
-        body: chat_body(true)?,
-    };
-    let fwd_via = Target {
-        url: format!(
-            "{}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
-            forward_gateway.base_url()
-        ),
-        body: google.clone(),
-    };
+    let fwd_direct = Target::direct(&forward_upstream.base_url(), chat_stream_body.clone());
+    let fwd_via = Target::via_gateway(&forward_gateway.base_url(), true, google.clone());
     report.forward_delay = Pair {
         direct: forward_delay(
             &client,
@@ -971,17 +943,8 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         .await
         .map_err(BenchError::Upstream)?;
     let memory_gateway = gateway_for(&memory_upstream).await?;
-    let mem_direct = Target {
-        url: format!("{}/chat/completions", memory_upstream.base_url()),
-        body: chat_body(true)?,
-    };
-    let mem_via = Target {
-        url: format!(
-            "{}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
-            memory_gateway.base_url()
-        ),
-        body: google.clone(),
-    };
+    let mem_direct = Target::direct(&memory_upstream.base_url(), chat_stream_body);
+    let mem_via = Target::via_gateway(&memory_gateway.base_url(), true, google.clone());
     report.rss_idle_kib = rss_kib();
     // Tiny requests first, so their figures are not inflated by memory the big phase leaves in
     // the allocator.
@@ -993,20 +956,14 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
     report.rss_small_streams_kib = Pair {
         direct: rss_with_open_streams(
             &client,
-            &Target {
-                url: mem_direct.url.clone(),
-                body: tiny_chat,
-            },
+            &mem_direct.with_body(tiny_chat),
             options.streams,
             &release,
         )
         .await?,
         gateway: rss_with_open_streams(
             &client,
-            &Target {
-                url: mem_via.url.clone(),
-                body: tiny_google.clone(),
-            },
+            &mem_via.with_body(tiny_google.clone()),
             options.streams,
             &release,
         )
@@ -1027,13 +984,7 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
                 return Ok(report);
             }
         };
-        let via_child = |body: Bytes| Target {
-            url: format!(
-                "{}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
-                child.base_url
-            ),
-            body,
-        };
+        let via_child = |body: Bytes| Target::via_gateway(&child.base_url, true, body);
         let measured = async {
             // A few exchanges first, so one-time allocations (translation cache, connection
             // pool, runtime) are in the idle figure.

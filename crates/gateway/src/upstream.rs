@@ -222,7 +222,7 @@ impl UpstreamClient {
 }
 
 /// reqwest errors with their source chain (never includes headers, so never the key).
-fn describe(e: &reqwest::Error) -> String {
+pub(crate) fn describe(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
