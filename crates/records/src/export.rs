@@ -142,11 +142,11 @@ pub fn sft_example(exchange: &ExchangeRecord) -> Result<Value, SftInvalid> {
     if exchange.status != ExchangeStatus::Ok {
         return Err(SftInvalid::NotCompleted(exchange.status.as_str()));
     }
-    let request = &exchange
+    let attempt = exchange
         .attempts
         .last()
-        .ok_or(SftInvalid::NoRequestMessages)?
-        .request;
+        .ok_or(SftInvalid::NoRequestMessages)?;
+    let request = &attempt.request;
     let mut messages = request
         .get("messages")
         .and_then(Value::as_array)
@@ -157,16 +157,12 @@ pub fn sft_example(exchange: &ExchangeRecord) -> Result<Value, SftInvalid> {
     let upstream = match &exchange.upstream_message {
         Some(message) => message,
         None => {
-            let attempt = exchange
-                .attempts
-                .last()
-                .ok_or(SftInvalid::NoUpstreamMessage)?;
             assembled =
                 assemble_chat_message(&attempt.raw_events).ok_or(SftInvalid::NoUpstreamMessage)?;
             &assembled
         }
     };
-    messages.push(assistant_message(upstream)?);
+    messages.push(assistant_message(upstream));
     let mut example = Map::new();
     example.insert("messages".into(), Value::Array(messages));
     if let Some(tools) = request.get("tools").filter(|tools| tools.is_array()) {
@@ -287,7 +283,7 @@ pub fn assemble_upstream_message(raw_events: &[String]) -> Option<Value> {
 
 /// Keeps the fine-tuning fields of an assembled assistant message; tool-call arguments given as
 /// objects are encoded as strings.
-fn assistant_message(upstream: &Value) -> Result<Value, SftInvalid> {
+fn assistant_message(upstream: &Value) -> Value {
     let mut message = Map::new();
     message.insert("role".into(), json!("assistant"));
     let content = upstream.get("content").cloned().unwrap_or(Value::Null);
@@ -313,7 +309,7 @@ fn assistant_message(upstream: &Value) -> Result<Value, SftInvalid> {
             .collect();
         message.insert("tool_calls".into(), Value::Array(calls));
     }
-    Ok(Value::Object(message))
+    Value::Object(message)
 }
 
 /// Checks one example: roles, a non-empty final assistant message, tool-call ids unique and
