@@ -18,8 +18,9 @@ use switchyard_protocol::gemini_cli::stream_json::{
     ResultEvent, Role, Severity, Status, StreamEvent, StreamLine,
 };
 
-/// One normalized event plus the guest timestamp it came from.
-#[derive(Debug, Clone, PartialEq)]
+/// One normalized event plus the guest timestamp it came from. Serialized as
+/// `{"event": …, "guest_timestamp": …}` (the line format of fixtures' `expected.jsonl`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Normalized {
     pub event: Event,
     /// Source: the stream-json `timestamp` of the line that produced the event.

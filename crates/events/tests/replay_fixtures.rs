@@ -39,7 +39,7 @@ fn replay_scenario(name: &str) -> Replayed {
     );
     let got: Vec<Value> = events
         .iter()
-        .map(|n| serde_json::json!({"event": n.event, "guest_timestamp": n.guest_timestamp}))
+        .map(|n| serde_json::to_value(n).unwrap())
         .collect();
     let expected: Vec<Value> = lines(&dir.join("expected.jsonl"))
         .iter()
