@@ -123,6 +123,27 @@ async fn connect(
     }
 }
 
+/// [`connect`] while nothing has reached the guest yet: a failure ends the trace and becomes
+/// the guest's HTTP error response.
+async fn connect_or_error_response(
+    state: &AppState,
+    chat_body: &ChatBody,
+    budget: &mut RetryBudget,
+    trace: &mut Trace,
+) -> Result<reqwest::Response, Response> {
+    match connect(state, chat_body, budget, trace).await {
+        Ok(response) => Ok(response),
+        Err((error, attempts)) => {
+            trace
+                .finish_error(&[], error.kind(), &error.to_string())
+                .await;
+            Err(google_error_response(&upstream_failure_body(
+                state, &error, attempts,
+            )))
+        }
+    }
+}
+
 /// Route, ledger check and translation shared by both generate methods.
 struct Prepared {
     chat_body: ChatBody,
@@ -257,15 +278,12 @@ pub(crate) async fn stream_generate(ctx: ExchangeContext, body: Bytes) -> Respon
             Err(response) => return response,
         };
     let mut budget = RetryBudget::new(&state.config.retries);
-    let response = match connect(&state, &prepared.chat_body, &mut budget, &mut trace).await {
-        Ok(r) => r,
-        Err((error, attempts)) => {
-            trace
-                .finish_error(&[], error.kind(), &error.to_string())
-                .await;
-            return google_error_response(&upstream_failure_body(&state, &error, attempts));
-        }
-    };
+    let response =
+        match connect_or_error_response(&state, &prepared.chat_body, &mut budget, &mut trace).await
+        {
+            Ok(r) => r,
+            Err(response) => return response,
+        };
     let (tx, rx) = mpsc::channel(32);
     let guard = state.in_flight.clone();
     tokio::spawn(async move {
@@ -482,15 +500,13 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
     let mut budget = RetryBudget::new(&state.config.retries);
     let mut config = prepared.response_config.clone();
     loop {
-        let response = match connect(&state, &prepared.chat_body, &mut budget, &mut trace).await {
-            Ok(r) => r,
-            Err((error, attempts)) => {
-                trace
-                    .finish_error(&[], error.kind(), &error.to_string())
-                    .await;
-                return google_error_response(&upstream_failure_body(&state, &error, attempts));
-            }
-        };
+        let response =
+            match connect_or_error_response(&state, &prepared.chat_body, &mut budget, &mut trace)
+                .await
+            {
+                Ok(r) => r,
+                Err(response) => return response,
+            };
         let read = tokio::select! {
             r = state.upstream.read_body(response, MAX_COMPLETION_BODY) => r,
             _ = state.cancel.cancelled() => Err(UpstreamError::Connect("gateway shutting down".into())),
