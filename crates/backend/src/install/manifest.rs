@@ -215,7 +215,7 @@ fn hash_one(path: &Path) -> Result<Hashed, InstallError> {
     })
 }
 
-/// Reads `version` and `bin` of `node_modules/<package>/package.json`.
+/// Parses `node_modules/<package>/package.json` (seal reads `name`, `version` and `bin`).
 pub(crate) fn read_package_json(
     prefix: &Path,
     package: &str,
@@ -309,12 +309,12 @@ pub fn seal(prefix: &Path, package: &str, version: &str) -> Result<Manifest, Ins
     }
     let borrowed: Vec<&str> = file_paths.iter().map(String::as_str).collect();
     let mut files = Vec::with_capacity(file_paths.len());
-    let mut cache = VerifyCache::default();
+    let mut settled_stats = BTreeMap::new();
     let now = std::time::SystemTime::now();
     for (path, hashed) in file_paths.iter().zip(hash_many(prefix, &borrowed)) {
         let hashed = hashed?;
         if let Some(stat) = hashed.stable_stat.filter(|stat| stat.is_settled(now)) {
-            cache.files.insert(path.clone(), stat);
+            settled_stats.insert(path.clone(), stat);
         }
         files.push(FileRecord {
             path: path.clone(),
@@ -334,7 +334,10 @@ pub fn seal(prefix: &Path, package: &str, version: &str) -> Result<Manifest, Ins
     let mut text = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
     text.push(b'\n');
     write_atomically(&prefix.join(MANIFEST_FILE), &text)?;
-    cache.manifest_sha256 = hex::encode(Sha256::digest(&text));
+    let cache = VerifyCache {
+        files: settled_stats,
+        ..VerifyCache::new(hex::encode(Sha256::digest(&text)))
+    };
     write_cache(prefix, &cache);
     Ok(manifest)
 }

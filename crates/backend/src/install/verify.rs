@@ -83,26 +83,33 @@ impl StatKey {
 
 /// Stat tuples of files whose content last matched the manifest identified by
 /// `manifest_sha256`.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct VerifyCache {
     pub schema: u32,
     pub manifest_sha256: String,
     pub files: BTreeMap<String, StatKey>,
 }
 
+impl VerifyCache {
+    /// An empty cache for the manifest whose bytes hash to `manifest_sha256`.
+    pub(crate) fn new(manifest_sha256: String) -> Self {
+        Self {
+            schema: CACHE_SCHEMA,
+            manifest_sha256,
+            files: BTreeMap::new(),
+        }
+    }
+}
+
 /// Writes the cache; a failure (e.g. a read-only prefix) only costs speed, so it is logged.
 pub(crate) fn write_cache(prefix: &Path, cache: &VerifyCache) {
-    let cache = VerifyCache {
-        schema: CACHE_SCHEMA,
-        manifest_sha256: cache.manifest_sha256.clone(),
-        files: cache.files.clone(),
-    };
-    let bytes = serde_json::to_vec(&cache).expect("cache serializes");
+    let bytes = serde_json::to_vec(cache).expect("cache serializes");
     if let Err(error) = write_atomically(&prefix.join(VERIFY_CACHE_FILE), &bytes) {
         tracing::warn!(%error, "cannot write the install verification cache");
     }
 }
 
+/// The stored cache if it belongs to this manifest and schema, else an empty one.
 fn read_cache(prefix: &Path, manifest_sha256: &str) -> VerifyCache {
     let cache: Option<VerifyCache> = std::fs::read(prefix.join(VERIFY_CACHE_FILE))
         .ok()
@@ -111,11 +118,7 @@ fn read_cache(prefix: &Path, manifest_sha256: &str) -> VerifyCache {
         Some(cache) if cache.schema == CACHE_SCHEMA && cache.manifest_sha256 == manifest_sha256 => {
             cache
         }
-        _ => VerifyCache {
-            schema: CACHE_SCHEMA,
-            manifest_sha256: manifest_sha256.to_owned(),
-            files: BTreeMap::new(),
-        },
+        _ => VerifyCache::new(manifest_sha256.to_owned()),
     }
 }
 
@@ -195,10 +198,11 @@ fn verify_with(
         });
     }
 
-    let mut cache = read_cache(prefix, &manifest_sha256);
-    if !use_cache {
-        cache.files.clear();
-    }
+    let mut cache = if use_cache {
+        read_cache(prefix, &manifest_sha256)
+    } else {
+        VerifyCache::new(manifest_sha256)
+    };
     let mut cache_changed = !use_cache;
     let mut to_hash = Vec::new();
     for (index, (record, stat)) in manifest.files.iter().zip(&stats).enumerate() {
