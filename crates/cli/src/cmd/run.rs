@@ -512,6 +512,9 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
             RunItem::Event(envelope) => {
                 printer.event(&envelope);
                 summarize(&mut summary, &envelope.event);
+                if !recorder.is_enabled() {
+                    return;
+                }
                 let value = serde_json::to_value(&envelope).unwrap_or_default();
                 record(
                     &recorder,
