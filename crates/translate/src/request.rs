@@ -557,12 +557,20 @@ impl Translator<'_> {
             });
         }
         let data = blob.data.trim();
-        let bytes = STANDARD
-            .decode(data)
-            .or_else(|_| URL_SAFE_NO_PAD.decode(data.trim_end_matches('=')))
-            .map_err(|_| TranslateError::InvalidBase64 {
-                path: format!("{path}.data"),
-            })?;
+        // A successful padded standard decode means `data` is already the canonical encoding of
+        // `bytes` (the engine rejects non-canonical padding and trailing bits), so it can be
+        // forwarded as is; URL-safe input is re-encoded.
+        let (bytes, standard) = match STANDARD.decode(data) {
+            Ok(bytes) => (bytes, true),
+            Err(_) => (
+                URL_SAFE_NO_PAD
+                    .decode(data.trim_end_matches('='))
+                    .map_err(|_| TranslateError::InvalidBase64 {
+                        path: format!("{path}.data"),
+                    })?,
+                false,
+            ),
+        };
         self.report.images_forwarded += 1;
         if mime == "image/png" && self.opts.reencode_png {
             match png_to_lossless_webp(&bytes) {
@@ -584,6 +592,9 @@ impl Translator<'_> {
                     });
                 }
             }
+        }
+        if standard {
+            return Ok(data_url(&mime, data));
         }
         Ok(data_url_part(&mime, &bytes))
     }
@@ -909,9 +920,14 @@ impl Translator<'_> {
 }
 
 fn data_url_part(mime: &str, bytes: &[u8]) -> ContentPart {
+    data_url(mime, &STANDARD.encode(bytes))
+}
+
+/// An image part from already standard-base64 data.
+fn data_url(mime: &str, base64: &str) -> ContentPart {
     ContentPart::ImageUrl {
         image_url: ImageUrl {
-            url: format!("data:{mime};base64,{}", STANDARD.encode(bytes)),
+            url: format!("data:{mime};base64,{base64}"),
         },
     }
 }

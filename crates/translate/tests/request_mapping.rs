@@ -451,3 +451,18 @@ fn non_image_inline_data_and_bad_base64_are_typed_errors() {
     let err = translate(json!({"contents": [{"parts": [{"inlineData": {"mimeType": "image/png", "data": "AAAA"}}]}]})).unwrap_err();
     assert!(matches!(err, TranslateError::InvalidImage { .. }), "{err}");
 }
+
+#[test]
+fn url_safe_image_data_is_forwarded_as_standard_base64() {
+    let t = translate(json!({"contents": [{"parts": [{"inlineData": {"mimeType": "image/jpeg", "data": "-_-_"}}]}]}))
+        .unwrap();
+    match &t.chat.messages[0] {
+        ChatMessage::User {
+            content: UserContent::Parts(parts),
+        } => assert!(
+            matches!(&parts[0], ContentPart::ImageUrl { image_url } if image_url.url == "data:image/jpeg;base64,+/+/"),
+            "{parts:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
