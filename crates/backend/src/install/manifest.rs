@@ -136,15 +136,13 @@ pub(crate) fn symlink_stays_inside(link_path: &str, target: &str) -> bool {
 }
 
 /// [`symlink_stays_inside`] plus a check that the kernel's resolution of the link (which may
-/// go through other links) ends inside the prefix too. Dangling links are refused.
-fn symlink_resolves_inside(prefix: &Path, link_path: &str, target: &str) -> bool {
-    if !symlink_stays_inside(link_path, target) {
-        return false;
-    }
-    match (prefix.canonicalize(), prefix.join(link_path).canonicalize()) {
-        (Ok(root), Ok(resolved)) => resolved.starts_with(root),
-        _ => false,
-    }
+/// go through other links) ends inside `root`, the canonical prefix. Dangling links are refused.
+fn symlink_resolves_inside(root: &Path, link_path: &str, target: &str) -> bool {
+    symlink_stays_inside(link_path, target)
+        && root
+            .join(link_path)
+            .canonicalize()
+            .is_ok_and(|resolved| resolved.starts_with(root))
 }
 
 /// SHA-256 and size of one file, read in 256 KiB blocks.
@@ -289,12 +287,16 @@ pub fn seal(prefix: &Path, package: &str, version: &str) -> Result<Manifest, Ins
     }
     let entry = entry_script(package, &package_json)?;
 
+    // package.json was just read below the prefix, so the prefix resolves.
+    let root = prefix
+        .canonicalize()
+        .map_err(|e| InstallError::io(prefix, e))?;
     let mut file_paths = Vec::new();
     let mut symlinks = Vec::new();
     for (path, found) in walk(prefix)? {
         match found {
             Found::File(_) => file_paths.push(path),
-            Found::Symlink(target) if symlink_resolves_inside(prefix, &path, &target) => {
+            Found::Symlink(target) if symlink_resolves_inside(&root, &path, &target) => {
                 symlinks.push(SymlinkRecord { path, target });
             }
             Found::Symlink(target) => return Err(InstallError::SymlinkNotAllowed { path, target }),
