@@ -34,7 +34,8 @@
 //!   outlives it.
 //!
 //! # No orphans, even if Switchyard is SIGKILLed
-//! Three layers, each tested in `tests/process_orphans.rs`:
+//! Three layers, each tested in `tests/process_orphans.rs` (and, with the real Gemini CLI and
+//! its relaunched child process, in `tests/gemini_relaunch_orphans.rs`):
 //! 1. Dropping a [`ManagedProcess`] that has not finished SIGKILLs its process group.
 //! 2. The direct child gets `PR_SET_PDEATHSIG(SIGKILL)` before exec. Linux fires it when the
 //!    *thread* that forked the child exits, so all forks happen on one process-wide spawner
@@ -47,8 +48,8 @@
 //!    guard runs `kill -KILL 0`, killing every process still in the group (grandchildren
 //!    included). Its group membership also keeps the process-group id from being reused while
 //!    Switchyard may still signal it. A guest that moves itself into another process group or
-//!    session escapes all of this; Gemini CLI does not (and with `GEMINI_CLI_NO_RELAUNCH=true`,
-//!    which the Gemini launcher sets, it runs as a single node process).
+//!    session escapes all of this; Gemini CLI does not, relaunched or not (the Gemini launcher
+//!    sets `GEMINI_CLI_NO_RELAUNCH=true` anyway, so it runs as a single node process).
 
 pub mod lines;
 pub mod ring;
