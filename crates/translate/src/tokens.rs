@@ -40,7 +40,7 @@ pub fn estimate_request_tokens(req: &GenerateContentRequest) -> u32 {
     }
     for tool in req.tools.iter().flatten() {
         for decl in tool.function_declarations.iter().flatten() {
-            est.bytes += serde_json::to_string(decl).map(|s| s.len()).unwrap_or(0) as u64;
+            est.bytes += compact_len(decl);
         }
     }
     est.tokens()
@@ -100,8 +100,28 @@ impl Estimate {
     }
 }
 
-fn compact_len(value: &serde_json::Value) -> u64 {
-    serde_json::to_string(value).map(|s| s.len()).unwrap_or(0) as u64
+/// Length of `value` as compact JSON, counted without building the string (tool declarations
+/// and histories are measured on every request).
+fn compact_len<T: serde::Serialize + ?Sized>(value: &T) -> u64 {
+    let mut counter = ByteCounter(0);
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => counter.0,
+        Err(_) => 0,
+    }
+}
+
+/// An `io::Write` sink that only counts bytes.
+struct ByteCounter(u64);
+
+impl std::io::Write for ByteCounter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
