@@ -547,7 +547,7 @@ impl StreamTranslator {
     pub fn finish(mut self) -> TurnOutcome {
         self.report.upstream_finish_reason = self.finish_reason.clone();
         let usage = self.usage_metadata();
-        let forwarded_text = self.forwarded_text.clone();
+        let mut forwarded_text = std::mem::take(&mut self.forwarded_text);
 
         if self.finish_reason.as_deref() == Some("content_filter") && !self.calls.is_empty() {
             self.report.calls_discarded_on_safety = self.calls.len() as u32;
@@ -573,7 +573,6 @@ impl StreamTranslator {
         let finish = map_finish_reason(self.finish_reason.as_deref());
 
         let mut parts = Vec::new();
-        let mut forwarded_text = forwarded_text;
         if self.mode == TextMode::Collect {
             if !self.collected_thoughts.is_empty() {
                 self.report.reasoning_parts += 1;
