@@ -369,7 +369,7 @@ fn status_kib(path: &str, field: &str) -> u64 {
 /// (value: the upstream base URL); see [`serve_child_if_requested`].
 pub const CHILD_ENV: &str = "SWITCHYARD_BENCH_GATEWAY_CHILD";
 
-/// Call first thing in a benchmark binary's `main`. When [`bench`] started this process as its
+/// Call first thing in a benchmark binary's `main`. When [`bench()`] started this process as its
 /// gateway child ([`CHILD_ENV`] set), it runs a gateway on the given upstream, prints the
 /// gateway banner (whose first line names the address) and serves until its stdin closes, then
 /// exits. Otherwise it returns at once.

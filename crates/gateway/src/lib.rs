@@ -61,7 +61,9 @@
 //! response), then queues the record; the recorder's writer redacts and stores it. When the
 //! recorder falls behind, a begin write that the same exchange's end write already replaces is
 //! skipped, and exchanges wait (asynchronously) for room: memory stays bounded and nothing is
-//! dropped. `context_request` is always `None` (the gateway applies no context policy).
+//! dropped. `context_request` is always `None` (the gateway applies no context policy). The store
+//! keeps the system prompt and tool declarations every request repeats only once (as
+//! content-addressed blobs), so recording a long session does not store them per exchange.
 //!
 //! ## Connections
 //! The gateway serves HTTP/1.1 with hyper directly, with `TCP_NODELAY` and each connection's read

@@ -1,5 +1,7 @@
-//! The axum server: `Gateway::start(config)` binds, serves the Google GenerateContent routes and
-//! returns a [`GatewayHandle`] (`local_addr`, guest env lines, `shutdown`).
+//! The server: `Gateway::start(config)` binds, serves the Google GenerateContent routes and
+//! returns a [`GatewayHandle`] (`local_addr`, guest env lines, `shutdown`). Routing and handlers
+//! are an axum [`Router`]; connections are accepted by the gateway's own loop and served by
+//! hyper's HTTP/1 connection with a capped read buffer (see `MAX_CONNECTION_BUFFER`).
 //!
 //! Routes (`{version}` is normally `v1beta`; the model segment is `{model}:{method}`):
 //! * `POST /{version}/models/{model}:streamGenerateContent?alt=sse`
