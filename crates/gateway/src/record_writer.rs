@@ -169,7 +169,7 @@ fn without_replaced_writes(batch: Vec<Job>) -> Vec<Job> {
     kept
 }
 
-pub(crate) fn json_or_string(bytes: &[u8]) -> Value {
+fn json_or_string(bytes: &[u8]) -> Value {
     serde_json::from_slice(bytes)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
 }

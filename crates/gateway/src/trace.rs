@@ -23,10 +23,13 @@ use crate::record_writer::{GuestRequest, PendingWrite, RecordWriter};
 use crate::translation::ChatBody;
 
 /// The record of one exchange under construction (`None` inside when records are off).
-pub(crate) struct Trace {
-    writer: Option<RecordWriter>,
-    record: Option<Box<ExchangeRecord>>,
-    guest: Option<GuestRequest>,
+pub(crate) struct Trace(Option<Active>);
+
+/// What a trace holds while records are on.
+struct Active {
+    writer: RecordWriter,
+    record: Box<ExchangeRecord>,
+    guest: GuestRequest,
     /// Upstream request body of each attempt (shared with the request that was sent).
     attempt_bodies: Vec<ChatBody>,
 }
@@ -39,43 +42,39 @@ impl Trace {
         guest_model: &str,
         guest_body: &Bytes,
     ) -> Self {
-        let Some(writer) = writer else {
-            return Self {
-                writer: None,
-                record: None,
-                guest: None,
-                attempt_bodies: Vec::new(),
-            };
-        };
-        Self {
-            writer: Some(writer.clone()),
-            record: Some(Box::new(ExchangeRecord::begin(
+        Self(writer.map(|writer| Active {
+            writer: writer.clone(),
+            record: Box::new(ExchangeRecord::begin(
                 run_id,
                 ingress_api,
                 guest_model,
                 Value::Null,
-            ))),
-            guest: Some(GuestRequest {
+            )),
+            guest: GuestRequest {
                 body: guest_body.clone(),
                 parsed: Arc::new(OnceLock::new()),
-            }),
+            },
             attempt_bodies: Vec::new(),
-        }
+        }))
     }
 
     pub fn enabled(&self) -> bool {
-        self.record.is_some()
+        self.0.is_some()
+    }
+
+    fn record(&mut self) -> Option<&mut ExchangeRecord> {
+        self.0.as_mut().map(|active| &mut *active.record)
     }
 
     /// Write the current state (begin, or an intermediate checkpoint).
     pub async fn write(&self) {
-        if let (Some(writer), Some(record), Some(guest)) = (&self.writer, &self.record, &self.guest)
-        {
-            writer
+        if let Some(active) = &self.0 {
+            active
+                .writer
                 .write(PendingWrite {
-                    record: record.clone(),
-                    guest: guest.clone(),
-                    attempt_bodies: self.attempt_bodies.clone(),
+                    record: active.record.clone(),
+                    guest: active.guest.clone(),
+                    attempt_bodies: active.attempt_bodies.clone(),
                     delivered: None,
                 })
                 .await;
@@ -83,21 +82,22 @@ impl Trace {
     }
 
     pub fn route(&mut self, upstream_url: &str, upstream_model: &str) {
-        if let Some(r) = &mut self.record {
+        if let Some(r) = self.record() {
             r.upstream_url = upstream_url.to_string();
             r.upstream_model = upstream_model.to_string();
         }
     }
 
     pub fn note(&mut self, note: impl FnOnce() -> String) {
-        if let Some(r) = &mut self.record {
+        if let Some(r) = self.record() {
             r.notes.push(note());
         }
     }
 
     pub fn attempt_started(&mut self, chat_body: &ChatBody) {
-        if let Some(r) = &mut self.record {
-            self.attempt_bodies.push(chat_body.clone());
+        if let Some(active) = &mut self.0 {
+            active.attempt_bodies.push(chat_body.clone());
+            let r = &mut active.record;
             r.attempts.push(UpstreamAttempt {
                 request: Value::Null,
                 status: None,
@@ -112,17 +112,18 @@ impl Trace {
     }
 
     pub fn attempt_head(&mut self, status: u16) {
-        if let Some(a) = self.record.as_mut().and_then(|r| r.attempts.last_mut()) {
-            a.status = Some(status);
-            a.first_byte_at = Some(Utc::now());
-        }
-        if let Some(r) = &mut self.record {
-            r.first_byte_at = Some(Utc::now());
+        if let Some(r) = self.record() {
+            let now = Utc::now();
+            r.first_byte_at = Some(now);
+            if let Some(a) = r.attempts.last_mut() {
+                a.status = Some(status);
+                a.first_byte_at = Some(now);
+            }
         }
     }
 
     pub fn attempt_event(&mut self, data: &str) {
-        if let Some(r) = &mut self.record {
+        if let Some(r) = self.record() {
             let now = Utc::now();
             r.last_byte_at = Some(now);
             if let Some(a) = r.attempts.last_mut() {
@@ -133,7 +134,7 @@ impl Trace {
     }
 
     pub fn attempt_failed(&mut self, kind: &str, message: &str) {
-        if let Some(a) = self.record.as_mut().and_then(|r| r.attempts.last_mut()) {
+        if let Some(a) = self.record().and_then(|r| r.attempts.last_mut()) {
             a.error = Some(TypedError {
                 kind: kind.to_string(),
                 message: message.to_string(),
@@ -164,10 +165,15 @@ impl Trace {
     }
 
     /// The last write: hands the record over (no copy); delivered calls, usage, the merged guest
-    /// response and the upstream message are filled in by the record writer.
+    /// response and the upstream message are filled in by the record writer. Later calls do
+    /// nothing.
     async fn finish(&mut self, delivered: &[GenerateContentResponse], error: Option<TypedError>) {
-        let (Some(writer), Some(mut record), Some(guest)) =
-            (self.writer.take(), self.record.take(), self.guest.take())
+        let Some(Active {
+            writer,
+            mut record,
+            guest,
+            attempt_bodies,
+        }) = self.0.take()
         else {
             return;
         };
@@ -182,7 +188,7 @@ impl Trace {
             .write(PendingWrite {
                 record,
                 guest,
-                attempt_bodies: std::mem::take(&mut self.attempt_bodies),
+                attempt_bodies,
                 delivered: Some(delivered.to_vec()),
             })
             .await;
