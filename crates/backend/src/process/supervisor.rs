@@ -402,50 +402,60 @@ fn termination_of(status: io::Result<ExitStatus>, phase: Phase) -> (Termination,
 }
 
 async fn read_stdout(
-    mut pipe: impl AsyncRead + Unpin,
+    pipe: impl AsyncRead + Unpin,
     max_line_bytes: usize,
     events: mpsc::Sender<ProcessEvent>,
     last_stdout_ms: Arc<AtomicU64>,
     start: Instant,
 ) -> StreamStats {
-    let mut splitter = LineSplitter::new(max_line_bytes);
-    let mut forward = Forwarder::new(events, true);
-    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
-    let mut lines = Vec::new();
-    while let Some(read) = read_some(&mut pipe, &mut chunk).await {
+    let forward = Forwarder::new(events, true);
+    pump_lines(pipe, max_line_bytes, forward, ProcessEvent::Stdout, |_| {
         last_stdout_ms.store(start.elapsed().as_millis() as u64, Ordering::Relaxed);
-        splitter.push(&chunk[..read], &mut lines);
-        for line in lines.drain(..) {
-            forward.send(ProcessEvent::Stdout(line)).await;
-        }
-    }
-    if let Some(line) = splitter.finish() {
-        forward.send(ProcessEvent::Stdout(line)).await;
-    }
-    splitter.stats().clone()
+    })
+    .await
 }
 
 async fn read_stderr(
-    mut pipe: impl AsyncRead + Unpin,
+    pipe: impl AsyncRead + Unpin,
     limits: Limits,
     events: mpsc::Sender<ProcessEvent>,
 ) -> (StreamStats, TailRing) {
-    let mut splitter = LineSplitter::new(limits.max_stderr_line_bytes);
     let mut ring = TailRing::new(limits.stderr_ring_bytes);
-    let mut forward = Forwarder::new(events, limits.forward_stderr_lines);
+    let forward = Forwarder::new(events, limits.forward_stderr_lines);
+    let stats = pump_lines(
+        pipe,
+        limits.max_stderr_line_bytes,
+        forward,
+        ProcessEvent::Stderr,
+        |chunk| ring.push(chunk),
+    )
+    .await;
+    (stats, ring)
+}
+
+/// Reads `pipe` to EOF: hands every raw chunk to `on_chunk`, then forwards its complete lines
+/// (and a final partial one) as `as_event(line)`. Returns the stream's counters.
+async fn pump_lines(
+    mut pipe: impl AsyncRead + Unpin,
+    max_line_bytes: usize,
+    mut forward: Forwarder,
+    as_event: fn(Line) -> ProcessEvent,
+    mut on_chunk: impl FnMut(&[u8]),
+) -> StreamStats {
+    let mut splitter = LineSplitter::new(max_line_bytes);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
-    let mut lines: Vec<Line> = Vec::new();
+    let mut lines = Vec::new();
     while let Some(read) = read_some(&mut pipe, &mut chunk).await {
-        ring.push(&chunk[..read]);
+        on_chunk(&chunk[..read]);
         splitter.push(&chunk[..read], &mut lines);
         for line in lines.drain(..) {
-            forward.send(ProcessEvent::Stderr(line)).await;
+            forward.send(as_event(line)).await;
         }
     }
     if let Some(line) = splitter.finish() {
-        forward.send(ProcessEvent::Stderr(line)).await;
+        forward.send(as_event(line)).await;
     }
-    (splitter.stats().clone(), ring)
+    splitter.stats().clone()
 }
 
 /// Reads one chunk; `None` at EOF or on a read error (the pipe is then unusable).
