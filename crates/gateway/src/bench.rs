@@ -781,15 +781,12 @@ fn text_stream_reply() -> Reply {
     ]))
 }
 
-fn held_stream_reply(gate: Option<&Gate>) -> Reply {
-    let mut second = StreamEvent::json(chunk::text("b"));
-    if let Some(gate) = gate {
-        second = second.after_gate(gate);
-    }
+/// A streamed answer whose second text chunk ("b") waits for `gate`.
+fn held_stream_reply(gate: &Gate) -> Reply {
     Reply::Stream(StreamReply::new(vec![
         StreamEvent::json(chunk::role()),
         StreamEvent::json(chunk::text("a")),
-        second,
+        StreamEvent::json(chunk::text("b")).after_gate(gate),
         StreamEvent::json(chunk::finish("stop")),
         StreamEvent::json(chunk::usage(12_000, 2)),
     ]))
@@ -900,7 +897,7 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
     eprintln!("bench: chunk forwarding...");
     // Chunk forwarding delay: the upstream holds "b" until the client opens the gate.
     let gate = Gate::new();
-    let forward_upstream = ChatUpstream::start(quiet(held_stream_reply(Some(&gate))))
+    let forward_upstream = ChatUpstream::start(quiet(held_stream_reply(&gate)))
         .await
         .map_err(BenchError::Upstream)?;
     let forward_gateway = gateway_for(&forward_upstream).await?;
@@ -937,7 +934,7 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
             let _ = released.wait_for(|r| *r).await;
             opener.open();
         });
-        held_stream_reply(Some(&gate))
+        held_stream_reply(&gate)
     }));
     let memory_upstream = ChatUpstream::start(quiet(hold))
         .await
