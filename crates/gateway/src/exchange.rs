@@ -193,16 +193,13 @@ fn prepare(
             return Err(Box::new(error_response(400, &e.to_string())));
         }
     }
-    if trace.enabled() {
-        let report = translated.report.clone();
-        let cache_hit = translated.cache_hit;
-        trace.note(|| {
-            format!(
-                "translation (system prompt + tools from cache: {cache_hit}): {}",
-                serde_json::to_string(&report).unwrap_or_default()
-            )
-        });
-    }
+    trace.note(|| {
+        format!(
+            "translation (system prompt + tools from cache: {}): {}",
+            translated.cache_hit,
+            serde_json::to_string(&translated.report).unwrap_or_default()
+        )
+    });
     let chat_body = translated.body;
     let response_config = ResponseConfig {
         model_version: upstream_model.clone(),

@@ -58,10 +58,6 @@ impl Trace {
         }))
     }
 
-    pub fn enabled(&self) -> bool {
-        self.0.is_some()
-    }
-
     fn record(&mut self) -> Option<&mut ExchangeRecord> {
         self.0.as_mut().map(|active| &mut *active.record)
     }
@@ -88,6 +84,7 @@ impl Trace {
         }
     }
 
+    /// Adds a note; `note` runs only when records are on.
     pub fn note(&mut self, note: impl FnOnce() -> String) {
         if let Some(r) = self.record() {
             r.notes.push(note());
