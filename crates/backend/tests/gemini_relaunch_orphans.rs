@@ -3,29 +3,19 @@
 //! process-group handling must not depend on it: with the relaunch left on, SIGKILL of the
 //! supervising process still takes the real CLI's parent *and* its relaunched child down.
 
+mod process_support;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 use switchyard_backend::gemini::launch::{GeminiLaunchConfig, Secret, prepare};
 use switchyard_backend::gemini::settings::ApprovalMode;
 use switchyard_testkit::genai_upstream::{GenaiScenario, GenaiUpstream};
 
-/// Pids whose process group is `pgid` (zombies excluded: nothing reaps them here).
+/// Pids of the live (non-zombie) members of process group `pgid`.
 fn group_members(pgid: i32) -> Vec<i32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                return false;
-            };
-            // Fields after the parenthesised command: state ppid pgrp ...
-            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-                return false;
-            };
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            fields.first() != Some(&"Z")
-                && fields.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid)
-        })
+    process_support::live_group_members(pgid)
+        .into_iter()
+        .map(|stat| stat.pid)
         .collect()
 }
 
