@@ -353,7 +353,7 @@ pub fn rss_kib() -> u64 {
 }
 
 /// A `/proc/<pid>/status` figure in KiB (`VmRSS:`, `VmHWM:`), 0 when unavailable.
-fn status_kib(path: &str, field: &str) -> u64 {
+pub fn status_kib(path: &str, field: &str) -> u64 {
     std::fs::read_to_string(path)
         .ok()
         .and_then(|s| {

@@ -114,9 +114,8 @@ async fn connect(
                     return Err((error, attempts));
                 };
                 tracing::debug!(%error, ?wait, "retrying upstream");
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = state.cancel.cancelled() => return Err((error, attempts)),
+                if !backoff(state, wait).await {
+                    return Err((error, attempts));
                 }
             }
         }
@@ -266,6 +265,15 @@ async fn begin(
     }
 }
 
+/// Waits `wait` before a retry; returns early with `false` when the gateway shuts down, so no
+/// backoff delays shutdown.
+async fn backoff(state: &AppState, wait: std::time::Duration) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(wait) => true,
+        _ = state.cancel.cancelled() => false,
+    }
+}
+
 /// `:streamGenerateContent`.
 pub(crate) async fn stream_generate(ctx: ExchangeContext, body: Bytes) -> Response {
     let state = ctx.state.clone();
@@ -343,7 +351,8 @@ async fn pump(
                     .flatten();
                 match wait {
                     Some(wait) => {
-                        tokio::time::sleep(wait).await;
+                        // On shutdown the next attempt fails at once ("gateway shutting down").
+                        backoff(&state, wait).await;
                         format!("retrying after stream failure: {error}")
                     }
                     None => {
@@ -515,7 +524,7 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
                 if error.retryable()
                     && let Some(wait) = budget.next_transient(None)
                 {
-                    tokio::time::sleep(wait).await;
+                    backoff(&state, wait).await;
                     continue;
                 }
                 trace

@@ -244,10 +244,8 @@ fn run_hosted(exe: &Path, prefix: &Path, ws: &Path, target: &[&str]) -> Result<S
         if let Some(s) = child.try_wait()? {
             break s;
         }
-        if let Some(kib) = std::fs::read_to_string(&status_path)
-            .ok()
-            .and_then(|s| vm_hwm_kib(&s))
-        {
+        let kib = switchyard_gateway::bench::status_kib(&status_path, "VmHWM:");
+        if kib > 0 {
             peak = Some(peak.unwrap_or(0).max(kib));
         }
         std::thread::sleep(Duration::from_millis(2));
@@ -258,12 +256,4 @@ fn run_hosted(exe: &Path, prefix: &Path, ws: &Path, target: &[&str]) -> Result<S
         wall,
         peak_rss_kib: peak,
     })
-}
-
-fn vm_hwm_kib(status: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
 }
