@@ -27,7 +27,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::serve::ListenerExt;
 use serde_json::{Value, json};
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 /// Decides whether a step answers a request.
@@ -535,7 +535,6 @@ impl Shared {
 pub struct ChatUpstream {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
 
@@ -576,18 +575,12 @@ impl ChatUpstream {
         let app = axum::Router::new()
             .fallback(answer)
             .with_state(shared.clone());
-        let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = rx.await;
-                })
-                .await;
+            let _ = axum::serve(listener, app).await;
         });
         Ok(Self {
             addr,
             shared,
-            shutdown: Some(tx),
             task: Some(task),
         })
     }
@@ -648,11 +641,8 @@ impl ChatUpstream {
         self.shared.steps.lock().expect("script lock").len()
     }
 
-    /// Stop serving and wait for the server task.
+    /// Stop serving at once (open and hanging streams are cut) and wait for the server task.
     pub async fn stop(mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
         if let Some(task) = self.task.take() {
             task.abort();
             let _ = task.await;
