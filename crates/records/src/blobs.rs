@@ -78,6 +78,11 @@ fn marker(hash: &str) -> Value {
     serde_json::json!({ MARKER_KEY: hash })
 }
 
+/// The JSON text of the marker for `hash` (what [`marker`] serializes to).
+pub(crate) fn marker_text(hash: &str) -> String {
+    serde_json::to_string(&marker(hash)).unwrap_or_default()
+}
+
 /// `sha256:<hex>` of `body`.
 pub fn hash_body(body: &str) -> String {
     let digest = Sha256::digest(body.as_bytes());

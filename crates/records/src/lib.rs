@@ -22,6 +22,7 @@
 //! ```
 
 pub mod blobs;
+pub mod document;
 pub mod error;
 pub mod export;
 pub mod html;
@@ -32,6 +33,7 @@ pub mod sqlite;
 pub mod store;
 pub mod timeline;
 
+pub use document::{ExchangeDocument, ExchangeText, JsonPiece, JsonText, SharedJson};
 pub use error::{RecordError, StoreError};
 pub use model::{
     DeliveredCall, EventRecord, ExchangeRecord, ExchangeStatus, RawLineRecord, RawStream, RecordOp,

@@ -12,6 +12,7 @@ use std::sync::mpsc::{Receiver, RecvError, SyncSender, TryRecvError, sync_channe
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 
+use crate::document::{self, ExchangeText, SharedBlobs};
 use crate::error::{RecordError, StoreError};
 use crate::model::{EventRecord, ExchangeRecord, RawLineRecord, RecordOp, RunRecord};
 use crate::redact::Redactor;
@@ -145,6 +146,7 @@ impl Recorder {
             redactor: Arc::clone(&redactor),
             status: Arc::clone(&status),
             max_batch: options.max_batch.max(1),
+            shared_blobs: SharedBlobs::default(),
         };
         let handle = std::thread::Builder::new()
             .name("switchyard-records-writer".into())
@@ -198,6 +200,12 @@ impl Recorder {
     /// Queues an upsert of `exchange` (call it when the exchange begins and when it ends).
     pub fn record_exchange(&self, exchange: ExchangeRecord) -> Result<(), RecordError> {
         self.record(RecordOp::UpsertExchange(Box::new(exchange)))
+    }
+
+    /// Queues an upsert of an exchange whose requests are JSON text (the fast path of
+    /// [`Recorder::record_exchange`], see [`crate::document`]).
+    pub fn record_exchange_text(&self, exchange: ExchangeText) -> Result<(), RecordError> {
+        self.record(RecordOp::UpsertExchangeText(Box::new(exchange)))
     }
 
     /// Registers one more secret to redact (e.g. a per-run token). It applies to every op the
@@ -273,6 +281,8 @@ struct Writer {
     redactor: Arc<RwLock<Redactor>>,
     status: Arc<WriterStatus>,
     max_batch: usize,
+    /// Blobs of the shared request parts seen so far (see [`crate::document`]).
+    shared_blobs: SharedBlobs,
 }
 
 impl Writer {
@@ -328,7 +338,19 @@ impl Writer {
         }
         {
             let redactor = self.redactor.read().unwrap_or_else(PoisonError::into_inner);
-            batch.iter_mut().for_each(|op| redactor.redact_op(op));
+            let shared_blobs = &mut self.shared_blobs;
+            *batch = batch
+                .drain(..)
+                .map(|op| match op {
+                    RecordOp::UpsertExchangeText(text) => {
+                        document::prepare(*text, &redactor, shared_blobs)
+                    }
+                    mut op => {
+                        redactor.redact_op(&mut op);
+                        op
+                    }
+                })
+                .collect();
         }
         match self.store.apply(batch) {
             Ok(()) => self.count_written(batch.len()),

@@ -7,7 +7,7 @@
 //! trigger words (one Aho-Corasick pass) skips the pattern scan entirely.
 
 use std::borrow::Cow;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use aho_corasick::AhoCorasick;
 
@@ -54,6 +54,10 @@ const SECRET_QUERY_PARAMS: &[&str] = &["key", "api_key", "apikey", "access_token
 pub struct Redactor {
     /// Known secrets, longest first so a secret containing another is replaced whole.
     secrets: Vec<String>,
+    /// Counts changes to `secrets` (what was redacted with an older generation may differ).
+    generation: u64,
+    /// The screen for JSON text of these secrets, built on first use.
+    screen: OnceLock<Arc<AhoCorasick>>,
 }
 
 impl Redactor {
@@ -79,6 +83,24 @@ impl Redactor {
         }
         self.secrets.push(secret);
         self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        self.generation += 1;
+        self.screen = OnceLock::new();
+    }
+
+    /// Changes whenever a secret is added.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// False when redacting the JSON document(s) `json_text` is part of could not change this
+    /// text: it holds no known secret (as is or JSON-escaped), no trigger of the generic
+    /// patterns or credential member names, no blob marker key, and no escape (`\/`, `\u0020`
+    /// to `\u007f`) that could spell one of those. ASCII case-insensitive, so it may say true
+    /// for text that redaction leaves alone; never false for text it would change.
+    pub fn screen_json_text(&self, json_text: &str) -> bool {
+        self.screen
+            .get_or_init(|| Arc::new(build_screen(&self.secrets)))
+            .is_match(json_text)
     }
 
     /// How many literal secrets are registered.
@@ -153,6 +175,14 @@ impl Redactor {
             }
             RecordOp::RawLine(line) => self.redact_string(&mut line.line),
             RecordOp::UpsertExchange(exchange) => self.redact_exchange(exchange),
+            RecordOp::UpsertExchangeText(text) => {
+                // Without the writer's shared blobs: take the value path.
+                let mut exchange = Box::new(text.as_ref().clone().into_record());
+                self.redact_exchange(&mut exchange);
+                *op = RecordOp::UpsertExchange(exchange);
+            }
+            // Made by `document::prepare` from redacted parts only.
+            RecordOp::UpsertExchangeDocument(_) => {}
         }
     }
 
@@ -229,17 +259,49 @@ fn is_secret_member(name: &str) -> bool {
 /// without any of them is skipped in one pass, without lower-casing it (most record strings:
 /// prompts, tool schemas, file contents).
 static TRIGGERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build(trigger_words())
+        .expect("static redaction triggers build")
+});
+
+/// The words of [`TRIGGERS`].
+fn trigger_words() -> Vec<String> {
     let mut words: Vec<String> = vec!["bearer".to_owned()];
     words.extend(SECRET_HEADERS.iter().map(|h| (*h).to_owned()));
     for param in SECRET_QUERY_PARAMS {
         words.push(format!("?{param}="));
         words.push(format!("&{param}="));
     }
+    words
+}
+
+/// The automaton behind [`Redactor::screen_json_text`].
+fn build_screen(secrets: &[String]) -> AhoCorasick {
+    let mut needles: Vec<String> = trigger_words();
+    // Credential member names ([`SECRET_MEMBERS`], `_` read as `-`) not already a trigger.
+    needles.extend(
+        ["api_key", "apikey", "access-token", "access_token"]
+            .iter()
+            .map(|w| (*w).to_owned()),
+    );
+    needles.push("$blob".to_owned());
+    needles.push("\\/".to_owned());
+    needles.extend((2..=7).map(|d| format!("\\u00{d}")));
+    for secret in secrets {
+        needles.push(secret.clone());
+        let escaped = serde_json::to_string(secret).unwrap_or_default();
+        needles.push(escaped.trim_matches('"').to_owned());
+        if !secret.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            // Non-ASCII or control characters may be spelled as any `\u` escape.
+            needles.push("\\u".to_owned());
+        }
+    }
     AhoCorasick::builder()
         .ascii_case_insensitive(true)
-        .build(words)
-        .expect("static redaction triggers build")
-});
+        .build(needles)
+        .expect("redaction screen builds")
+}
 
 /// `text` with the credential values found by the generic patterns replaced by [`REDACTED`], or
 /// `None` if there are none.

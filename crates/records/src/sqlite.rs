@@ -233,6 +233,54 @@ impl SqliteStore {
             .map_err(backend("checkpointing"))
     }
 
+    /// Writes `blob` unless it is known to be stored (or written earlier in this transaction).
+    fn write_blob(
+        tx: &Transaction<'_>,
+        blob: &blobs::Blob,
+        known_blobs: &HashSet<String>,
+        new_blobs: &mut HashSet<String>,
+    ) -> Result<(), StoreError> {
+        if known_blobs.contains(&blob.hash) || new_blobs.contains(&blob.hash) {
+            return Ok(());
+        }
+        tx.prepare_cached("INSERT OR IGNORE INTO blobs (hash, body) VALUES (?1, ?2)")
+            .and_then(|mut statement| statement.execute(params![blob.hash, blob.body]))
+            .map_err(backend("writing a blob"))?;
+        new_blobs.insert(blob.hash.clone());
+        Ok(())
+    }
+
+    /// Upserts the row of `exchange` with `record` (its stored JSON text) as the record.
+    fn write_exchange(
+        tx: &Transaction<'_>,
+        writer: &str,
+        exchange: &ExchangeRecord,
+        record: &str,
+    ) -> Result<(), StoreError> {
+        tx.prepare_cached(
+            "INSERT INTO exchanges (id, run_id, writer_id, status, ingress_api, upstream_model, received_at, record)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, writer_id = excluded.writer_id,
+               status = excluded.status, ingress_api = excluded.ingress_api,
+               upstream_model = excluded.upstream_model, received_at = excluded.received_at,
+               record = excluded.record",
+        )
+        .and_then(|mut statement| {
+            statement.execute(params![
+                exchange.id.to_string(),
+                exchange.run_id.map(|id| id.to_string()),
+                writer,
+                exchange.status.as_str(),
+                exchange.ingress_api,
+                exchange.upstream_model,
+                timestamp(exchange.received_at),
+                record
+            ])
+        })
+        .map_err(backend("writing an exchange"))?;
+        Ok(())
+    }
+
     /// Writes `op` in `tx`. Blob hashes inserted by this transaction are added to `new_blobs`;
     /// hashes in `known_blobs` or `new_blobs` are not written again.
     fn apply_op(
@@ -302,37 +350,21 @@ impl SqliteStore {
             }
             RecordOp::UpsertExchange(exchange) => {
                 let (stored, blobs) = blobs::deflate(exchange)?;
-                for blob in blobs {
-                    if known_blobs.contains(&blob.hash) || new_blobs.contains(&blob.hash) {
-                        continue;
-                    }
-                    tx.prepare_cached("INSERT OR IGNORE INTO blobs (hash, body) VALUES (?1, ?2)")
-                        .and_then(|mut statement| statement.execute(params![blob.hash, blob.body]))
-                        .map_err(backend("writing a blob"))?;
-                    new_blobs.insert(blob.hash);
+                for blob in &blobs {
+                    Self::write_blob(tx, blob, known_blobs, new_blobs)?;
                 }
-                let record = to_json("exchange", &stored)?;
-                tx.prepare_cached(
-                    "INSERT INTO exchanges (id, run_id, writer_id, status, ingress_api, upstream_model, received_at, record)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                     ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, writer_id = excluded.writer_id,
-                       status = excluded.status, ingress_api = excluded.ingress_api,
-                       upstream_model = excluded.upstream_model, received_at = excluded.received_at,
-                       record = excluded.record",
-                )
-                .and_then(|mut statement| {
-                    statement.execute(params![
-                        exchange.id.to_string(),
-                        exchange.run_id.map(|id| id.to_string()),
-                        writer,
-                        exchange.status.as_str(),
-                        exchange.ingress_api,
-                        exchange.upstream_model,
-                        timestamp(exchange.received_at),
-                        record
-                    ])
-                })
-                .map_err(backend("writing an exchange"))?;
+                Self::write_exchange(tx, writer, exchange, &to_json("exchange", &stored)?)?;
+            }
+            RecordOp::UpsertExchangeText(text) => {
+                let exchange =
+                    RecordOp::UpsertExchange(Box::new(text.as_ref().clone().into_record()));
+                Self::apply_op(tx, writer, &exchange, known_blobs, new_blobs)?;
+            }
+            RecordOp::UpsertExchangeDocument(document) => {
+                for blob in document.blobs() {
+                    Self::write_blob(tx, blob, known_blobs, new_blobs)?;
+                }
+                Self::write_exchange(tx, writer, document.record(), document.json())?;
             }
         }
         Ok(())

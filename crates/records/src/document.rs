@@ -1,0 +1,554 @@
+//! The fast write path for exchanges: requests handed over as JSON text, not as parsed values.
+//!
+//! Recording an [`ExchangeRecord`] means parsing the ~47 KB guest request and the ~47 KB upstream
+//! request of every exchange into values, redacting every string in them, and serializing them
+//! again; that is nearly all of what recording costs. A producer that already holds those requests
+//! as bytes (the gateway) hands over an [`ExchangeText`] instead: the record without its requests,
+//! plus each request as [`JsonText`] pieces. Pieces that every exchange of a session repeats (the
+//! system prompt and the tool declarations, which the gateway's translation cache already knows)
+//! are [`SharedJson`]: keyed by the SHA-256 of their text, computed once by the producer.
+//!
+//! The recorder's writer [`prepare`]s each one into an [`ExchangeDocument`], the exact text the
+//! store keeps:
+//! * a shared piece is parsed, redacted and turned into a blob ([`crate::blobs`]) the first time
+//!   its key is seen (again whenever the redactor gains a secret); later exchanges only look the
+//!   key up and write the blob's marker;
+//! * the other pieces are copied verbatim when [`Redactor::screen_json_text`] finds nothing in
+//!   them that redaction could change. Otherwise the whole exchange is parsed and takes the
+//!   value path ([`ExchangeText::into_record`], redaction, [`crate::blobs::deflate`]): the same
+//!   stored result, only slower.
+//!
+//! The stored format is the one the value path writes (markers at the same places, same blob
+//! hashes), so readers do not know which path wrote a record. Contract for producers: a shared
+//! piece is a whole value at a blob place (the guest request's `systemInstruction` or `tools`,
+//! an upstream request's `tools` or leading system message).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::blobs::{self, Blob};
+use crate::error::StoreError;
+use crate::model::{ExchangeRecord, RecordOp};
+use crate::redact::Redactor;
+
+/// A JSON value repeated across exchanges, with the SHA-256 of its text as its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedJson {
+    key: [u8; 32],
+    text: Bytes,
+}
+
+impl SharedJson {
+    /// Keys `text` (one SHA-256 pass: make one per distinct value, not one per exchange).
+    pub fn new(text: Bytes) -> Self {
+        Self {
+            key: Sha256::digest(&text).into(),
+            text,
+        }
+    }
+
+    /// The JSON text.
+    pub fn text(&self) -> &Bytes {
+        &self.text
+    }
+}
+
+/// One piece of a [`JsonText`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JsonPiece {
+    /// Text of this exchange.
+    Text(Bytes),
+    /// A whole value repeated across exchanges (stored once).
+    Shared(SharedJson),
+}
+
+impl JsonPiece {
+    /// The piece's bytes.
+    pub fn bytes(&self) -> &Bytes {
+        match self {
+            JsonPiece::Text(bytes) => bytes,
+            JsonPiece::Shared(shared) => &shared.text,
+        }
+    }
+}
+
+/// A JSON document as pieces of text; concatenated they are the document.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JsonText {
+    pieces: Vec<JsonPiece>,
+}
+
+impl JsonText {
+    /// A document of one text piece.
+    pub fn whole(text: Bytes) -> Self {
+        Self {
+            pieces: vec![JsonPiece::Text(text)],
+        }
+    }
+
+    /// Appends a text piece (empty ones are left out).
+    pub fn push_text(&mut self, text: Bytes) {
+        if !text.is_empty() {
+            self.pieces.push(JsonPiece::Text(text));
+        }
+    }
+
+    /// Appends a shared piece.
+    pub fn push_shared(&mut self, shared: SharedJson) {
+        self.pieces.push(JsonPiece::Shared(shared));
+    }
+
+    /// The pieces in order.
+    pub fn pieces(&self) -> &[JsonPiece] {
+        &self.pieces
+    }
+
+    /// Total length in bytes.
+    pub fn len(&self) -> usize {
+        self.pieces.iter().map(|p| p.bytes().len()).sum()
+    }
+
+    /// True when there is no text at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True when some piece is shared.
+    pub fn has_shared(&self) -> bool {
+        self.pieces
+            .iter()
+            .any(|p| matches!(p, JsonPiece::Shared(_)))
+    }
+
+    /// The document in one buffer (copies unless it is a single piece).
+    pub fn to_bytes(&self) -> Bytes {
+        if let [one] = self.pieces.as_slice() {
+            return one.bytes().clone();
+        }
+        let mut out = Vec::with_capacity(self.len());
+        for piece in &self.pieces {
+            out.extend_from_slice(piece.bytes());
+        }
+        Bytes::from(out)
+    }
+
+    /// The document parsed, or as a JSON string when it is not JSON (nothing is lost).
+    pub fn to_value(&self) -> Value {
+        let bytes = self.to_bytes();
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+    }
+}
+
+/// An exchange whose requests are JSON text: see the module docs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExchangeText {
+    /// Everything else. Its `guest_request` and the attempts' `request` are ignored (replaced by
+    /// the texts below).
+    pub record: ExchangeRecord,
+    /// The guest request as received.
+    pub guest_request: JsonText,
+    /// The upstream request of each attempt, by attempt index.
+    pub attempt_requests: Vec<JsonText>,
+}
+
+impl ExchangeText {
+    /// The same exchange as a plain record, requests parsed (the value path).
+    pub fn into_record(self) -> ExchangeRecord {
+        let mut record = self.record;
+        record.guest_request = self.guest_request.to_value();
+        for (attempt, text) in record.attempts.iter_mut().zip(&self.attempt_requests) {
+            attempt.request = text.to_value();
+        }
+        record
+    }
+}
+
+/// An exchange ready to store: `json` is the record as stored (requests as text, blob markers in
+/// place), `blobs` the bodies its markers refer to (a store writes the ones it does not have).
+/// Made only by [`prepare`], from redacted input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExchangeDocument {
+    record: ExchangeRecord,
+    json: String,
+    blobs: Vec<Arc<Blob>>,
+}
+
+impl ExchangeDocument {
+    /// The record without its requests (for the store's index columns).
+    pub fn record(&self) -> &ExchangeRecord {
+        &self.record
+    }
+
+    /// The stored JSON text of the whole record.
+    pub fn json(&self) -> &str {
+        &self.json
+    }
+
+    /// The blobs `json` refers to.
+    pub fn blobs(&self) -> &[Arc<Blob>] {
+        &self.blobs
+    }
+}
+
+/// Most shared values remembered by one writer (a session has a handful).
+const SHARED_ENTRIES: usize = 64;
+
+/// The blobs of the shared values a writer has seen, for the redactor generation they were
+/// redacted with.
+#[derive(Debug, Default)]
+pub struct SharedBlobs {
+    generation: u64,
+    by_key: HashMap<[u8; 32], Arc<Blob>>,
+}
+
+impl SharedBlobs {
+    /// The redacted blob of `shared`, made on first use. `None` when its text is not JSON.
+    fn blob(&mut self, shared: &SharedJson, redactor: &Redactor) -> Option<Arc<Blob>> {
+        if self.generation != redactor.generation() {
+            self.by_key.clear();
+            self.generation = redactor.generation();
+        }
+        if let Some(blob) = self.by_key.get(&shared.key) {
+            return Some(Arc::clone(blob));
+        }
+        let mut value: Value = serde_json::from_slice(&shared.text).ok()?;
+        redactor.redact_value(&mut value);
+        let body = serde_json::to_string(&value).ok()?;
+        let blob = Arc::new(Blob {
+            hash: blobs::hash_body(&body),
+            body,
+        });
+        if self.by_key.len() >= SHARED_ENTRIES {
+            self.by_key.clear();
+        }
+        self.by_key.insert(shared.key, Arc::clone(&blob));
+        Some(blob)
+    }
+}
+
+/// Turns `text` into the op the store writes, redacted: an [`RecordOp::UpsertExchangeDocument`]
+/// when every text piece passes the redactor's screen, else the parsed exchange
+/// ([`RecordOp::UpsertExchange`], already redacted).
+pub fn prepare(text: ExchangeText, redactor: &Redactor, shared: &mut SharedBlobs) -> RecordOp {
+    match render(&text, redactor, shared) {
+        Some(document) => RecordOp::UpsertExchangeDocument(Box::new(document)),
+        None => {
+            let mut op = RecordOp::UpsertExchange(Box::new(text.into_record()));
+            redactor.redact_op(&mut op);
+            op
+        }
+    }
+}
+
+/// The document of `text`, or `None` when it must take the value path.
+fn render(
+    text: &ExchangeText,
+    redactor: &Redactor,
+    shared: &mut SharedBlobs,
+) -> Option<ExchangeDocument> {
+    let mut blobs = Vec::new();
+    let mut render_one = |json: &JsonText| -> Option<String> {
+        let mut out = String::with_capacity(json.len());
+        for piece in json.pieces() {
+            match piece {
+                JsonPiece::Text(bytes) => {
+                    let text = std::str::from_utf8(bytes).ok()?;
+                    if redactor.screen_json_text(text) {
+                        return None;
+                    }
+                    out.push_str(text);
+                }
+                JsonPiece::Shared(value) => {
+                    let blob = shared.blob(value, redactor)?;
+                    out.push_str(&blobs::marker_text(&blob.hash));
+                    blobs.push(blob);
+                }
+            }
+        }
+        Some(out)
+    };
+    let guest = render_one(&text.guest_request)?;
+    let attempts = text
+        .attempt_requests
+        .iter()
+        .map(&mut render_one)
+        .collect::<Option<Vec<String>>>()?;
+    let mut record = text.record.clone();
+    record.guest_request = Value::Null;
+    record
+        .attempts
+        .iter_mut()
+        .for_each(|a| a.request = Value::Null);
+    let mut op = RecordOp::UpsertExchange(Box::new(record));
+    redactor.redact_op(&mut op);
+    let RecordOp::UpsertExchange(record) = op else {
+        unreachable!("redaction keeps the op's kind")
+    };
+    let json = assemble(&record, &guest, &attempts).ok()?;
+    Some(ExchangeDocument {
+        record: *record,
+        json,
+        blobs,
+    })
+}
+
+/// The JSON text of `record` with `guest` as its `guest_request` and `attempts[i]` as the
+/// `request` of attempt `i` (attempts without a text keep theirs).
+fn assemble(
+    record: &ExchangeRecord,
+    guest: &str,
+    attempts: &[String],
+) -> Result<String, StoreError> {
+    let serde = |source| StoreError::Serde {
+        what: "an exchange".to_owned(),
+        source,
+    };
+    let Value::Object(fields) = serde_json::to_value(record).map_err(serde)? else {
+        unreachable!("an ExchangeRecord serializes to an object")
+    };
+    let mut out =
+        String::with_capacity(guest.len() + attempts.iter().map(String::len).sum::<usize>() + 2048);
+    out.push('{');
+    for (i, (key, value)) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&serde_json::to_string(key).map_err(serde)?);
+        out.push(':');
+        match (key.as_str(), value) {
+            ("guest_request", _) => out.push_str(guest),
+            ("attempts", Value::Array(items)) => {
+                out.push('[');
+                for (j, item) in items.iter().enumerate() {
+                    if j > 0 {
+                        out.push(',');
+                    }
+                    match (item, attempts.get(j)) {
+                        (Value::Object(attempt), Some(request)) => {
+                            out.push('{');
+                            for (n, (name, member)) in attempt.iter().enumerate() {
+                                if n > 0 {
+                                    out.push(',');
+                                }
+                                out.push_str(&serde_json::to_string(name).map_err(serde)?);
+                                out.push(':');
+                                if name == "request" {
+                                    out.push_str(request);
+                                } else {
+                                    out.push_str(&serde_json::to_string(member).map_err(serde)?);
+                                }
+                            }
+                            out.push('}');
+                        }
+                        _ => out.push_str(&serde_json::to_string(item).map_err(serde)?),
+                    }
+                }
+                out.push(']');
+            }
+            _ => out.push_str(&serde_json::to_string(value).map_err(serde)?),
+        }
+    }
+    out.push('}');
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{UpstreamAttempt, ingress};
+    use crate::sqlite::SqliteStore;
+    use crate::store::RecordStore;
+    use chrono::Utc;
+    use serde_json::json;
+
+    const SECRET: &str = "sk-document-secret-123456";
+
+    fn shared(value: Value) -> SharedJson {
+        SharedJson::new(Bytes::from(serde_json::to_vec(&value).unwrap()))
+    }
+
+    fn text(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    /// A guest request `{"contents":<contents>,"systemInstruction":S,"tools":T}` and an upstream
+    /// request with a shared system message and tools, as the gateway hands them over.
+    fn exchange_text(contents: &str) -> ExchangeText {
+        let system = shared(json!({"parts": [{"text": "You are a helpful agent. ".repeat(60)}]}));
+        let tools = shared(
+            json!([{"functionDeclarations": [{"name": "read_file", "description": "d".repeat(2000)}]}]),
+        );
+        let mut guest = JsonText::default();
+        guest.push_text(text(&format!(
+            "{{\"contents\":{contents},\"systemInstruction\":"
+        )));
+        guest.push_shared(system);
+        guest.push_text(text(",\"tools\":"));
+        guest.push_shared(tools);
+        guest.push_text(text("}"));
+        let system_message =
+            shared(json!({"role": "system", "content": "You are a helpful agent. ".repeat(60)}));
+        let chat_tools = shared(
+            json!([{"type": "function", "function": {"name": "read_file", "description": "d".repeat(2000)}}]),
+        );
+        let mut upstream = JsonText::default();
+        upstream.push_text(text("{\"model\":\"m\",\"messages\":["));
+        upstream.push_shared(system_message);
+        upstream.push_text(text(",{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":"));
+        upstream.push_shared(chat_tools);
+        upstream.push_text(text(",\"stream\":true}"));
+        let mut record =
+            ExchangeRecord::begin(None, ingress::GENERATE_CONTENT, "gemini", Value::Null);
+        record.attempts.push(UpstreamAttempt {
+            request: Value::Null,
+            status: Some(200),
+            raw_events: vec![r#"{"choices":[]}"#.into()],
+            error: None,
+            started_at: Utc::now(),
+            first_byte_at: None,
+            last_byte_at: None,
+        });
+        ExchangeText {
+            record,
+            guest_request: guest,
+            attempt_requests: vec![upstream],
+        }
+    }
+
+    fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("s.sqlite3")).unwrap();
+        (dir, store)
+    }
+
+    fn blob_hashes(store: &SqliteStore) -> Vec<String> {
+        let conn = rusqlite::Connection::open(store.path()).unwrap();
+        let mut statement = conn
+            .prepare("SELECT hash FROM blobs ORDER BY hash")
+            .unwrap();
+        statement
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    #[test]
+    fn the_text_path_stores_what_the_value_path_stores() {
+        let redactor = Redactor::new([SECRET]);
+        let mut shared_blobs = SharedBlobs::default();
+        let (_dir, mut text_store) = store();
+        let (_dir2, mut value_store) = store();
+        for contents in [
+            r#"[{"role":"user","parts":[{"text":"a"}]}]"#,
+            r#"[{"role":"user","parts":[{"text":"b \"quoted\"\n"}]}]"#,
+        ] {
+            let exchange = exchange_text(contents);
+            let op = prepare(exchange.clone(), &redactor, &mut shared_blobs);
+            assert!(matches!(op, RecordOp::UpsertExchangeDocument(_)), "{op:?}");
+            text_store.apply(std::slice::from_ref(&op)).unwrap();
+            let mut value_op = RecordOp::UpsertExchange(Box::new(exchange.clone().into_record()));
+            redactor.redact_op(&mut value_op);
+            value_store.apply(&[value_op]).unwrap();
+
+            let stored = text_store.exchange(exchange.record.id).unwrap().unwrap();
+            assert_eq!(stored, exchange.clone().into_record());
+            assert_eq!(
+                stored.guest_request["contents"],
+                serde_json::from_str::<Value>(contents).unwrap()
+            );
+        }
+        // Four shared values, each stored once, under the hashes the value path gives them.
+        assert_eq!(blob_hashes(&text_store).len(), 4);
+        assert_eq!(blob_hashes(&text_store), blob_hashes(&value_store));
+    }
+
+    #[test]
+    fn text_redaction_could_change_takes_the_value_path() {
+        let redactor = Redactor::new([SECRET]);
+        let escaped_secret = format!("\\u0073{}", &SECRET[1..]);
+        for contents in [
+            format!(r#"[{{"role":"user","parts":[{{"text":"key {SECRET}"}}]}}]"#),
+            format!(r#"[{{"role":"user","parts":[{{"text":"key {escaped_secret}"}}]}}]"#),
+            r#"[{"role":"user","parts":[{"text":"Authorization: Bearer abcdefghijkl"}]}]"#.into(),
+        ] {
+            let exchange = exchange_text(&contents);
+            let op = prepare(exchange.clone(), &redactor, &mut SharedBlobs::default());
+            let RecordOp::UpsertExchange(record) = &op else {
+                panic!("expected the value path for {contents}: {op:?}");
+            };
+            let text = record.guest_request["contents"][0]["parts"][0]["text"]
+                .as_str()
+                .unwrap();
+            assert!(text.contains(crate::REDACTED), "{text}");
+            assert!(
+                !text.contains("sk-document") && !text.contains("abcdefghijkl"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn inline_text_shaped_like_a_blob_marker_is_kept_as_it_was() {
+        let redactor = Redactor::default();
+        let mut exchange = exchange_text("[]");
+        // The guest's own `tools` is a marker-shaped object, given inline (not shared).
+        exchange.guest_request =
+            JsonText::whole(text(r#"{"contents":[],"tools":{"$blob":"sha256:0000"}}"#));
+        let op = prepare(exchange.clone(), &redactor, &mut SharedBlobs::default());
+        assert!(matches!(op, RecordOp::UpsertExchange(_)), "{op:?}");
+        let (_dir, mut store) = store();
+        store.apply(&[op]).unwrap();
+        let stored = store.exchange(exchange.record.id).unwrap().unwrap();
+        assert_eq!(
+            stored.guest_request["tools"],
+            json!({"$blob": "sha256:0000"})
+        );
+    }
+
+    #[test]
+    fn shared_values_are_redacted_again_when_a_secret_is_added() {
+        let mut redactor = Redactor::default();
+        let mut shared_blobs = SharedBlobs::default();
+        let mut exchange = exchange_text("[]");
+        let mut guest = JsonText::default();
+        guest.push_text(text("{\"contents\":[],\"systemInstruction\":"));
+        guest.push_shared(shared(
+            json!({"parts": [{"text": format!("token {SECRET}")}]}),
+        ));
+        guest.push_text(text("}"));
+        exchange.guest_request = guest;
+        let blob_body = |op: &RecordOp| match op {
+            RecordOp::UpsertExchangeDocument(d) => d.blobs()[0].body.clone(),
+            other => panic!("expected a document: {other:?}"),
+        };
+        let before = prepare(exchange.clone(), &redactor, &mut shared_blobs);
+        assert!(blob_body(&before).contains(SECRET));
+        redactor.add_secret(SECRET);
+        let after = prepare(exchange, &redactor, &mut shared_blobs);
+        assert!(!blob_body(&after).contains(SECRET), "{}", blob_body(&after));
+    }
+
+    #[test]
+    fn the_screen_passes_plain_json_and_catches_escapes_and_triggers() {
+        let redactor = Redactor::new([SECRET]);
+        let clean = r#"{"text":"line\nwith \"quotes\", a tab\t, an escape \u001b[0m and ünïcode"}"#;
+        assert!(!redactor.screen_json_text(clean));
+        for dirty in [
+            SECRET.to_string(),
+            "\\u0041".into(),
+            "a\\/b".into(),
+            r#"{"X-Api-Key":"v"}"#.into(),
+            r#"{"access_token":"v"}"#.into(),
+            "see https://h/x?KEY=abc".into(),
+            r#"{"$blob":"x"}"#.into(),
+        ] {
+            assert!(redactor.screen_json_text(&dirty), "{dirty}");
+        }
+    }
+}
