@@ -136,6 +136,8 @@ pub struct RecordsReport {
     pub written_ops: u64,
     /// Record ops that failed to persist (should be 0).
     pub failed_ops: u64,
+    /// Exchange writes stored as text (translation cache hits, nothing to redact).
+    pub exchanges_as_text: u64,
 }
 
 /// Everything `bench` measured.
@@ -341,8 +343,8 @@ impl std::fmt::Display for RecordsTable<'_> {
         }
         writeln!(
             f,
-            "(records written: {} ops, failed: {})",
-            r.written_ops, r.failed_ops
+            "(records written: {} ops, failed: {}; exchange writes stored as text: {})",
+            r.written_ops, r.failed_ops, r.exchanges_as_text
         )
     }
 }
@@ -888,6 +890,7 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
     let stats = recorder.stats();
     report.records.written_ops = stats.written_ops;
     report.records.failed_ops = stats.failed_ops;
+    report.records.exchanges_as_text = stats.exchanges_as_text;
     if let Err(e) = flushed {
         eprintln!("bench: records flush reported: {e}");
     }

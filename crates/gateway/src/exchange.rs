@@ -192,6 +192,7 @@ fn prepare(
             return Err(Box::new(error_response(400, &e.to_string())));
         }
     }
+    trace.guest_shared(&translated.guest_shared);
     trace.note(|| {
         format!(
             "translation (system prompt + tools from cache: {}): {}",

@@ -26,8 +26,8 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use serde_json::Value;
-use switchyard_records::Recorder;
-use switchyard_records::model::{DeliveredCall, ExchangeRecord, Usage};
+use switchyard_records::model::{DeliveredCall, ExchangeRecord, RecordOp, Usage};
+use switchyard_records::{ExchangeText, JsonText, Recorder};
 use switchyard_translate::google::{GenerateContentResponse, Part};
 
 use crate::translation::ChatBody;
@@ -51,6 +51,9 @@ const BATCH: usize = 256;
 pub(crate) struct GuestRequest {
     pub body: Bytes,
     pub parsed: Arc<OnceLock<Value>>,
+    /// The body as record pieces, when its system instruction and tools came from the
+    /// translation cache: then the exchange is recorded as text, never parsed here.
+    pub text: Option<JsonText>,
 }
 
 /// One write of an exchange: the record without its large JSON parts, and what they are built
@@ -120,7 +123,7 @@ fn run(recorder: Recorder, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
         for job in without_replaced_writes(std::mem::take(&mut batch)) {
             match job {
                 Job::Write(write) => {
-                    if let Err(e) = recorder.record_exchange(build(write)) {
+                    if let Err(e) = recorder.record(build(write)) {
                         tracing::warn!(error = %e, "cannot record exchange");
                     }
                     handed += 1;
@@ -169,34 +172,37 @@ fn without_replaced_writes(batch: Vec<Job>) -> Vec<Job> {
     kept
 }
 
-fn json_or_string(bytes: &[u8]) -> Value {
-    serde_json::from_slice(bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
-}
-
-/// Fills in the large parts of the record.
-fn build(write: PendingWrite) -> ExchangeRecord {
+/// Fills in the large parts of the record: as text pieces when the guest request has shared
+/// pieces (nothing parsed), else as parsed values.
+fn build(write: PendingWrite) -> RecordOp {
     let PendingWrite {
         mut record,
         guest,
         attempt_bodies,
         delivered,
     } = write;
-    let GuestRequest { body, parsed } = guest;
-    parsed.get_or_init(|| json_or_string(&body));
+    if let Some(delivered) = &delivered {
+        finish(&mut record, delivered);
+    }
+    let GuestRequest { body, parsed, text } = guest;
+    if let Some(guest_request) = text {
+        return RecordOp::UpsertExchangeText(Box::new(ExchangeText {
+            record: *record,
+            guest_request,
+            attempt_requests: attempt_bodies.iter().map(|b| b.text().clone()).collect(),
+        }));
+    }
+    parsed.get_or_init(|| JsonText::whole(body).to_value());
     record.guest_request = match Arc::try_unwrap(parsed) {
         Ok(slot) => slot.into_inner().unwrap_or(Value::Null),
         Err(shared) => shared.get().cloned().unwrap_or(Value::Null),
     };
     for (attempt, body) in record.attempts.iter_mut().zip(&attempt_bodies) {
         if attempt.request.is_null() {
-            attempt.request = json_or_string(&body.to_bytes());
+            attempt.request = body.text().to_value();
         }
     }
-    if let Some(delivered) = delivered {
-        finish(&mut record, &delivered);
-    }
-    *record
+    RecordOp::UpsertExchange(record)
 }
 
 /// The end-of-exchange parts: delivered calls, usage, guest response, upstream message.
@@ -305,6 +311,7 @@ mod tests {
             guest: GuestRequest {
                 body: Bytes::from_static(b"{}"),
                 parsed: Arc::new(OnceLock::new()),
+                text: None,
             },
             attempt_bodies: Vec::new(),
             delivered: None,

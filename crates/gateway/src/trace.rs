@@ -10,11 +10,13 @@
 //! `context_request` stays `None`: the gateway applies no context policy, so the request sent
 //! upstream is the translation of the guest request as received (see each attempt's `request`).
 
+use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use chrono::Utc;
 use serde_json::Value;
+use switchyard_records::{JsonText, SharedJson};
 use switchyard_records::model::{ExchangeRecord, ExchangeStatus, TypedError, UpstreamAttempt};
 use switchyard_translate::google::GenerateContentResponse;
 use uuid::Uuid;
@@ -53,6 +55,7 @@ impl Trace {
             guest: GuestRequest {
                 body: guest_body.clone(),
                 parsed: Arc::new(OnceLock::new()),
+                text: None,
             },
             attempt_bodies: Vec::new(),
         }))
@@ -75,6 +78,30 @@ impl Trace {
                 })
                 .await;
         }
+    }
+
+    /// The guest body holds these shared values (from the translation cache) at these ranges, in
+    /// order: record it as text pieces instead of parsing it.
+    pub fn guest_shared(&mut self, shared: &[(Range<usize>, SharedJson)]) {
+        let Some(active) = &mut self.0 else {
+            return;
+        };
+        if shared.is_empty() {
+            return;
+        }
+        let body = &active.guest.body;
+        let mut text = JsonText::default();
+        let mut at = 0;
+        for (range, value) in shared {
+            if range.start < at || range.end > body.len() {
+                return;
+            }
+            text.push_text(body.slice(at..range.start));
+            text.push_shared(value.clone());
+            at = range.end;
+        }
+        text.push_text(body.slice(at..));
+        active.guest.text = Some(text);
     }
 
     pub fn route(&mut self, upstream_url: &str, upstream_model: &str) {

@@ -21,6 +21,7 @@ use std::sync::Mutex;
 use bytes::Bytes;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
+use switchyard_records::{JsonText, SharedJson};
 use switchyard_translate::google::GenerateContentRequest;
 use switchyard_translate::openai::{ChatMessage, ChatRequest};
 use switchyard_translate::{TranslateError, TranslateOptions, TranslationReport};
@@ -28,10 +29,11 @@ use switchyard_translate::{TranslateError, TranslateOptions, TranslationReport};
 /// Cached entries (distinct system prompt + tools + model combinations).
 const CACHE_ENTRIES: usize = 8;
 
-/// An upstream request body as byte segments (concatenate to send).
+/// An upstream request body as pieces of text (concatenate to send). The cached system message
+/// and tools are shared pieces, so records can keep them once (see `switchyard_records::document`).
 #[derive(Debug, Clone, Default)]
 pub struct ChatBody {
-    segments: Vec<Bytes>,
+    text: JsonText,
     len: usize,
 }
 
@@ -39,14 +41,19 @@ impl ChatBody {
     fn single(bytes: Vec<u8>) -> Self {
         let len = bytes.len();
         Self {
-            segments: vec![Bytes::from(bytes)],
+            text: JsonText::whole(Bytes::from(bytes)),
             len,
         }
     }
 
     fn push(&mut self, bytes: Bytes) {
         self.len += bytes.len();
-        self.segments.push(bytes);
+        self.text.push_text(bytes);
+    }
+
+    fn push_shared(&mut self, shared: SharedJson) {
+        self.len += shared.text().len();
+        self.text.push_shared(shared);
     }
 
     /// Length in bytes.
@@ -59,16 +66,14 @@ impl ChatBody {
         self.len == 0
     }
 
-    /// The body as one buffer (copies unless it is a single segment).
+    /// The body as one buffer (copies unless it is a single piece).
     pub fn to_bytes(&self) -> Bytes {
-        if let [one] = self.segments.as_slice() {
-            return one.clone();
-        }
-        let mut out = Vec::with_capacity(self.len);
-        for s in &self.segments {
-            out.extend_from_slice(s);
-        }
-        Bytes::from(out)
+        self.text.to_bytes()
+    }
+
+    /// The body as record pieces.
+    pub fn text(&self) -> &JsonText {
+        &self.text
     }
 }
 
@@ -106,12 +111,14 @@ impl http_body::Body for SegmentBody {
 
 impl From<ChatBody> for reqwest::Body {
     fn from(body: ChatBody) -> Self {
-        if let [one] = body.segments.as_slice() {
-            return reqwest::Body::from(one.clone());
+        let pieces = body.text.pieces();
+        if let [one] = pieces {
+            return reqwest::Body::from(one.bytes().clone());
         }
+        let segments: Vec<Bytes> = pieces.iter().map(|p| p.bytes().clone()).collect();
         reqwest::Body::wrap(SegmentBody {
             remaining: body.len as u64,
-            segments: body.segments.into_iter(),
+            segments: segments.into_iter(),
         })
     }
 }
@@ -127,6 +134,9 @@ pub struct Translated {
     /// Prompt-token estimate of the whole request.
     pub prompt_token_estimate: u32,
     pub cache_hit: bool,
+    /// On a cache hit: where the guest body holds the cached `systemInstruction` and `tools`
+    /// (byte ranges, in body order) and their shared record pieces.
+    pub guest_shared: Vec<(std::ops::Range<usize>, SharedJson)>,
 }
 
 /// Why a guest request cannot be translated.
@@ -138,17 +148,18 @@ pub enum TranslationFailure {
 
 struct Entry {
     model: String,
-    system_raw: Bytes,
-    tools_raw: Bytes,
+    /// The guest's `systemInstruction` and `tools` text (record pieces: keyed once, here).
+    system_raw: SharedJson,
+    tools_raw: SharedJson,
     /// `None`: the splice did not reproduce the full translation; use the full path.
     splice: Option<Splice>,
 }
 
 struct Splice {
     /// Serialized system message, if the system instruction produced one.
-    system_message: Option<Bytes>,
+    system_message: Option<SharedJson>,
     /// Serialized `tools` array, if there are tools.
-    tools: Option<Bytes>,
+    tools: Option<SharedJson>,
     /// Token estimate of the system instruction + tools.
     extra_tokens: u32,
 }
@@ -203,7 +214,7 @@ fn splice(reduced: &ChatRequest, parts: &Splice) -> Result<ChatBody, Translation
     let mut need_comma = false;
     if let Some(system) = &parts.system_message {
         body.push(Bytes::from(std::mem::take(&mut first)));
-        body.push(system.clone());
+        body.push_shared(system.clone());
         need_comma = true;
     }
     let mut middle = first;
@@ -218,7 +229,7 @@ fn splice(reduced: &ChatRequest, parts: &Splice) -> Result<ChatBody, Translation
     if let Some(tools) = &parts.tools {
         middle.extend_from_slice(b",\"tools\":");
         body.push(Bytes::from(middle));
-        body.push(tools.clone());
+        body.push_shared(tools.clone());
         middle = Vec::new();
     }
     // The remaining fields: serialize with the three leading fields emptied and strip them.
@@ -273,32 +284,36 @@ impl RequestTranslator {
                 .iter()
                 .find(|e| {
                     e.model == options.upstream_model
-                        && e.system_raw == system_raw
-                        && e.tools_raw == tools_raw
+                        && e.system_raw.text() == system_raw
+                        && e.tools_raw.text() == tools_raw
                 })
                 .map(|e| {
-                    e.splice.as_ref().map(|s| Splice {
-                        system_message: s.system_message.clone(),
-                        tools: s.tools.clone(),
-                        extra_tokens: s.extra_tokens,
+                    e.splice.as_ref().map(|s| {
+                        let splice = Splice {
+                            system_message: s.system_message.clone(),
+                            tools: s.tools.clone(),
+                            extra_tokens: s.extra_tokens,
+                        };
+                        (splice, e.system_raw.clone(), e.tools_raw.clone())
                     })
                 })
         };
         let reduced_body = reduced_body(&fields);
         match parts {
-            Some(Some(parts)) => {
+            Some(Some((parts, system_shared, tools_shared))) => {
                 let request = switchyard_translate::parse_request(&reduced_body).map_err(guest)?;
                 let translated =
                     switchyard_translate::translate_request(&request, options).map_err(guest)?;
-                let body = splice(&translated.chat, &parts)?;
+                let chat_body = splice(&translated.chat, &parts)?;
                 Ok(Translated {
                     prompt_token_estimate: switchyard_translate::estimate_request_tokens(&request)
                         .saturating_add(parts.extra_tokens),
                     request,
-                    body,
+                    body: chat_body,
                     report: translated.report,
                     json_response: translated.json_response,
                     cache_hit: true,
+                    guest_shared: guest_ranges(body, [(system, system_shared), (tools, tools_shared)]),
                 })
             }
             Some(None) => self.full(body, options),
@@ -311,8 +326,8 @@ impl RequestTranslator {
                 }
                 cache.push(Entry {
                     model: options.upstream_model.clone(),
-                    system_raw: Bytes::copy_from_slice(system_raw),
-                    tools_raw: Bytes::copy_from_slice(tools_raw),
+                    system_raw: SharedJson::new(Bytes::copy_from_slice(system_raw)),
+                    tools_raw: SharedJson::new(Bytes::copy_from_slice(tools_raw)),
                     splice,
                 });
                 Ok(full)
@@ -331,12 +346,15 @@ impl RequestTranslator {
         let request = switchyard_translate::parse_request(reduced_body).ok()?;
         let reduced = switchyard_translate::translate_request(&request, options).ok()?;
         let system_message = match full_chat.messages.first() {
-            Some(m @ ChatMessage::System { .. }) => Some(Bytes::from(serde_json::to_vec(m).ok()?)),
+            Some(m @ ChatMessage::System { .. }) => {
+                Some(SharedJson::new(Bytes::from(serde_json::to_vec(m).ok()?)))
+            }
             _ => None,
         };
         let tools = (!full_chat.tools.is_empty())
-            .then(|| serde_json::to_vec(&full_chat.tools).ok().map(Bytes::from))
-            .flatten();
+            .then(|| serde_json::to_vec(&full_chat.tools).ok())
+            .flatten()
+            .map(|tools| SharedJson::new(Bytes::from(tools)));
         let parts = Splice {
             system_message,
             tools,
@@ -363,8 +381,26 @@ impl RequestTranslator {
             report: translated.report,
             json_response: translated.json_response,
             cache_hit: false,
+            guest_shared: Vec::new(),
         })
     }
+}
+
+/// Where in `body` each raw value lies (they were borrowed from it), in body order.
+fn guest_ranges<const N: usize>(
+    body: &[u8],
+    values: [(&RawValue, SharedJson); N],
+) -> Vec<(std::ops::Range<usize>, SharedJson)> {
+    let mut ranges: Vec<_> = values
+        .into_iter()
+        .filter_map(|(raw, shared)| {
+            let start = (raw.get().as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
+            let range = start..start + raw.get().len();
+            (body.get(range.clone()) == Some(raw.get().as_bytes())).then_some((range, shared))
+        })
+        .collect();
+    ranges.sort_by_key(|(range, _)| range.start);
+    ranges
 }
 
 /// The body without `systemInstruction` and `tools` (other fields verbatim, in order).
@@ -432,7 +468,24 @@ mod tests {
             )
         );
         // The cached parts are shared, not copied, per request.
-        assert!(hit.body.segments.len() > 1);
+        assert!(hit.body.text().has_shared());
+        // The guest's cached parts are located in its body, in order.
+        let located: Vec<&[u8]> = hit
+            .guest_shared
+            .iter()
+            .map(|(range, shared)| {
+                assert_eq!(&next[range.clone()], shared.text().as_ref());
+                &next[range.clone()]
+            })
+            .collect();
+        let fixture = fixture();
+        assert_eq!(
+            located,
+            [
+                serde_json::to_vec(&fixture["systemInstruction"]).unwrap(),
+                serde_json::to_vec(&fixture["tools"]).unwrap()
+            ]
+        );
     }
 
     #[test]

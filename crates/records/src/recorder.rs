@@ -46,6 +46,9 @@ pub struct RecorderStats {
     pub failed_ops: u64,
     /// Transactions committed.
     pub batches: u64,
+    /// Exchange texts stored as text (the fast path of [`crate::document`]); the others were
+    /// parsed because redaction could change them.
+    pub exchanges_as_text: u64,
 }
 
 enum Message {
@@ -60,6 +63,7 @@ struct WriterStatus {
     failed_ops: AtomicU64,
     failed_since_flush: AtomicU64,
     batches: AtomicU64,
+    exchanges_as_text: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
@@ -254,6 +258,7 @@ impl Recorder {
             written_ops: shared.status.written_ops.load(Ordering::Relaxed),
             failed_ops: shared.status.failed_ops.load(Ordering::Relaxed),
             batches: shared.status.batches.load(Ordering::Relaxed),
+            exchanges_as_text: shared.status.exchanges_as_text.load(Ordering::Relaxed),
         }
     }
 }
@@ -339,11 +344,16 @@ impl Writer {
         {
             let redactor = self.redactor.read().unwrap_or_else(PoisonError::into_inner);
             let shared_blobs = &mut self.shared_blobs;
+            let status = &self.status;
             *batch = batch
                 .drain(..)
                 .map(|op| match op {
                     RecordOp::UpsertExchangeText(text) => {
-                        document::prepare(*text, &redactor, shared_blobs)
+                        let op = document::prepare(*text, &redactor, shared_blobs);
+                        if matches!(op, RecordOp::UpsertExchangeDocument(_)) {
+                            status.exchanges_as_text.fetch_add(1, Ordering::Relaxed);
+                        }
+                        op
                     }
                     mut op => {
                         redactor.redact_op(&mut op);
