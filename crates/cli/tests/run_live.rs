@@ -383,8 +383,14 @@ async fn records_match_what_the_upstream_saw() {
     for exchange in &exchanges {
         let guest = &exchange.guest_request;
         assert!(guest["systemInstruction"]["parts"].is_array(), "{guest}");
-        assert!(guest["tools"][0]["functionDeclarations"].is_array(), "{guest}");
-        assert_eq!(guest["systemInstruction"], exchanges[0].guest_request["systemInstruction"]);
+        assert!(
+            guest["tools"][0]["functionDeclarations"].is_array(),
+            "{guest}"
+        );
+        assert_eq!(
+            guest["systemInstruction"],
+            exchanges[0].guest_request["systemInstruction"]
+        );
     }
     let first = &exchanges[0];
     assert_eq!(first.ingress_api, "google.streamGenerateContent");

@@ -8,9 +8,16 @@
 //! in order, then queues the record with the recorder (whose own writer thread redacts and
 //! stores it).
 //!
-//! * The guest request is parsed once per exchange: the begin write parses it into a slot shared
-//!   with the exchange; the end write takes the value out of the slot (no copy) when the exchange
-//!   no longer holds it.
+//! * When the translation cache supplied the request's system prompt and tools, nothing is parsed:
+//!   the exchange goes to the recorder as text pieces (slices of the guest body and the upstream
+//!   body, with the cached parts as shared pieces it stores once; see
+//!   `switchyard_records::document`). Only the small end-of-exchange parts are built here.
+//! * Otherwise the guest request is parsed once per exchange: the begin write parses it into a
+//!   slot shared with the exchange; the end write takes the value out of the slot (no copy) when
+//!   the exchange no longer holds it.
+//! * After a batch that did not fill up, the thread sleeps [`LINGER`] before taking the next: on
+//!   a busy gateway writes gather (and the begin write of an exchange that ended meanwhile is
+//!   skipped, see below) instead of the thread being woken for each one.
 //! * The queue is bounded: when the recorder cannot keep up, exchanges wait (asynchronously, the
 //!   runtime's worker threads are never blocked) for room, so nothing is dropped.
 //! * At most a few hundred records wait in the recorder's queue; when the recorder falls behind,
@@ -42,6 +49,10 @@ const OUTSTANDING: u64 = 256;
 /// Longest wait for the recorder before handing over anyway (a stuck writer must not stop
 /// recording altogether; the recorder's own queue then applies backpressure).
 const STALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long the thread lets writes gather after a batch that did not fill up: waking it for
+/// every write costs the request path more (on a 2-core machine) than the records' delay.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Most writes taken from the queue at once (and considered together for skipping).
 const BATCH: usize = 256;
@@ -120,6 +131,7 @@ fn run(recorder: Recorder, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
+        let full = batch.len() >= BATCH;
         for job in without_replaced_writes(std::mem::take(&mut batch)) {
             match job {
                 Job::Write(write) => {
@@ -132,6 +144,10 @@ fn run(recorder: Recorder, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
                     let _ = done.send(());
                 }
             }
+        }
+        if !full {
+            // Let writes gather instead of being woken for each one.
+            std::thread::sleep(LINGER);
         }
     }
 }

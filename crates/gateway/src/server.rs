@@ -193,7 +193,7 @@ impl Gateway {
 /// for the whole streamed answer: with Gemini CLI's ~47 KB requests that was the largest part
 /// of the gateway's memory per open stream. Request bodies are read through the buffer in pieces
 /// anyway; only the request head must fit (Gemini CLI's is well under 1 KB).
-const MAX_CONNECTION_BUFFER: usize = 16 * 1024;
+const MAX_CONNECTION_BUFFER: usize = 8 * 1024;
 
 /// The accept loop: each connection is served by hyper's HTTP/1 connection with a capped read
 /// buffer ([`MAX_CONNECTION_BUFFER`]) and `TCP_NODELAY`. On `stop`: stop accepting, let every

@@ -16,8 +16,8 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use chrono::Utc;
 use serde_json::Value;
-use switchyard_records::{JsonText, SharedJson};
 use switchyard_records::model::{ExchangeRecord, ExchangeStatus, TypedError, UpstreamAttempt};
+use switchyard_records::{JsonText, SharedJson};
 use switchyard_translate::google::GenerateContentResponse;
 use uuid::Uuid;
 

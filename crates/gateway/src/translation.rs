@@ -313,7 +313,10 @@ impl RequestTranslator {
                     report: translated.report,
                     json_response: translated.json_response,
                     cache_hit: true,
-                    guest_shared: guest_ranges(body, [(system, system_shared), (tools, tools_shared)]),
+                    guest_shared: guest_ranges(
+                        body,
+                        [(system, system_shared), (tools, tools_shared)],
+                    ),
                 })
             }
             Some(None) => self.full(body, options),

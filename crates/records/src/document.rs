@@ -23,16 +23,20 @@
 //! piece is a whole value at a blob place (the guest request's `systemInstruction` or `tools`,
 //! an upstream request's `tools` or leading system message).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use crate::blobs::{self, Blob};
 use crate::error::StoreError;
-use crate::model::{ExchangeRecord, RecordOp};
+use crate::model::{ExchangeRecord, RecordOp, UpstreamAttempt};
 use crate::redact::Redactor;
 
 /// A JSON value repeated across exchanges, with the SHA-256 of its text as its key.
@@ -235,25 +239,57 @@ impl SharedBlobs {
 /// when every text piece passes the redactor's screen, else the parsed exchange
 /// ([`RecordOp::UpsertExchange`], already redacted).
 pub fn prepare(text: ExchangeText, redactor: &Redactor, shared: &mut SharedBlobs) -> RecordOp {
-    match render(&text, redactor, shared) {
-        Some(document) => RecordOp::UpsertExchangeDocument(Box::new(document)),
-        None => {
-            let mut op = RecordOp::UpsertExchange(Box::new(text.into_record()));
-            redactor.redact_op(&mut op);
-            op
+    let Some(RenderedRequests {
+        guest,
+        attempts,
+        blobs,
+    }) = render_requests(&text, redactor, shared)
+    else {
+        let mut op = RecordOp::UpsertExchange(Box::new(text.into_record()));
+        redactor.redact_op(&mut op);
+        return op;
+    };
+    let mut op = RecordOp::UpsertExchange(Box::new(text.record));
+    redactor.redact_op(&mut op);
+    let RecordOp::UpsertExchange(mut record) = op else {
+        unreachable!("redaction keeps the op's kind")
+    };
+    match assemble(&record, &guest, &attempts) {
+        Ok(json) => RecordOp::UpsertExchangeDocument(Box::new(ExchangeDocument {
+            record: *record,
+            json,
+            blobs,
+        })),
+        // Not expected (the parts are valid JSON): store the parsed record instead.
+        Err(_) => {
+            let parse = |raw: &RawValue| serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+            record.guest_request = parse(&guest);
+            for (attempt, raw) in record.attempts.iter_mut().zip(&attempts) {
+                attempt.request = parse(raw);
+            }
+            RecordOp::UpsertExchange(record)
         }
     }
 }
 
-/// The document of `text`, or `None` when it must take the value path.
-fn render(
+/// The stored text of the guest request and of each attempt's request, and the blobs they
+/// refer to; `None` when the exchange must take the value path.
+fn render_requests(
     text: &ExchangeText,
     redactor: &Redactor,
     shared: &mut SharedBlobs,
-) -> Option<ExchangeDocument> {
+) -> Option<RenderedRequests> {
     let mut blobs = Vec::new();
-    let mut render_one = |json: &JsonText| -> Option<String> {
-        let mut out = String::with_capacity(json.len());
+    let mut render_one = |json: &JsonText| -> Option<Box<RawValue>> {
+        let inline: usize = json
+            .pieces()
+            .iter()
+            .map(|p| match p {
+                JsonPiece::Text(bytes) => bytes.len(),
+                JsonPiece::Shared(_) => 80,
+            })
+            .sum();
+        let mut out = String::with_capacity(inline);
         for piece in json.pieces() {
             match piece {
                 JsonPiece::Text(bytes) => {
@@ -270,91 +306,154 @@ fn render(
                 }
             }
         }
-        Some(out)
+        RawValue::from_string(out).ok()
     };
     let guest = render_one(&text.guest_request)?;
     let attempts = text
         .attempt_requests
         .iter()
         .map(&mut render_one)
-        .collect::<Option<Vec<String>>>()?;
-    let mut record = text.record.clone();
-    record.guest_request = Value::Null;
-    record
-        .attempts
-        .iter_mut()
-        .for_each(|a| a.request = Value::Null);
-    let mut op = RecordOp::UpsertExchange(Box::new(record));
-    redactor.redact_op(&mut op);
-    let RecordOp::UpsertExchange(record) = op else {
-        unreachable!("redaction keeps the op's kind")
-    };
-    let json = assemble(&record, &guest, &attempts).ok()?;
-    Some(ExchangeDocument {
-        record: *record,
-        json,
+        .collect::<Option<Vec<_>>>()?;
+    Some(RenderedRequests {
+        guest,
+        attempts,
         blobs,
     })
+}
+
+/// The stored form of an exchange's requests (see [`render_requests`]).
+struct RenderedRequests {
+    guest: Box<RawValue>,
+    attempts: Vec<Box<RawValue>>,
+    blobs: Vec<Arc<Blob>>,
+}
+
+/// An [`ExchangeRecord`] as stored, with its requests as JSON text: serializes exactly like the
+/// record itself (same fields, same order; a test holds the two together).
+#[derive(Serialize)]
+struct StoredExchange<'a> {
+    id: &'a uuid::Uuid,
+    run_id: &'a Option<uuid::Uuid>,
+    ingress_api: &'a str,
+    requested_model: &'a str,
+    upstream_url: &'a str,
+    upstream_model: &'a str,
+    guest_request: &'a RawValue,
+    context_request: &'a Option<Value>,
+    attempts: Vec<StoredAttempt<'a>>,
+    upstream_message: &'a Option<Value>,
+    guest_response: &'a Option<Value>,
+    status: &'a crate::model::ExchangeStatus,
+    error: &'a Option<crate::model::TypedError>,
+    retries: u32,
+    received_at: &'a DateTime<Utc>,
+    first_byte_at: &'a Option<DateTime<Utc>>,
+    last_byte_at: &'a Option<DateTime<Utc>>,
+    delivered_at: &'a Option<DateTime<Utc>>,
+    usage: &'a crate::model::Usage,
+    function_calls: &'a [crate::model::DeliveredCall],
+    notes: &'a [String],
+}
+
+/// An [`UpstreamAttempt`] as stored (see [`StoredExchange`]).
+#[derive(Serialize)]
+struct StoredAttempt<'a> {
+    request: Cow<'a, RawValue>,
+    status: &'a Option<u16>,
+    raw_events: &'a [String],
+    error: &'a Option<crate::model::TypedError>,
+    started_at: &'a DateTime<Utc>,
+    first_byte_at: &'a Option<DateTime<Utc>>,
+    last_byte_at: &'a Option<DateTime<Utc>>,
 }
 
 /// The JSON text of `record` with `guest` as its `guest_request` and `attempts[i]` as the
 /// `request` of attempt `i` (attempts without a text keep theirs).
 fn assemble(
     record: &ExchangeRecord,
-    guest: &str,
-    attempts: &[String],
+    guest: &RawValue,
+    attempts: &[Box<RawValue>],
 ) -> Result<String, StoreError> {
-    let serde = |source| StoreError::Serde {
+    let invalid = |source| StoreError::Serde {
         what: "an exchange".to_owned(),
         source,
     };
-    let Value::Object(fields) = serde_json::to_value(record).map_err(serde)? else {
-        unreachable!("an ExchangeRecord serializes to an object")
-    };
-    let mut out =
-        String::with_capacity(guest.len() + attempts.iter().map(String::len).sum::<usize>() + 2048);
-    out.push('{');
-    for (i, (key, value)) in fields.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(&serde_json::to_string(key).map_err(serde)?);
-        out.push(':');
-        match (key.as_str(), value) {
-            ("guest_request", _) => out.push_str(guest),
-            ("attempts", Value::Array(items)) => {
-                out.push('[');
-                for (j, item) in items.iter().enumerate() {
-                    if j > 0 {
-                        out.push(',');
-                    }
-                    match (item, attempts.get(j)) {
-                        (Value::Object(attempt), Some(request)) => {
-                            out.push('{');
-                            for (n, (name, member)) in attempt.iter().enumerate() {
-                                if n > 0 {
-                                    out.push(',');
-                                }
-                                out.push_str(&serde_json::to_string(name).map_err(serde)?);
-                                out.push(':');
-                                if name == "request" {
-                                    out.push_str(request);
-                                } else {
-                                    out.push_str(&serde_json::to_string(member).map_err(serde)?);
-                                }
-                            }
-                            out.push('}');
-                        }
-                        _ => out.push_str(&serde_json::to_string(item).map_err(serde)?),
-                    }
-                }
-                out.push(']');
-            }
-            _ => out.push_str(&serde_json::to_string(value).map_err(serde)?),
-        }
-    }
-    out.push('}');
-    Ok(out)
+    // Every field listed (no `..`): a new field is a compile error here, not a silent loss.
+    let ExchangeRecord {
+        id,
+        run_id,
+        ingress_api,
+        requested_model,
+        upstream_url,
+        upstream_model,
+        guest_request: _,
+        context_request,
+        attempts: record_attempts,
+        upstream_message,
+        guest_response,
+        status,
+        error,
+        retries,
+        received_at,
+        first_byte_at,
+        last_byte_at,
+        delivered_at,
+        usage,
+        function_calls,
+        notes,
+    } = record;
+    let mut texts = attempts.iter();
+    let attempts = record_attempts
+        .iter()
+        .map(|attempt| {
+            let UpstreamAttempt {
+                request,
+                status,
+                raw_events,
+                error,
+                started_at,
+                first_byte_at,
+                last_byte_at,
+            } = attempt;
+            let request = match texts.next() {
+                Some(text) => Cow::Borrowed(&**text),
+                None => Cow::Owned(serde_json::value::to_raw_value(request).map_err(invalid)?),
+            };
+            Ok(StoredAttempt {
+                request,
+                status,
+                raw_events,
+                error,
+                started_at,
+                first_byte_at,
+                last_byte_at,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    serde_json::to_string(&StoredExchange {
+        id,
+        run_id,
+        ingress_api,
+        requested_model,
+        upstream_url,
+        upstream_model,
+        guest_request: guest,
+        context_request,
+        attempts,
+        upstream_message,
+        guest_response,
+        status,
+        error,
+        retries: *retries,
+        received_at,
+        first_byte_at,
+        last_byte_at,
+        delivered_at,
+        usage,
+        function_calls,
+        notes,
+    })
+    .map_err(invalid)
 }
 
 #[cfg(test)]
@@ -532,6 +631,35 @@ mod tests {
         redactor.add_secret(SECRET);
         let after = prepare(exchange, &redactor, &mut shared_blobs);
         assert!(!blob_body(&after).contains(SECRET), "{}", blob_body(&after));
+    }
+
+    #[test]
+    fn a_stored_exchange_serializes_like_the_record() {
+        let mut record = exchange_text("[]").into_record();
+        record.context_request = Some(json!({"c": 1}));
+        record.upstream_message = Some(json!({"role": "assistant", "content": "x"}));
+        record.guest_response = Some(json!({"candidates": []}));
+        record.error = Some(crate::model::TypedError {
+            kind: "k".into(),
+            message: "m".into(),
+        });
+        record.first_byte_at = Some(Utc::now());
+        record.function_calls.push(crate::model::DeliveredCall {
+            id: "c1".into(),
+            name: "ls".into(),
+            arguments: json!({"a": 1}),
+        });
+        record.notes.push("note".into());
+        record.attempts.push(record.attempts[0].clone());
+        let texts: Vec<Box<RawValue>> = record
+            .attempts
+            .iter()
+            .take(1)
+            .map(|a| serde_json::value::to_raw_value(&a.request).unwrap())
+            .collect();
+        let guest = serde_json::value::to_raw_value(&record.guest_request).unwrap();
+        let stored = assemble(&record, &guest, &texts).unwrap();
+        assert_eq!(stored, serde_json::to_string(&record).unwrap());
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //!
 //! The queue is bounded ([`RecorderOptions::queue_capacity`]); when it is full, `record` blocks until
 //! the writer catches up (backpressure) instead of dropping records. The writer drains the queue in
-//! batches, redacts every op, and applies each batch in one transaction. `flush` waits until
+//! batches, redacts every op (exchanges given as text are prepared by [`crate::document`]), and
+//! applies each batch in one transaction; after a batch that did not fill up it lingers a few
+//! milliseconds so ops gather instead of waking it one by one. `flush` waits until
 //! everything queued before it is committed; `close` (or dropping the last handle) flushes and stops
 //! the writer. [`Recorder::disabled`] is the "records off" recorder: it accepts and discards.
 
@@ -280,6 +282,10 @@ fn take_failures(status: &WriterStatus) -> Result<(), RecordError> {
     })
 }
 
+/// How long the writer lets ops gather after a batch that did not fill up (and answered no
+/// flush): waking it for every op costs producers more than the records' delay.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
+
 struct Writer {
     store: Box<dyn RecordStore>,
     receiver: Receiver<Message>,
@@ -315,9 +321,15 @@ impl Writer {
                     }
                 }
             }
+            let full = batch.len() >= self.max_batch;
             self.write(&mut batch);
+            let flushed = !flushes.is_empty();
             for flush in flushes.drain(..) {
                 let _ = flush.send(());
+            }
+            if !full && !flushed && !closing {
+                // Let ops gather instead of being woken for each one.
+                std::thread::sleep(LINGER);
             }
         }
     }
