@@ -538,7 +538,7 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
                 ));
             }
         };
-        trace.attempt_event(&String::from_utf8_lossy(&bytes));
+        trace.attempt_body(&bytes);
         let outcome = match switchyard_translate::translate_completion(&bytes, config.clone()) {
             Ok(o) => o,
             Err(e) => {

@@ -157,6 +157,13 @@ impl Trace {
         }
     }
 
+    /// A whole (non-streamed) upstream response body, kept as one raw event.
+    pub fn attempt_body(&mut self, body: &[u8]) {
+        if self.0.is_some() {
+            self.attempt_event(&String::from_utf8_lossy(body));
+        }
+    }
+
     pub fn attempt_failed(&mut self, kind: &str, message: &str) {
         if let Some(a) = self.record().and_then(|r| r.attempts.last_mut()) {
             a.error = Some(TypedError {

@@ -91,6 +91,8 @@ pub enum ClientError {
     Http(#[from] reqwest::Error),
     #[error(transparent)]
     Url(#[from] UpstreamUrlError),
+    #[error("the upstream API key cannot be sent in an HTTP header (it has control characters)")]
+    Key,
 }
 
 /// A body chunk stream with the idle timeout applied.
@@ -103,7 +105,8 @@ pub struct UpstreamClient {
     url: String,
     /// `url`, parsed once (not on every request).
     parsed_url: reqwest::Url,
-    bearer: Option<String>,
+    /// `Bearer <key>`, built once and marked sensitive (so HTTP tooling never prints it).
+    bearer: Option<reqwest::header::HeaderValue>,
     first_byte: Duration,
     idle: Duration,
 }
@@ -139,7 +142,13 @@ impl UpstreamClient {
             url,
             bearer: api_key
                 .filter(|k| !k.is_empty())
-                .map(|k| format!("Bearer {k}")),
+                .map(|k| {
+                    let mut value = reqwest::header::HeaderValue::try_from(format!("Bearer {k}"))
+                        .map_err(|_| ClientError::Key)?;
+                    value.set_sensitive(true);
+                    Ok::<_, ClientError>(value)
+                })
+                .transpose()?,
             first_byte: config.timeouts.first_byte(),
             idle: config.timeouts.idle(),
         })
@@ -160,7 +169,7 @@ impl UpstreamClient {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body);
         if let Some(bearer) = &self.bearer {
-            request = request.header(reqwest::header::AUTHORIZATION, bearer);
+            request = request.header(reqwest::header::AUTHORIZATION, bearer.clone());
         }
         let response = match tokio::time::timeout(self.first_byte, request.send()).await {
             Err(_) => return Err(UpstreamError::FirstByteTimeout(self.first_byte)),

@@ -613,13 +613,18 @@ pub fn translate_completion(
     body: &[u8],
     cfg: ResponseConfig,
 ) -> Result<TurnOutcome, UpstreamError> {
-    let text = String::from_utf8_lossy(body);
-    let value: Value = serde_json::from_str(&text).map_err(|e| invalid_json(e, &text))?;
-    if let Some(error) = value.get("error").filter(|e| !e.is_null()) {
-        return Err(reported_error(error));
-    }
-    let completion: ChatCompletion =
-        serde_json::from_value(value).map_err(|e| invalid_json(e, &text))?;
+    // One parse for the usual body; errors and malformed bodies take the slow path below.
+    let completion: ChatCompletion = match serde_json::from_slice::<ChatCompletion>(body) {
+        Ok(completion) if completion.extra.get("error").is_none_or(Value::is_null) => completion,
+        _ => {
+            let text = String::from_utf8_lossy(body);
+            let value: Value = serde_json::from_str(&text).map_err(|e| invalid_json(e, &text))?;
+            if let Some(error) = value.get("error").filter(|e| !e.is_null()) {
+                return Err(reported_error(error));
+            }
+            serde_json::from_value(value).map_err(|e| invalid_json(e, &text))?
+        }
+    };
     let mut tr = StreamTranslator::new(cfg);
     tr.mode = TextMode::Collect;
     tr.done = true;
