@@ -1,17 +1,28 @@
 //! Recorder cost: how long `record` takes on the producer's (hot) path, and how many records per
 //! second the writer thread commits to SQLite (batched transactions, WAL, redaction included).
 //!
+//! `writer_throughput` also records exchanges the size of Gemini CLI's real first request (~47 KB
+//! guest request, the same text as the upstream request) two ways: as parsed values (`gemini`) and
+//! as text pieces with the system instruction and tools shared (`gemini_text`, what the gateway
+//! hands over on a translation-cache hit), so the two paths compare in one run.
+//!
 //! Run: `cargo bench -p switchyard-records --bench recorder`.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use bytes::Bytes;
 use divan::Bencher;
 use divan::counter::ItemsCount;
+use serde_json::value::RawValue;
 use switchyard_records::{
-    EventRecord, ExchangeRecord, RecordOp, RecordStore, Recorder, RecorderOptions, Redactor,
-    SqliteStore, StoreError, new_record_id, store_path,
+    EventRecord, ExchangeRecord, ExchangeText, JsonText, RecordOp, RecordStore, Recorder,
+    RecorderOptions, Redactor, SharedJson, SqliteStore, StoreError, new_record_id, store_path,
 };
+
+/// The first request Gemini CLI 0.61.0 sent in a captured run (the gateway's benchmark data).
+const GEMINI_REQUEST: &[u8] =
+    include_bytes!("../../gateway/benches/data/gemini-cli-0.61.0-first-request.json");
 
 fn main() {
     divan::main();
@@ -70,6 +81,55 @@ fn exchange_op() -> RecordOp {
     )))
 }
 
+/// The Gemini CLI request as text pieces, `systemInstruction` and `tools` shared.
+fn gemini_text(system: &SharedJson, tools: &SharedJson) -> JsonText {
+    let body = Bytes::from_static(GEMINI_REQUEST);
+    let fields: std::collections::BTreeMap<&str, &RawValue> =
+        serde_json::from_slice(GEMINI_REQUEST).unwrap();
+    let offset = |raw: &RawValue| raw.get().as_ptr() as usize - GEMINI_REQUEST.as_ptr() as usize;
+    let mut places = [
+        (offset(fields["systemInstruction"]), system),
+        (offset(fields["tools"]), tools),
+    ];
+    places.sort_by_key(|(at, _)| *at);
+    let mut text = JsonText::default();
+    let mut at = 0;
+    for (start, shared) in places {
+        text.push_text(body.slice(at..start));
+        text.push_shared(shared.clone());
+        at = start + shared.text().len();
+    }
+    text.push_text(body.slice(at..));
+    text
+}
+
+/// One exchange the size of a Gemini CLI request, as values or as text pieces.
+fn gemini_exchange_op(as_text: bool, shared: &(SharedJson, SharedJson)) -> RecordOp {
+    let mut exchange = common::sample_exchange(new_record_id(), Some(new_record_id()), 1);
+    exchange.attempts.truncate(1);
+    if !as_text {
+        let request: serde_json::Value = serde_json::from_slice(GEMINI_REQUEST).unwrap();
+        exchange.guest_request = request.clone();
+        exchange.attempts[0].request = request;
+        return RecordOp::UpsertExchange(Box::new(exchange));
+    }
+    let text = gemini_text(&shared.0, &shared.1);
+    RecordOp::UpsertExchangeText(Box::new(ExchangeText {
+        record: exchange,
+        guest_request: text.clone(),
+        attempt_requests: vec![text],
+    }))
+}
+
+/// The shared system instruction and tools of [`GEMINI_REQUEST`].
+fn gemini_shared() -> (SharedJson, SharedJson) {
+    let fields: std::collections::BTreeMap<&str, &RawValue> =
+        serde_json::from_slice(GEMINI_REQUEST).unwrap();
+    let shared =
+        |name: &str| SharedJson::new(Bytes::copy_from_slice(fields[name].get().as_bytes()));
+    (shared("systemInstruction"), shared("tools"))
+}
+
 /// A recorder whose writer discards everything (see [`DiscardingStore`]).
 fn discarding_recorder() -> Recorder {
     Recorder::start(
@@ -103,7 +163,7 @@ fn enqueue_exchange(bencher: Bencher) {
 const BATCH: usize = 2_000;
 
 /// Writer throughput into SQLite: `BATCH` ops recorded then flushed (redaction included).
-#[divan::bench(args = ["event", "exchange"], sample_count = 10, sample_size = 1)]
+#[divan::bench(args = ["event", "exchange", "gemini", "gemini_text"], sample_count = 10, sample_size = 1)]
 fn writer_throughput(bencher: Bencher, kind: &str) {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(store_path(dir.path())).unwrap();
@@ -114,16 +174,18 @@ fn writer_throughput(bencher: Bencher, kind: &str) {
     )
     .unwrap();
     let mut seq = 0u64;
+    let shared = gemini_shared();
     bencher
         .counter(ItemsCount::new(BATCH))
         .with_inputs(|| {
             (0..BATCH)
                 .map(|_| {
                     seq += 1;
-                    if kind == "event" {
-                        event_op(seq)
-                    } else {
-                        exchange_op()
+                    match kind {
+                        "event" => event_op(seq),
+                        "gemini" => gemini_exchange_op(false, &shared),
+                        "gemini_text" => gemini_exchange_op(true, &shared),
+                        _ => exchange_op(),
                     }
                 })
                 .collect::<Vec<_>>()
