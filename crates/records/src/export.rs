@@ -451,3 +451,46 @@ pub fn export_sft(
     out.flush()?;
     Ok(stats)
 }
+
+#[cfg(test)]
+mod assemble_tests {
+    use super::*;
+
+    #[test]
+    fn stream_chunks_assemble_into_one_chat_message() {
+        let events = [
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"think"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"Hel"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"lo"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"glob","arguments":"{\"pat"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"tern\":\"*\"}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"c2","function":{"name":"ls","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+            "[DONE]",
+        ]
+        .map(String::from);
+        assert_eq!(
+            assemble_upstream_message(&events).unwrap(),
+            json!({
+                "role": "assistant",
+                "content": "Hello",
+                "reasoning_content": "think",
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "glob", "arguments": "{\"pattern\":\"*\"}"}},
+                    {"id": "c2", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+                ]
+            })
+        );
+    }
+
+    #[test]
+    fn a_unary_body_keeps_its_message_and_nothing_is_no_message() {
+        let body = r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#;
+        assert_eq!(
+            assemble_upstream_message(&[body.to_string()]).unwrap(),
+            json!({"role": "assistant", "content": "hi"})
+        );
+        assert_eq!(assemble_upstream_message(&["[DONE]".to_string()]), None);
+    }
+}

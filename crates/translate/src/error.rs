@@ -115,7 +115,7 @@ impl TranslateError {
 
     /// Google-shaped 400 `INVALID_ARGUMENT` body.
     pub fn to_google_error(&self) -> GoogleErrorBody {
-        crate::errors::google_error(400, &self.to_string(), None)
+        crate::google_errors::google_error(400, &self.to_string(), None)
     }
 }
 
@@ -152,6 +152,6 @@ impl UpstreamError {
             UpstreamError::Reported { code: Some(c), .. } if (400..600).contains(c) => *c,
             _ => 502,
         };
-        crate::errors::google_error(code, &self.to_string(), None)
+        crate::google_errors::google_error(code, &self.to_string(), None)
     }
 }

@@ -37,11 +37,11 @@
 //!
 //! ## Other
 //! * [`count_tokens`] / [`estimate_request_tokens`]: local estimate (method in [`tokens`]).
-//! * [`errors`]: Google error bodies from upstream HTTP errors, with `RetryInfo`.
+//! * [`google_errors`]: Google error bodies from upstream HTTP errors, with `RetryInfo`.
 
 pub mod error;
-pub mod errors;
 pub mod google;
+pub mod google_errors;
 pub mod image;
 pub mod ledger;
 pub mod openai;
@@ -52,7 +52,7 @@ pub mod schema;
 pub mod tokens;
 
 pub use error::{TranslateError, UpstreamError};
-pub use errors::{
+pub use google_errors::{
     google_error, google_status_for_http, parse_retry_after, upstream_error_to_google,
 };
 pub use ledger::{CallLedger, LedgerError};
