@@ -302,6 +302,113 @@ fn html_timeline_is_self_contained_and_escaped() {
     }
 }
 
+/// The Chromium to render with: `CHROMIUM` if set, else `chromium` when it is on `PATH`.
+fn chromium() -> Option<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("CHROMIUM") {
+        return Some(path.into());
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("chromium"))
+            .find(|candidate| candidate.is_file())
+    })
+}
+
+/// `file` loaded in headless Chromium: the DOM after the page loaded, serialized.
+fn rendered_dom(chromium: &std::path::Path, file: &std::path::Path) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", file.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("chromium starts");
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut dom = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut dom).map(|_| dom)
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("chromium did not render the page within 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success(), "chromium exited with {status}");
+    reader.join().unwrap().expect("chromium's output is text")
+}
+
+/// The HTML timeline loaded in a real browser: Chromium parses it into exactly the entries, rows
+/// and code elements the page was written with (broken nesting would make its parser move or
+/// close them elsewhere), recorded markup stays text, and the page has its title. Runs where
+/// Chromium is installed; CI installs it and sets `SWITCHYARD_REQUIRE_CHROMIUM=1`, so there it
+/// cannot be skipped.
+#[test]
+fn html_timeline_renders_in_headless_chromium() {
+    let Some(chromium) = chromium() else {
+        assert!(
+            std::env::var_os("SWITCHYARD_REQUIRE_CHROMIUM").is_none(),
+            "SWITCHYARD_REQUIRE_CHROMIUM is set but no chromium was found"
+        );
+        eprintln!("skipped: no chromium on PATH (set CHROMIUM to its path)");
+        return;
+    };
+    let (dir, run_id, _) = populated();
+    let store = SqliteStore::open_existing(store_path(dir.path())).unwrap();
+    let mut view = RunView::load(&store, &run_id.to_string()).unwrap();
+    view.exchanges[1].upstream_message =
+        Some(json!({"role": "assistant", "content": "</pre><img src=x onerror=alert(1)>"}));
+    let html = render_html(&view);
+    let page = dir.path().join("timeline.html");
+    std::fs::write(&page, &html).unwrap();
+
+    let dom = rendered_dom(&chromium, &page);
+    let count = |text: &str, needle: &str| text.matches(needle).count();
+    assert!(dom.contains("<title>"), "{dom}");
+    for element in [
+        "class=\"entry",
+        "<tr>",
+        "<code>",
+        "<pre>",
+        "<table ",
+        "<h2>",
+    ] {
+        assert!(count(&html, element) > 0, "the page has {element}");
+        assert_eq!(
+            count(&dom, element),
+            count(&html, element),
+            "{element} as written and as rendered"
+        );
+    }
+    assert!(dom.contains("&lt;/pre&gt;&lt;img src=x onerror=alert(1)&gt;"));
+    assert!(
+        !dom.contains("<img"),
+        "recorded markup never becomes an element"
+    );
+    assert!(dom.contains("list the files &lt;please&gt;"));
+    assert!(
+        dom.contains("<td>100 / 10 / 20 / 3</td>"),
+        "per-exchange tokens"
+    );
+}
+
 #[test]
 fn sft_assembles_the_upstream_message_from_raw_stream_events_when_none_was_stored() {
     use switchyard_records::export::assemble_chat_message;
