@@ -18,7 +18,7 @@
 //!   pair that records every exchange into a real SQLite store (`Recorder::open_dir` on a
 //!   temporary directory, with the upstream key registered for redaction), and reported side by
 //!   side with ratios. Latency series run back to back; the throughput series run in
-//!   [`THROUGHPUT_ROUNDS`] alternating rounds (direct, records off, records on), so machine noise
+//!   `THROUGHPUT_ROUNDS` alternating rounds (direct, records off, records on), so machine noise
 //!   spreads over all three. Every exchange after the first reuses the cached system prompt and
 //!   tools, so it is recorded as text (`exchanges_as_text`); what records still cost is the two
 //!   record threads' CPU (screening ~2 KB of request text, building the ~4 KB stored record,

@@ -32,7 +32,7 @@ pub struct CaptureArgs {
     /// List the scenarios and exit.
     #[arg(long)]
     pub list: bool,
-    /// Output directory (fixtures/gemini-cli/<version>).
+    /// Output directory (fixtures/gemini-cli/VERSION).
     #[arg(long, default_value = "fixtures/gemini-cli/0.61.0")]
     pub out: PathBuf,
     /// The sealed Gemini CLI install to capture from.

@@ -18,7 +18,7 @@ pub struct InstallArgs {
     /// The guest to install.
     #[arg(value_enum)]
     pub guest: Guest,
-    /// Where to install (default: $SWITCHYARD_HOME/guests/gemini-cli-<version>).
+    /// Where to install (default: $SWITCHYARD_HOME/guests/gemini-cli-VERSION).
     #[arg(long)]
     pub prefix: Option<PathBuf>,
     /// Install from npm's local cache only (no registry access).
