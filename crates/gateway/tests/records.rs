@@ -1,6 +1,6 @@
 //! Exchanges are recorded through switchyard-records: begin + end, attempts, usage, delivered
 //! calls, the assembled upstream message and guest response (streaming and unary); the upstream
-//! key never reaches the store.
+//! key never reaches the store, also when cache-hit exchanges are recorded as text.
 
 mod common;
 
@@ -150,4 +150,103 @@ async fn every_exchange_is_recorded_with_attempts_usage_and_calls() {
     assert_eq!(u.guest_response.as_ref(), Some(&unary));
     assert_eq!(u.function_calls[0].id, "call_u1");
     assert_eq!(u.function_calls[0].arguments, json!({"dir_path": "/tmp"}));
+}
+
+/// Requests after the first reuse the cached system prompt and tools: they are recorded as text
+/// (the repeated parts stored once, as the same blobs the first, parsed exchange made), read back
+/// exactly as sent, and a secret inside them is still redacted from the database file.
+#[tokio::test]
+async fn cache_hit_exchanges_are_recorded_as_text_and_still_redacted() {
+    let records = tempfile::tempdir().unwrap();
+    let upstream = ChatUpstream::start(Script::always(Reply::text_stream(["done"])))
+        .await
+        .unwrap();
+    let mut config = GatewayConfig::new(upstream.base_url(), UPSTREAM_MODEL);
+    config.records_dir = Some(records.path().to_path_buf());
+    let gw = Gateway::start_with(
+        config,
+        GatewayDeps {
+            upstream_key: Some(UPSTREAM_KEY.into()),
+            ..GatewayDeps::default()
+        },
+    )
+    .await
+    .unwrap();
+    let base: serde_json::Value =
+        serde_json::from_slice(switchyard_gateway::bench::GEMINI_CLI_FIRST_REQUEST).unwrap();
+    let prompts = [
+        "first".to_string(),
+        "second, \"quoted\"\n".to_string(),
+        format!("third, my key is {UPSTREAM_KEY}"),
+    ];
+    let mut sent = Vec::new();
+    for prompt in &prompts {
+        let mut request = base.clone();
+        request["contents"] = json!([{"role": "user", "parts": [{"text": prompt}]}]);
+        let frames =
+            Frames::new(post(&gw, "gemini-2.5-flash", "streamGenerateContent", &request).await)
+                .all()
+                .await;
+        assert_eq!(text_of(&frames), "done");
+        sent.push(request);
+    }
+    gw.shutdown().await.unwrap();
+
+    let store = SqliteStore::open(switchyard_records::store_path(records.path())).unwrap();
+    let exchanges = store.exchanges(ExchangeFilter::All).unwrap();
+    assert_eq!(exchanges.len(), 3);
+    let seen = upstream.requests();
+    for (i, exchange) in exchanges.iter().enumerate() {
+        let hit = exchange
+            .notes
+            .iter()
+            .any(|n| n.contains("from cache: true"));
+        assert_eq!(hit, i > 0, "exchange {i}: {:?}", exchange.notes);
+        let upstream_body: serde_json::Value = serde_json::from_slice(&seen[i].body).unwrap();
+        if i < 2 {
+            assert_eq!(exchange.guest_request, sent[i], "guest request {i} as sent");
+            assert_eq!(
+                exchange.attempts[0].request, upstream_body,
+                "upstream request {i}"
+            );
+        }
+    }
+    let third = &exchanges[2];
+    let text = third.guest_request["contents"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert_eq!(text, "third, my key is [REDACTED]");
+    assert_eq!(third.guest_request["tools"], base["tools"]);
+    assert!(
+        !serde_json::to_string(&third.attempts[0].request)
+            .unwrap()
+            .contains(UPSTREAM_KEY)
+    );
+    drop(store);
+    for entry in std::fs::read_dir(records.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes
+                    .windows(UPSTREAM_KEY.len())
+                    .any(|w| w == UPSTREAM_KEY.as_bytes()),
+                "the key is in {}",
+                path.display()
+            );
+        }
+    }
+    // System prompt and tools, guest and upstream forms: four blobs for all three exchanges.
+    assert_eq!(
+        blob_count(&switchyard_records::store_path(records.path())),
+        4
+    );
+}
+
+/// Rows of the store's `blobs` table.
+fn blob_count(path: &std::path::Path) -> i64 {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .query_row("SELECT count(*) FROM blobs", [], |row| row.get(0))
+        .unwrap()
 }
