@@ -158,20 +158,10 @@ async fn every_exchange_is_recorded_with_attempts_usage_and_calls() {
 #[tokio::test]
 async fn cache_hit_exchanges_are_recorded_as_text_and_still_redacted() {
     let records = tempfile::tempdir().unwrap();
-    let upstream = ChatUpstream::start(Script::always(Reply::text_stream(["done"])))
-        .await
-        .unwrap();
-    let mut config = GatewayConfig::new(upstream.base_url(), UPSTREAM_MODEL);
-    config.records_dir = Some(records.path().to_path_buf());
-    let gw = Gateway::start_with(
-        config,
-        GatewayDeps {
-            upstream_key: Some(UPSTREAM_KEY.into()),
-            ..GatewayDeps::default()
-        },
-    )
-    .await
-    .unwrap();
+    let (upstream, gw) = start(Script::always(Reply::text_stream(["done"])), |config| {
+        config.records_dir = Some(records.path().to_path_buf());
+    })
+    .await;
     let base: serde_json::Value =
         serde_json::from_slice(switchyard_gateway::bench::GEMINI_CLI_FIRST_REQUEST).unwrap();
     let prompts = [
