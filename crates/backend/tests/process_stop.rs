@@ -73,6 +73,36 @@ async fn sigint_is_enough_for_a_guest_that_does_not_trap_it() {
     assert_eq!(signal, Some(2));
 }
 
+/// A host started in the background by a script inherits SIGINT ignored; the guest must not:
+/// the first stop signal still ends a guest that does not trap it. (Spawned while this test
+/// process ignores SIGINT; the disposition is restored right after.)
+#[tokio::test]
+async fn sigint_reaches_the_guest_even_when_the_host_ignores_it() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    let spec = sh("echo ready; exec sleep 1000").stop_policy(StopPolicy {
+        grace_after_int: Duration::from_secs(60),
+        grace_after_term: Duration::from_secs(60),
+    });
+    // SAFETY: changes only this process's SIGINT disposition (no handler code runs); the
+    // previous disposition is put back right after the spawn.
+    let previous = unsafe { signal(Signal::SIGINT, SigHandler::SigIgn) }.unwrap();
+    let spawned = ManagedProcess::spawn(spec);
+    // SAFETY: as above.
+    unsafe { signal(Signal::SIGINT, previous) }.unwrap();
+    let mut process = spawned.unwrap();
+    read_until(&mut process, "ready").await;
+    process.stop(StopReason::Cancelled);
+    let (_, termination, signal) = finish(process).await;
+    assert_eq!(
+        termination,
+        Termination::Stopped {
+            reason: StopReason::Cancelled,
+            escalation: Escalation::Int
+        }
+    );
+    assert_eq!(signal, Some(2));
+}
+
 #[tokio::test]
 async fn guest_trapping_int_gets_sigterm() {
     let script = "trap 'echo got-int' INT; echo ready; while :; do sleep 0.05; done";

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use nix::sys::signal::{SigHandler, Signal, killpg, signal};
+use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal, killpg, signal, sigprocmask};
 use nix::unistd::{Pid, getpid, getppid};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
@@ -62,11 +62,25 @@ pub(super) fn spawn(spec: ProcessSpec) -> Result<ManagedProcess, SpawnError> {
         .process_group(0)
         .kill_on_drop(true);
     let parent = getpid();
-    // SAFETY: the closure runs in the forked child before exec and only makes two
-    // async-signal-safe syscalls (prctl, getppid); it allocates only on the error path, where
-    // the child is about to fail anyway.
+    // SAFETY: the closure runs in the forked child before exec and only makes async-signal-safe
+    // syscalls (sigaction, sigprocmask, prctl, getppid); it allocates only on the error path,
+    // where the child is about to fail anyway.
     unsafe {
         command.pre_exec(move || {
+            // The stop signals must reach the guest whatever the host inherited: a host started
+            // in the background by a script ignores SIGINT and SIGQUIT, and an ignored signal
+            // stays ignored across exec (and cannot even be trapped by a shell), which would
+            // turn every graceful stop into SIGTERM. A blocked mask would be inherited the same way.
+            for stop_signal in [
+                Signal::SIGINT,
+                Signal::SIGTERM,
+                Signal::SIGQUIT,
+                Signal::SIGHUP,
+            ] {
+                signal(stop_signal, SigHandler::SigDfl).map_err(io::Error::from)?;
+            }
+            sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
+                .map_err(io::Error::from)?;
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
             // The parent may have died between fork and prctl: then no signal would come.
             if getppid() != parent {
