@@ -11,6 +11,7 @@
 //! `finishReason: MALFORMED_FUNCTION_CALL` and no `functionCall`. An upstream failure after the
 //! head was sent becomes a raw Google error chunk, which Gemini CLI turns into an API error.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::response::Response;
@@ -134,7 +135,7 @@ async fn connect_or_error_response(
         Ok(response) => Ok(response),
         Err((error, attempts)) => {
             trace
-                .finish_error(&[], error.kind(), &error.to_string())
+                .finish_error(Cow::Borrowed(&[]), error.kind(), &error.to_string())
                 .await;
             Err(google_error_response(&upstream_failure_body(
                 state, &error, attempts,
@@ -259,7 +260,11 @@ async fn begin(
         }
         Err(response) => {
             trace
-                .finish_error(&[], "guest_request", "request refused before translation")
+                .finish_error(
+                    Cow::Borrowed(&[]),
+                    "guest_request",
+                    "request refused before translation",
+                )
                 .await;
             Err(*response)
         }
@@ -332,7 +337,7 @@ async fn pump(
             AttemptEnd::GuestGone => {
                 trace
                     .finish_error(
-                        &delivered,
+                        Cow::Owned(delivered),
                         "guest_disconnected",
                         "the guest closed the stream",
                     )
@@ -341,7 +346,11 @@ async fn pump(
             }
             AttemptEnd::Cancelled => {
                 trace
-                    .finish_error(&delivered, "interrupted", "gateway shut down mid-stream")
+                    .finish_error(
+                        Cow::Owned(delivered),
+                        "interrupted",
+                        "gateway shut down mid-stream",
+                    )
                     .await;
                 return;
             }
@@ -360,7 +369,7 @@ async fn pump(
                         let body = upstream_failure_body(&state, &error, budget.retries() + 1);
                         let _ = tx.send(Bytes::from(body.to_json_line())).await;
                         trace
-                            .finish_error(&delivered, error.kind(), &error.to_string())
+                            .finish_error(Cow::Owned(delivered), error.kind(), &error.to_string())
                             .await;
                         return;
                     }
@@ -372,7 +381,7 @@ async fn pump(
                         Ok(()) => {
                             let _ = tx.send(frame(&turn.final_chunk)).await;
                             delivered.push(turn.final_chunk);
-                            trace.finish_ok(&delivered).await;
+                            trace.finish_ok(Cow::Owned(delivered)).await;
                             return;
                         }
                         Err(reason) if budget.next_malformed() => {
@@ -384,7 +393,7 @@ async fn pump(
                             let _ = tx.send(frame(&last)).await;
                             delivered.push(last);
                             trace
-                                .finish_error(&delivered, "reused_call_id", &reason)
+                                .finish_error(Cow::Owned(delivered), "reused_call_id", &reason)
                                 .await;
                             return;
                         }
@@ -399,7 +408,7 @@ async fn pump(
                         let _ = tx.send(frame(&turn.final_chunk)).await;
                         delivered.push(turn.final_chunk);
                         trace
-                            .finish_error(&delivered, "malformed_function_call", &reason)
+                            .finish_error(Cow::Owned(delivered), "malformed_function_call", &reason)
                             .await;
                         return;
                     }
@@ -414,7 +423,7 @@ async fn pump(
                 let body = upstream_failure_body(&state, &error, attempts);
                 let _ = tx.send(Bytes::from(body.to_json_line())).await;
                 trace
-                    .finish_error(&delivered, error.kind(), &error.to_string())
+                    .finish_error(Cow::Owned(delivered), error.kind(), &error.to_string())
                     .await;
                 return;
             }
@@ -529,7 +538,7 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
                     continue;
                 }
                 trace
-                    .finish_error(&[], error.kind(), &error.to_string())
+                    .finish_error(Cow::Borrowed(&[]), error.kind(), &error.to_string())
                     .await;
                 return google_error_response(&upstream_failure_body(
                     &state,
@@ -543,7 +552,7 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
             Ok(o) => o,
             Err(e) => {
                 trace
-                    .finish_error(&[], "upstream_invalid", &e.to_string())
+                    .finish_error(Cow::Borrowed(&[]), "upstream_invalid", &e.to_string())
                     .await;
                 return google_error_response(&e.to_google_error());
             }
@@ -553,7 +562,7 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
                 match accept_call_ids(&state, &ctx.session, &call_ids(&turn.delivered_calls)) {
                     Ok(()) => {
                         trace
-                            .finish_ok(std::slice::from_ref(&turn.final_chunk))
+                            .finish_ok(Cow::Borrowed(std::slice::from_ref(&turn.final_chunk)))
                             .await;
                         return json_response(&turn.final_chunk);
                     }
@@ -563,7 +572,11 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
                     Err(reason) => {
                         let last = malformed_final_chunk(&config, &turn.final_chunk);
                         trace
-                            .finish_error(std::slice::from_ref(&last), "reused_call_id", &reason)
+                            .finish_error(
+                                Cow::Borrowed(std::slice::from_ref(&last)),
+                                "reused_call_id",
+                                &reason,
+                            )
                             .await;
                         return json_response(&last);
                     }
@@ -576,7 +589,7 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
                 } else {
                     trace
                         .finish_error(
-                            std::slice::from_ref(&turn.final_chunk),
+                            Cow::Borrowed(std::slice::from_ref(&turn.final_chunk)),
                             "malformed_function_call",
                             &reason,
                         )
@@ -623,7 +636,7 @@ pub(crate) async fn count_tokens(ctx: ExchangeContext, body: Bytes) -> Response 
         &body,
     );
     trace.note(|| format!("local estimate: {} tokens", answer.total_tokens));
-    trace.finish_ok(&[]).await;
+    trace.finish_ok(Cow::Borrowed(&[])).await;
     Response::builder()
         .status(200)
         .header(

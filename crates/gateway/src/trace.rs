@@ -10,6 +10,7 @@
 //! `context_request` stays `None`: the gateway applies no context policy, so the request sent
 //! upstream is the translation of the guest request as received (see each attempt's `request`).
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
@@ -23,6 +24,10 @@ use uuid::Uuid;
 
 use crate::record_writer::{GuestRequest, PendingWrite, RecordWriter};
 use crate::translation::ChatBody;
+
+/// What the guest received in an exchange, as [`Trace::finish_ok`] / [`Trace::finish_error`]
+/// take it.
+pub(crate) type Delivered<'a> = Cow<'a, [GenerateContentResponse]>;
 
 /// The record of one exchange under construction (`None` inside when records are off).
 pub(crate) struct Trace(Option<Active>);
@@ -173,18 +178,14 @@ impl Trace {
         }
     }
 
-    /// Ends the exchange successfully with what the guest received.
-    pub async fn finish_ok(&mut self, delivered: &[GenerateContentResponse]) {
+    /// Ends the exchange successfully with what the guest received (owned when the caller is
+    /// done with it, so records take it without a copy).
+    pub async fn finish_ok(&mut self, delivered: Delivered<'_>) {
         self.finish(delivered, None).await;
     }
 
     /// Ends the exchange with a typed error (and whatever was delivered before it).
-    pub async fn finish_error(
-        &mut self,
-        delivered: &[GenerateContentResponse],
-        kind: &str,
-        message: &str,
-    ) {
+    pub async fn finish_error(&mut self, delivered: Delivered<'_>, kind: &str, message: &str) {
         self.finish(
             delivered,
             Some(TypedError {
@@ -198,7 +199,7 @@ impl Trace {
     /// The last write: hands the record over (no copy); delivered calls, usage, the merged guest
     /// response and the upstream message are filled in by the record writer. Later calls do
     /// nothing.
-    async fn finish(&mut self, delivered: &[GenerateContentResponse], error: Option<TypedError>) {
+    async fn finish(&mut self, delivered: Delivered<'_>, error: Option<TypedError>) {
         let Some(Active {
             writer,
             mut record,
@@ -220,7 +221,7 @@ impl Trace {
                 record,
                 guest,
                 attempt_bodies,
-                delivered: Some(delivered.to_vec()),
+                delivered: Some(delivered.into_owned()),
             })
             .await;
     }
