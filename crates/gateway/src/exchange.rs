@@ -483,9 +483,10 @@ async fn stream_attempt(
             }
             Some(Err(e)) => return AttemptEnd::Failed(UpstreamError::Invalid(e.to_string())),
             Some(Ok(event)) => {
-                trace.attempt_event(&event.data);
                 let done = event.data.trim() == "[DONE]";
-                match translator.push(&event.data) {
+                let translated = translator.push(&event.data);
+                trace.attempt_event(event.data);
+                match translated {
                     Ok(chunks) => {
                         for chunk in chunks {
                             if tx.send(frame(&chunk)).await.is_err() {

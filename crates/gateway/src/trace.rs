@@ -151,12 +151,13 @@ impl Trace {
         }
     }
 
-    pub fn attempt_event(&mut self, data: &str) {
+    /// One raw upstream event (taken, not copied).
+    pub fn attempt_event(&mut self, data: String) {
         if let Some(r) = self.record() {
             let now = Utc::now();
             r.last_byte_at = Some(now);
             if let Some(a) = r.attempts.last_mut() {
-                a.raw_events.push(data.to_string());
+                a.raw_events.push(data);
                 a.last_byte_at = Some(now);
             }
         }
@@ -165,7 +166,7 @@ impl Trace {
     /// A whole (non-streamed) upstream response body, kept as one raw event.
     pub fn attempt_body(&mut self, body: &[u8]) {
         if self.0.is_some() {
-            self.attempt_event(&String::from_utf8_lossy(body));
+            self.attempt_event(String::from_utf8_lossy(body).into_owned());
         }
     }
 
