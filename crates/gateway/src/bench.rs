@@ -17,9 +17,8 @@
 //! * records off vs on: the latency and throughput series are also run through a second gateway
 //!   pair that records every exchange into a real SQLite store (`Recorder::open_dir` on a
 //!   temporary directory, with the upstream key registered for redaction), and reported side by
-//!   side with ratios. Latency series run back to back; the throughput series run in
-//!   `THROUGHPUT_ROUNDS` alternating rounds (direct, records off, records on), so machine noise
-//!   spreads over all three. Every exchange after the first reuses the cached system prompt and
+//!   side with ratios. The latency and throughput series run in alternating rounds (direct,
+//!   records off, records on), so machine noise spreads over all three. Every exchange after the first reuses the cached system prompt and
 //!   tools, so it is recorded as text (`exchanges_as_text`); what records still cost is the two
 //!   record threads' CPU (screening ~2 KB of request text, building the ~4 KB stored record,
 //!   one SQLite upsert) on the same two cores as the client, gateway and upstream.
@@ -581,22 +580,36 @@ async fn send_and_drain(client: &reqwest::Client, target: &Target) -> Result<usi
     Ok(n)
 }
 
-async fn latency(
+/// Latency of `targets` (direct, records off, records on), measured in [`LATENCY_ROUNDS`]
+/// alternating rounds of `latency_requests / LATENCY_ROUNDS` sequential requests each (after
+/// `warmup` requests to each), so a slow patch of the machine lands on all three alike.
+async fn latency_rounds(
     client: &reqwest::Client,
-    target: &Target,
+    targets: [&Target; 3],
     options: &BenchOptions,
-) -> Result<Percentiles, BenchError> {
-    for _ in 0..options.warmup {
-        send_and_drain(client, target).await?;
+) -> Result<[Percentiles; 3], BenchError> {
+    for target in targets {
+        for _ in 0..options.warmup {
+            send_and_drain(client, target).await?;
+        }
     }
-    let mut samples = Vec::with_capacity(options.latency_requests);
-    for _ in 0..options.latency_requests {
-        let started = Instant::now();
-        send_and_drain(client, target).await?;
-        samples.push(started.elapsed());
+    let per_round = options.latency_requests.div_ceil(LATENCY_ROUNDS).max(1);
+    let mut samples: [Vec<Duration>; 3] =
+        std::array::from_fn(|_| Vec::with_capacity(per_round * LATENCY_ROUNDS));
+    for _ in 0..LATENCY_ROUNDS {
+        for (target, samples) in targets.iter().zip(&mut samples) {
+            for _ in 0..per_round {
+                let started = Instant::now();
+                send_and_drain(client, target).await?;
+                samples.push(started.elapsed());
+            }
+        }
     }
-    Ok(percentiles(samples))
+    Ok(samples.map(percentiles))
 }
+
+/// Rounds the latency series are split into (see [`latency_rounds`]).
+const LATENCY_ROUNDS: usize = 4;
 
 async fn throughput(
     client: &reqwest::Client,
@@ -867,24 +880,30 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         streams: options.streams,
         ..BenchReport::default()
     };
-    // Each figure: direct, gateway (records off), gateway (records on), back to back.
+    // Each figure: direct, gateway (records off), gateway (records on), in alternating rounds.
     eprintln!("bench: latency...");
+    let [direct, off, on] = latency_rounds(
+        &client,
+        [&unary_direct, &unary_via, &unary_recorded_via],
+        &options,
+    )
+    .await?;
     report.latency_unary = Pair {
-        direct: latency(&client, &unary_direct, &options).await?,
-        gateway: latency(&client, &unary_via, &options).await?,
+        direct,
+        gateway: off,
     };
-    report.records.latency_unary = OffOn {
-        off: report.latency_unary.gateway,
-        on: latency(&client, &unary_recorded_via, &options).await?,
-    };
+    report.records.latency_unary = OffOn { off, on };
+    let [direct, off, on] = latency_rounds(
+        &client,
+        [&stream_direct, &stream_via, &stream_recorded_via],
+        &options,
+    )
+    .await?;
     report.latency_stream = Pair {
-        direct: latency(&client, &stream_direct, &options).await?,
-        gateway: latency(&client, &stream_via, &options).await?,
+        direct,
+        gateway: off,
     };
-    report.records.latency_stream = OffOn {
-        off: report.latency_stream.gateway,
-        on: latency(&client, &stream_recorded_via, &options).await?,
-    };
+    report.records.latency_stream = OffOn { off, on };
     eprintln!("bench: throughput...");
     let (unary_direct_rps, [unary_off, unary_on]) = throughput_rounds(
         &client,
