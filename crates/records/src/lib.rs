@@ -8,6 +8,9 @@
 //! [`RecordStore`] trait; [`export`], [`html`] and [`timeline`] render what is stored.
 //! The SQLite store keeps the large sub-values every exchange of a session repeats (system prompt,
 //! tool declarations) once, content-addressed ([`blobs`]); readers always get whole records back.
+//! Producers that hold the requests as bytes (the gateway) can hand an exchange over as text
+//! pieces instead of parsed values ([`Recorder::record_exchange_text`], [`document`]): stored
+//! without parsing when redaction could not change it.
 //!
 //! ```no_run
 //! use switchyard_records::{ExchangeRecord, Recorder, Redactor, ingress};
