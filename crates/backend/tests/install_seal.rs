@@ -203,10 +203,20 @@ fn seal_refuses_symlinks_that_leave_the_prefix() {
 
 #[test]
 fn freshly_written_files_are_not_trusted_from_the_cache() {
-    // Everything was written just now (inside RACY_WINDOW), so nothing is cached yet.
-    let dir = sealed();
-    let verified = verify(dir.path(), PACKAGE, VERSION).unwrap();
-    assert_eq!(verified.files_hashed, verified.files_checked);
+    // Everything was written just now (inside RACY_WINDOW), so nothing is cached yet. On a
+    // loaded machine writing, sealing and verifying can take longer than the window; such a
+    // round proves nothing and is run again. (The margin covers file timestamps taken from a
+    // coarse clock.)
+    for _ in 0..5 {
+        let started = std::time::Instant::now();
+        let dir = sealed();
+        let verified = verify(dir.path(), PACKAGE, VERSION).unwrap();
+        if started.elapsed() < RACY_WINDOW - Duration::from_millis(100) {
+            assert_eq!(verified.files_hashed, verified.files_checked);
+            return;
+        }
+    }
+    panic!("five rounds each took longer than RACY_WINDOW; the machine is too slow to tell");
 }
 
 #[test]
