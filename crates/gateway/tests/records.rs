@@ -240,3 +240,41 @@ fn blob_count(path: &std::path::Path) -> i64 {
         .query_row("SELECT count(*) FROM blobs", [], |row| row.get(0))
         .unwrap()
 }
+
+/// The same for unary `generateContent`: the cache-hit exchange is recorded as text and reads
+/// back exactly as the guest sent it and as the upstream received it.
+#[tokio::test]
+async fn unary_cache_hit_exchanges_read_back_as_sent() {
+    let records = tempfile::tempdir().unwrap();
+    let (upstream, gw) = start(Script::always(Reply::completion_text("done")), |config| {
+        config.records_dir = Some(records.path().to_path_buf());
+    })
+    .await;
+    let mut sent = Vec::new();
+    for prompt in ["one", "two"] {
+        let mut request: serde_json::Value =
+            serde_json::from_slice(switchyard_gateway::bench::GEMINI_CLI_FIRST_REQUEST).unwrap();
+        request["contents"] = json!([{"role": "user", "parts": [{"text": prompt}]}]);
+        let response = post(&gw, "gemini-2.5-flash", "generateContent", &request).await;
+        assert_eq!(response.status(), 200);
+        sent.push(request);
+    }
+    gw.shutdown().await.unwrap();
+    let store = SqliteStore::open(switchyard_records::store_path(records.path())).unwrap();
+    let exchanges = store.exchanges(ExchangeFilter::All).unwrap();
+    let seen = upstream.requests();
+    assert_eq!(exchanges.len(), 2);
+    for (i, exchange) in exchanges.iter().enumerate() {
+        assert_eq!(exchange.guest_request, sent[i]);
+        let upstream_body: serde_json::Value = serde_json::from_slice(&seen[i].body).unwrap();
+        assert_eq!(exchange.attempts[0].request, upstream_body);
+        assert_eq!(exchange.status, ExchangeStatus::Ok);
+        assert!(exchange.guest_response.is_some() && exchange.upstream_message.is_some());
+    }
+    assert!(
+        exchanges[1]
+            .notes
+            .iter()
+            .any(|n| n.contains("from cache: true"))
+    );
+}
