@@ -52,14 +52,17 @@ async fn finish(mut process: ManagedProcess) -> (Vec<String>, Termination, Optio
     panic!("event stream ended without Finished")
 }
 
-#[tokio::test]
-async fn sigint_is_enough_for_a_guest_that_does_not_trap_it() {
-    // Long grace periods: the result must not depend on timing.
-    let spec = sh("echo ready; exec sleep 1000").stop_policy(StopPolicy {
+/// A guest that does not trap SIGINT, with long grace periods (the result must not depend on
+/// timing).
+fn untrapping_guest() -> ProcessSpec {
+    sh("echo ready; exec sleep 1000").stop_policy(StopPolicy {
         grace_after_int: Duration::from_secs(60),
         grace_after_term: Duration::from_secs(60),
-    });
-    let mut process = ManagedProcess::spawn(spec).unwrap();
+    })
+}
+
+/// Stops `process` once it is ready and asserts SIGINT alone ended it.
+async fn assert_sigint_was_enough(mut process: ManagedProcess) {
     read_until(&mut process, "ready").await;
     process.stop(StopReason::Cancelled);
     let (_, termination, signal) = finish(process).await;
@@ -73,34 +76,24 @@ async fn sigint_is_enough_for_a_guest_that_does_not_trap_it() {
     assert_eq!(signal, Some(2));
 }
 
+#[tokio::test]
+async fn sigint_is_enough_for_a_guest_that_does_not_trap_it() {
+    assert_sigint_was_enough(ManagedProcess::spawn(untrapping_guest()).unwrap()).await;
+}
+
 /// A host started in the background by a script inherits SIGINT ignored; the guest must not:
 /// the first stop signal still ends a guest that does not trap it. (Spawned while this test
 /// process ignores SIGINT; the disposition is restored right after.)
 #[tokio::test]
 async fn sigint_reaches_the_guest_even_when_the_host_ignores_it() {
     use nix::sys::signal::{SigHandler, Signal, signal};
-    let spec = sh("echo ready; exec sleep 1000").stop_policy(StopPolicy {
-        grace_after_int: Duration::from_secs(60),
-        grace_after_term: Duration::from_secs(60),
-    });
     // SAFETY: changes only this process's SIGINT disposition (no handler code runs); the
     // previous disposition is put back right after the spawn.
     let previous = unsafe { signal(Signal::SIGINT, SigHandler::SigIgn) }.unwrap();
-    let spawned = ManagedProcess::spawn(spec);
+    let spawned = ManagedProcess::spawn(untrapping_guest());
     // SAFETY: as above.
     unsafe { signal(Signal::SIGINT, previous) }.unwrap();
-    let mut process = spawned.unwrap();
-    read_until(&mut process, "ready").await;
-    process.stop(StopReason::Cancelled);
-    let (_, termination, signal) = finish(process).await;
-    assert_eq!(
-        termination,
-        Termination::Stopped {
-            reason: StopReason::Cancelled,
-            escalation: Escalation::Int
-        }
-    );
-    assert_eq!(signal, Some(2));
+    assert_sigint_was_enough(spawned.unwrap()).await;
 }
 
 #[tokio::test]
