@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::model::{EventRecord, ExchangeRecord};
 use crate::timeline::{
     RunView, TimelineEntry, event_payload, first_byte_latency, outcome_label, seconds_between,
-    summary_line, total_latency,
+    summary_line, total_latency, usage_text,
 };
 
 const STYLE: &str = "
@@ -190,21 +190,17 @@ fn render_event(out: &mut String, at: &str, event: &EventRecord) {
 }
 
 fn render_exchange(out: &mut String, at: &str, exchange: &ExchangeRecord) {
-    let usage = exchange.usage;
     let _ = write!(
         out,
         "<div class=\"entry exchange\"><span class=\"at\">+{at}</span><span class=\"kind\">Model exchange</span> \
-         {} {} → {} <b>{}</b> · first byte {} · total {} · tokens in {} (cached {}) out {} reasoning {}",
+         {} {} → {} <b>{}</b> · first byte {} · total {} · {}",
         escape(&exchange.ingress_api),
         escape(&exchange.requested_model),
         escape(&exchange.upstream_model),
         escape(exchange.status.as_str()),
         escape(&first_byte_latency(exchange)),
         escape(&total_latency(exchange)),
-        usage.input,
-        usage.cached,
-        usage.output,
-        usage.reasoning
+        usage_text(&exchange.usage)
     );
     if exchange.retries > 0 {
         let _ = write!(out, " · retries {}", exchange.retries);

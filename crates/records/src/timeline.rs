@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::error::StoreError;
-use crate::model::{EventRecord, ExchangeRecord, RawLineRecord, RunRecord, RunSummary};
+use crate::model::{EventRecord, ExchangeRecord, RawLineRecord, RunRecord, RunSummary, Usage};
 use crate::store::{ExchangeFilter, RecordStore};
 
 /// Everything stored about one run.
@@ -83,6 +83,14 @@ pub fn outcome_label(run: &RunRecord) -> String {
         .and_then(Value::as_str)
         .map(str::to_owned)
         .unwrap_or_else(|| run.state.as_str().to_owned())
+}
+
+/// An exchange's token counts: `tokens in I (cached C) out O reasoning R`.
+pub fn usage_text(usage: &Usage) -> String {
+    format!(
+        "tokens in {} (cached {}) out {} reasoning {}",
+        usage.input, usage.cached, usage.output, usage.reasoning
+    )
 }
 
 /// The run summary in one line: turns, tool calls and token counts.
@@ -240,18 +248,14 @@ pub fn event_payload(body: &Value) -> Value {
 pub fn describe_exchange(exchange: &ExchangeRecord) -> String {
     let first_byte = first_byte_latency(exchange);
     let total = total_latency(exchange);
-    let usage = exchange.usage;
     let mut line = format!(
-        "exchange {} {} {} -> {} {}  first byte {first_byte} total {total}  tokens in {} (cached {}) out {} reasoning {}",
+        "exchange {} {} {} -> {} {}  first byte {first_byte} total {total}  {}",
         exchange.id,
         exchange.ingress_api,
         exchange.requested_model,
         exchange.upstream_model,
         exchange.status.as_str(),
-        usage.input,
-        usage.cached,
-        usage.output,
-        usage.reasoning
+        usage_text(&exchange.usage)
     );
     if exchange.retries > 0 {
         let _ = write!(line, "  retries {}", exchange.retries);
