@@ -67,7 +67,7 @@
 //!
 //! ## Connections
 //! The gateway serves HTTP/1.1 with hyper directly, with `TCP_NODELAY` and each connection's read
-//! buffer capped at 16 KiB (request heads must fit in it), so an open stream does not keep the
+//! buffer capped at 8 KiB (request heads must fit in it), so an open stream does not keep the
 //! buffer a large request body grew. Upstream request bodies are sent as the translation cache's
 //! shared segments with an exact `Content-Length`.
 //!

@@ -261,14 +261,32 @@ fn call_of(part: &Part) -> Option<DeliveredCall> {
     })
 }
 
-/// True for a part that carries only text (and maybe the thought flag).
+/// True for a part that carries only text (and maybe the thought flag). Every field is named, so
+/// a new one is a compile error here; nothing is cloned (this runs for every delivered chunk).
 fn text_only(part: &Part) -> bool {
-    part.text.is_some()
-        && Part {
-            text: None,
-            thought: None,
-            ..part.clone()
-        } == Part::default()
+    let Part {
+        text,
+        thought: _,
+        thought_signature,
+        function_call,
+        function_response,
+        inline_data,
+        file_data,
+        executable_code,
+        code_execution_result,
+        video_metadata,
+        extra,
+    } = part;
+    text.is_some()
+        && thought_signature.is_none()
+        && function_call.is_none()
+        && function_response.is_none()
+        && inline_data.is_none()
+        && file_data.is_none()
+        && executable_code.is_none()
+        && code_execution_result.is_none()
+        && video_metadata.is_none()
+        && extra.is_empty()
 }
 
 /// The GenerateContent response the guest received, as one response: the chunks' parts in

@@ -19,7 +19,7 @@
 //! * Unknown top-level fields stay in the reduced body, so they are still refused (400).
 
 use std::ops::Range;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use serde_json::value::RawValue;
@@ -36,36 +36,31 @@ const CACHE_ENTRIES: usize = 8;
 #[derive(Debug, Clone, Default)]
 pub struct ChatBody {
     text: JsonText,
-    len: usize,
 }
 
 impl ChatBody {
     fn single(bytes: Vec<u8>) -> Self {
-        let len = bytes.len();
         Self {
             text: JsonText::whole(Bytes::from(bytes)),
-            len,
         }
     }
 
     fn push(&mut self, bytes: Bytes) {
-        self.len += bytes.len();
         self.text.push_text(bytes);
     }
 
     fn push_shared(&mut self, shared: SharedJson) {
-        self.len += shared.text().len();
         self.text.push_shared(shared);
     }
 
     /// Length in bytes.
     pub fn len(&self) -> usize {
-        self.len
+        self.text.len()
     }
 
     /// True for an empty body.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.text.is_empty()
     }
 
     /// The body as one buffer (copies unless it is a single piece).
@@ -119,7 +114,7 @@ impl From<ChatBody> for reqwest::Body {
         }
         let segments: Vec<Bytes> = pieces.iter().map(|p| p.bytes().clone()).collect();
         reqwest::Body::wrap(SegmentBody {
-            remaining: body.len as u64,
+            remaining: body.len() as u64,
             segments: segments.into_iter(),
         })
     }
@@ -157,6 +152,7 @@ struct Entry {
     splice: Option<Splice>,
 }
 
+#[derive(Clone)]
 struct Splice {
     /// Serialized system message, if the system instruction produced one.
     system_message: Option<SharedJson>,
@@ -169,13 +165,15 @@ struct Splice {
 /// Per-gateway translation cache.
 #[derive(Default)]
 pub struct RequestTranslator {
-    cache: Mutex<Vec<Entry>>,
+    cache: Mutex<Vec<Arc<Entry>>>,
 }
 
 /// One top-level member of the guest body: its key and where its value lies in the body.
 struct Member<'a> {
     key: &'a str,
     value: Range<usize>,
+    /// Index into `known` of the cached value this member's value is, if any.
+    cached: Option<usize>,
 }
 
 /// Top-level members whose values may be the cached ones.
@@ -205,7 +203,7 @@ fn value_end(body: &[u8], start: usize) -> Option<usize> {
 /// recognised with one comparison instead of being scanned: a complete JSON object or array
 /// followed by `,` or `}` is that member's whole value. `None` when `body` is not one JSON
 /// object or a key has escapes: the caller then takes the full path, which reports any error.
-fn split_members<'a>(body: &'a [u8], known: &[Bytes]) -> Option<Vec<Member<'a>>> {
+fn split_members<'a>(body: &'a [u8], known: &[&[u8]]) -> Option<Vec<Member<'a>>> {
     let mut members = Vec::new();
     let mut at = skip_whitespace(body, 0);
     if body.get(at) != Some(&b'{') {
@@ -232,7 +230,7 @@ fn split_members<'a>(body: &'a [u8], known: &[Bytes]) -> Option<Vec<Member<'a>>>
             let cached = CACHEABLE
                 .contains(&key)
                 .then(|| {
-                    known.iter().find(|value| {
+                    known.iter().position(|value| {
                         body[start..].starts_with(value)
                             && matches!(
                                 body.get(skip_whitespace(body, start + value.len())),
@@ -242,12 +240,13 @@ fn split_members<'a>(body: &'a [u8], known: &[Bytes]) -> Option<Vec<Member<'a>>>
                 })
                 .flatten();
             let end = match cached {
-                Some(value) => start + value.len(),
+                Some(index) => start + known[index].len(),
                 None => value_end(body, start)?,
             };
             members.push(Member {
                 key,
                 value: start..end,
+                cached,
             });
             at = skip_whitespace(body, end);
             match body.get(at) {
@@ -336,54 +335,45 @@ impl RequestTranslator {
         body: &[u8],
         options: &TranslateOptions,
     ) -> Result<Translated, TranslationFailure> {
-        let known: Vec<Bytes> = {
+        // The cached entries for this model, held for this request (no second lookup).
+        let entries: Vec<Arc<Entry>> = {
             let cache = self.cache.lock().expect("translation cache");
             cache
                 .iter()
                 .filter(|e| e.model == options.upstream_model)
-                .flat_map(|e| [e.system_raw.text().clone(), e.tools_raw.text().clone()])
+                .cloned()
                 .collect()
         };
+        let known: Vec<&[u8]> = entries
+            .iter()
+            .flat_map(|e| [e.system_raw.text().as_ref(), e.tools_raw.text().as_ref()])
+            .collect();
         let Some(fields) = split_members(body, &known) else {
             return self.full(body, options);
         };
         let count = |name: &str| fields.iter().filter(|m| m.key == name).count();
-        let range = |name: &str| {
-            fields
-                .iter()
-                .find(|m| m.key == name)
-                .map(|m| m.value.clone())
-        };
+        let member = |name: &str| fields.iter().find(|m| m.key == name);
         if count("systemInstruction") != 1 || count("tools") != 1 || count("toolConfig") != 0 {
             return self.full(body, options);
         }
-        let (Some(system), Some(tools)) = (range("systemInstruction"), range("tools")) else {
+        let (Some(system), Some(tools)) = (member("systemInstruction"), member("tools")) else {
             return self.full(body, options);
         };
-        let (system_raw, tools_raw) = (&body[system.clone()], &body[tools.clone()]);
-        let parts = {
-            let cache = self.cache.lock().expect("translation cache");
-            cache
-                .iter()
-                .find(|e| {
-                    e.model == options.upstream_model
-                        && e.system_raw.text() == system_raw
-                        && e.tools_raw.text() == tools_raw
-                })
-                .map(|e| {
-                    e.splice.as_ref().map(|s| {
-                        let splice = Splice {
-                            system_message: s.system_message.clone(),
-                            tools: s.tools.clone(),
-                            extra_tokens: s.extra_tokens,
-                        };
-                        (splice, e.system_raw.clone(), e.tools_raw.clone())
-                    })
-                })
+        // `known` holds each entry's system instruction then its tools: a hit is both members
+        // matching the two values of one entry.
+        let entry = match (system.cached, tools.cached) {
+            (Some(s), Some(t)) if s % 2 == 0 && t == s + 1 => Some(&entries[s / 2]),
+            _ => None,
         };
-        let reduced_body = reduced_body(body, &fields);
+        let (system, tools) = (system.value.clone(), tools.value.clone());
+        let parts = entry.map(|e| {
+            e.splice
+                .clone()
+                .map(|splice| (splice, e.system_raw.clone(), e.tools_raw.clone()))
+        });
         match parts {
             Some(Some((parts, system_shared, tools_shared))) => {
+                let reduced_body = reduced_body(body, &fields);
                 let request = switchyard_translate::parse_request(&reduced_body).map_err(guest)?;
                 let translated =
                     switchyard_translate::translate_request(&request, options).map_err(guest)?;
@@ -402,17 +392,17 @@ impl RequestTranslator {
             Some(None) => self.full(body, options),
             None => {
                 let full = self.full(body, options)?;
-                let splice = self.derive_splice(&full, &reduced_body, options);
+                let splice = self.derive_splice(&full, &reduced_body(body, &fields), options);
                 let mut cache = self.cache.lock().expect("translation cache");
                 if cache.len() >= CACHE_ENTRIES {
                     cache.remove(0);
                 }
-                cache.push(Entry {
+                cache.push(Arc::new(Entry {
                     model: options.upstream_model.clone(),
-                    system_raw: SharedJson::new(Bytes::copy_from_slice(system_raw)),
-                    tools_raw: SharedJson::new(Bytes::copy_from_slice(tools_raw)),
+                    system_raw: SharedJson::new(Bytes::copy_from_slice(&body[system])),
+                    tools_raw: SharedJson::new(Bytes::copy_from_slice(&body[tools])),
                     splice,
-                });
+                }));
                 Ok(full)
             }
         }
@@ -480,7 +470,7 @@ fn reduced_body(body: &[u8], fields: &[Member<'_>]) -> Vec<u8> {
     let mut out = Vec::with_capacity(fields.iter().map(|m| m.value.len() + 32).sum());
     out.push(b'{');
     let mut first = true;
-    for Member { key, value } in fields {
+    for Member { key, value, .. } in fields {
         if CACHEABLE.contains(key) {
             continue;
         }
@@ -585,7 +575,8 @@ mod tests {
 
     /// (key, value text) of each member, as `split_members` sees them.
     fn members(body: &[u8], known: &[Bytes]) -> Option<Vec<(String, String)>> {
-        split_members(body, known).map(|members| {
+        let known: Vec<&[u8]> = known.iter().map(|k| k.as_ref()).collect();
+        split_members(body, &known).map(|members| {
             members
                 .iter()
                 .map(|m| {
