@@ -131,7 +131,8 @@ pub struct EventRecord {
     pub seq: u64,
     /// When the event happened.
     pub at: DateTime<Utc>,
-    /// Event kind (the canonical event's tag, e.g. `"message"`, `"tool_call"`, `"tool_result"`).
+    /// Event kind (the canonical event's tag, e.g. `"assistant_message"`, `"tool_call"`,
+    /// `"tool_result"`).
     pub kind: String,
     /// The canonical event, serialized by the caller.
     pub event: Value,

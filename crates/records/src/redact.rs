@@ -279,12 +279,11 @@ fn trigger_words() -> Vec<String> {
 /// The automaton behind [`Redactor::screen_json_text`].
 fn build_screen(secrets: &[String]) -> AhoCorasick {
     let mut needles: Vec<String> = trigger_words();
-    // Credential member names ([`SECRET_MEMBERS`], `_` read as `-`) not already a trigger.
-    needles.extend(
-        ["api_key", "apikey", "access-token", "access_token"]
-            .iter()
-            .map(|w| (*w).to_owned()),
-    );
+    // Credential member names, as `is_secret_member` reads them (`_` as `-`): both spellings.
+    for member in SECRET_MEMBERS {
+        needles.push((*member).to_owned());
+        needles.push(member.replace('-', "_"));
+    }
     needles.push("$blob".to_owned());
     needles.push("\\/".to_owned());
     needles.extend((2..=7).map(|d| format!("\\u00{d}")));

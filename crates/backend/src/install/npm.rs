@@ -61,7 +61,8 @@ pub struct Install {
 }
 
 /// Runs `npm install --prefix PREFIX --no-audit --no-fund [--offline] PACKAGE@VERSION` with an
-/// environment of only `PATH` and `HOME`, then [`seal`]s the prefix.
+/// environment of only `PATH`, `HOME` and the proxy/CA variables in `NETWORK_ENV`, then
+/// [`seal`]s the prefix.
 pub fn install_npm(
     package: &str,
     version: &str,
