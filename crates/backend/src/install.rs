@@ -43,6 +43,8 @@ mod npm;
 mod verify;
 
 pub use error::InstallError;
-pub use manifest::{FileRecord, MANIFEST_FILE, MANIFEST_SCHEMA, Manifest, SymlinkRecord, seal};
+pub use manifest::{
+    FileRecord, MANIFEST_FILE, MANIFEST_SCHEMA, Manifest, SymlinkRecord, TEMPORARY_PREFIX, seal,
+};
 pub use npm::{Install, NpmInstallOptions, install_npm};
 pub use verify::{RACY_WINDOW, VERIFY_CACHE_FILE, VerifiedInstall, verify, verify_full};

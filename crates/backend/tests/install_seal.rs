@@ -9,8 +9,8 @@ use std::time::Duration;
 use install_support::{ENTRY, PACKAGE, PACKAGE_JSON, VERSION, append, fake_install};
 use sha2::{Digest, Sha256};
 use switchyard_backend::install::{
-    InstallError, MANIFEST_FILE, Manifest, RACY_WINDOW, VERIFY_CACHE_FILE, seal, verify,
-    verify_full,
+    InstallError, MANIFEST_FILE, Manifest, RACY_WINDOW, TEMPORARY_PREFIX, VERIFY_CACHE_FILE, seal,
+    verify, verify_full,
 };
 
 fn sealed() -> tempfile::TempDir {
@@ -70,6 +70,25 @@ fn added_file_is_refused() {
         Err(InstallError::FileAdded { path }) => assert_eq!(path, "node_modules/dep/evil.js"),
         other => panic!("expected FileAdded, got {other:?}"),
     }
+}
+
+#[test]
+fn another_writers_temporary_file_is_not_an_added_file() {
+    // What a concurrent verify sees while another process writes the verify cache.
+    let dir = sealed();
+    std::fs::write(dir.path().join(format!("{TEMPORARY_PREFIX}abc123")), b"{}").unwrap();
+    verify(dir.path(), PACKAGE, VERSION)
+        .expect("a writer's temporary file is not part of the install");
+    // Elsewhere in the tree the same name is an added file like any other.
+    let nested = dir
+        .path()
+        .join("node_modules")
+        .join(format!("{TEMPORARY_PREFIX}x"));
+    std::fs::write(&nested, b"{}").unwrap();
+    assert!(matches!(
+        verify(dir.path(), PACKAGE, VERSION),
+        Err(InstallError::FileAdded { .. })
+    ));
 }
 
 #[test]

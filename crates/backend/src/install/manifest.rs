@@ -108,8 +108,14 @@ pub(crate) fn walk(prefix: &Path) -> Result<BTreeMap<String, Found>, InstallErro
 }
 
 fn is_switchyard_file(name: &str) -> bool {
-    name == MANIFEST_FILE || name == super::verify::VERIFY_CACHE_FILE
+    name == MANIFEST_FILE
+        || name == super::verify::VERIFY_CACHE_FILE
+        || name.starts_with(TEMPORARY_PREFIX)
 }
+
+/// Name prefix of the temporary files [`write_atomically`] makes beside its target. The walk skips
+/// them, so a verify running while another process writes its cache does not see an added file.
+pub const TEMPORARY_PREFIX: &str = ".switchyard-partial-";
 
 /// True if `target` (relative, as read from the link at `link_path`) stays inside the prefix.
 pub(crate) fn symlink_stays_inside(link_path: &str, target: &str) -> bool {
@@ -346,9 +352,20 @@ pub fn seal(prefix: &Path, package: &str, version: &str) -> Result<Manifest, Ins
 
 /// Writes `bytes` to a temporary sibling, then renames it over `path`.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), InstallError> {
-    let temporary = path.with_extension("json.partial");
-    std::fs::write(&temporary, bytes).map_err(|e| InstallError::io(&temporary, e))?;
-    std::fs::rename(&temporary, path).map_err(|e| InstallError::io(path, e))
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    // A unique name per writer: two processes writing the same file never share a temporary.
+    let mut temporary = tempfile::Builder::new()
+        .prefix(TEMPORARY_PREFIX)
+        .tempfile_in(dir)
+        .map_err(|e| InstallError::io(dir, e))?;
+    temporary
+        .write_all(bytes)
+        .map_err(|e| InstallError::io(temporary.path(), e))?;
+    temporary
+        .persist(path)
+        .map(drop)
+        .map_err(|e| InstallError::io(path, e.error))
 }
 
 #[cfg(test)]
