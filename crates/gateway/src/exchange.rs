@@ -217,10 +217,6 @@ fn prepare(
     })
 }
 
-fn call_ids(calls: &[switchyard_translate::google::FunctionCall]) -> Vec<String> {
-    calls.iter().filter_map(|c| c.id.clone()).collect()
-}
-
 /// Check a completed turn's call ids against the session ledger and register them.
 fn accept_call_ids(state: &AppState, session: &str, ids: &[String]) -> Result<(), String> {
     let mut sessions = state.sessions.lock().expect("session ledgers");
@@ -377,7 +373,7 @@ async fn pump(
             }
             AttemptEnd::Outcome(outcome) => match *outcome {
                 TurnOutcome::Complete(turn) => {
-                    match accept_call_ids(&state, &ctx.session, &call_ids(&turn.delivered_calls)) {
+                    match accept_call_ids(&state, &ctx.session, &turn.delivered_call_ids) {
                         Ok(()) => {
                             let _ = tx.send(frame(&turn.final_chunk)).await;
                             delivered.push(turn.final_chunk);
@@ -483,7 +479,6 @@ async fn stream_attempt(
             }
             Some(Err(e)) => return AttemptEnd::Failed(UpstreamError::Invalid(e.to_string())),
             Some(Ok(event)) => {
-                let done = event.data.trim() == "[DONE]";
                 let translated = translator.push(&event.data);
                 trace.attempt_event(event.data);
                 match translated {
@@ -497,7 +492,7 @@ async fn stream_attempt(
                     }
                     Err(e) => return AttemptEnd::Failed(UpstreamError::Invalid(e.to_string())),
                 }
-                if done {
+                if translator.is_done() {
                     break;
                 }
             }
@@ -515,7 +510,7 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
         Err(response) => return response,
     };
     let mut budget = RetryBudget::new(&state.config.retries);
-    let mut config = prepared.response_config.clone();
+    let config = &prepared.response_config;
     loop {
         let response =
             match connect_or_error_response(&state, &prepared.chat_body, &mut budget, &mut trace)
@@ -560,7 +555,7 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
         };
         match outcome {
             TurnOutcome::Complete(turn) => {
-                match accept_call_ids(&state, &ctx.session, &call_ids(&turn.delivered_calls)) {
+                match accept_call_ids(&state, &ctx.session, &turn.delivered_call_ids) {
                     Ok(()) => {
                         trace
                             .finish_ok(Cow::Borrowed(std::slice::from_ref(&turn.final_chunk)))
@@ -571,7 +566,7 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
                         trace.note(|| format!("retrying: {reason}"));
                     }
                     Err(reason) => {
-                        let last = malformed_final_chunk(&config, &turn.final_chunk);
+                        let last = malformed_final_chunk(config, &turn.final_chunk);
                         trace
                             .finish_error(
                                 Cow::Borrowed(std::slice::from_ref(&last)),
@@ -599,7 +594,6 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
                 }
             }
         }
-        config.already_forwarded_text = None;
     }
 }
 
