@@ -167,28 +167,21 @@ impl GeminiRun {
 /// Maps the process manager's termination (and the leader's raw status) to the canonical
 /// guest exit.
 pub fn guest_exit(termination: &Termination, raw: ExitStatusInfo) -> GuestExit {
-    let exit = match termination {
-        Termination::Exited { code } => GuestExit {
-            code: Some(*code),
-            ..Default::default()
-        },
-        Termination::Signaled { signal } => GuestExit {
-            signal: Some(*signal),
-            ..Default::default()
-        },
-        Termination::Stopped { reason, .. } => GuestExit {
-            stopped_by: Some(match reason {
-                StopReason::Cancelled => StopCause::Cancelled,
-                StopReason::Timeout => StopCause::Timeout,
-                StopReason::Inactivity => StopCause::Inactivity,
-            }),
-            ..Default::default()
-        },
-        Termination::WaitFailed { .. } => GuestExit::default(),
+    // Code and signal come from the raw status in every case; the termination adds only why
+    // Switchyard stopped the guest, if it did.
+    let stopped_by = match termination {
+        Termination::Stopped { reason, .. } => Some(match reason {
+            StopReason::Cancelled => StopCause::Cancelled,
+            StopReason::Timeout => StopCause::Timeout,
+            StopReason::Inactivity => StopCause::Inactivity,
+        }),
+        Termination::Exited { .. }
+        | Termination::Signaled { .. }
+        | Termination::WaitFailed { .. } => None,
     };
     GuestExit {
         code: raw.code,
         signal: raw.signal,
-        ..exit
+        stopped_by,
     }
 }
