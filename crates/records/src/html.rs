@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use crate::model::{EventRecord, ExchangeRecord};
 use crate::timeline::{
-    RunView, TimelineEntry, event_payload, first_byte_latency, outcome_label, seconds_between,
-    summary_line, total_latency, usage_text,
+    RunView, TimelineEntry, ended_label, event_payload, first_byte_latency, outcome_label,
+    seconds_between, summary_line, total_latency, usage_text,
 };
 
 const STYLE: &str = "
@@ -55,16 +55,7 @@ pub fn render_html(view: &RunView) -> String {
          <title>Run {id}</title><style>{STYLE}</style></head><body>\n<h1>Run {id}</h1>\n<table class=\"run\">",
         id = escape(&run.id.to_string())
     );
-    let ended = run
-        .ended_at
-        .map(|end| {
-            format!(
-                "{} ({})",
-                end.to_rfc3339(),
-                seconds_between(run.started_at, end)
-            )
-        })
-        .unwrap_or_else(|| format!("- ({})", run.state.as_str()));
+    let ended = ended_label(run);
     let rows = [
         ("Agent", format!("{} {}", run.agent, run.agent_version)),
         (

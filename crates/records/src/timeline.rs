@@ -85,6 +85,18 @@ pub fn outcome_label(run: &RunRecord) -> String {
         .unwrap_or_else(|| run.state.as_str().to_owned())
 }
 
+/// When the run ended and how long it took (`- (running)` and the like while it has not).
+pub fn ended_label(run: &RunRecord) -> String {
+    match run.ended_at {
+        Some(end) => format!(
+            "{} ({})",
+            end.to_rfc3339(),
+            seconds_between(run.started_at, end)
+        ),
+        None => format!("- ({})", run.state.as_str()),
+    }
+}
+
 /// An exchange's token counts: `tokens in I (cached C) out O reasoning R`.
 pub fn usage_text(usage: &Usage) -> String {
     format!(
@@ -293,19 +305,7 @@ pub fn render_timeline(view: &RunView) -> String {
     let _ = writeln!(out, "argv      {}", run.argv.join(" "));
     let _ = writeln!(out, "workdir   {}", run.workdir);
     let _ = writeln!(out, "started   {}", run.started_at.to_rfc3339());
-    match run.ended_at {
-        Some(end) => {
-            let _ = writeln!(
-                out,
-                "ended     {} ({})",
-                end.to_rfc3339(),
-                seconds_between(run.started_at, end)
-            );
-        }
-        None => {
-            let _ = writeln!(out, "ended     - ({})", run.state.as_str());
-        }
-    }
+    let _ = writeln!(out, "ended     {}", ended_label(run));
     let _ = writeln!(out, "outcome   {}", outcome_label(run));
     let _ = writeln!(out, "summary   {}", summary_line(&run.summary));
     let _ = writeln!(
