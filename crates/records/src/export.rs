@@ -197,12 +197,13 @@ pub fn assemble_chat_message(raw_events: &[String]) -> Option<Value> {
 /// (text or `null`), `reasoning_content` when the upstream sent reasoning, and `tool_calls`
 /// (`id`, `type`, `function.name`, `function.arguments` as the upstream sent them). Built from a
 /// non-streamed body (`choices[0].message`, kept whole) or from stream chunks (`choices[0].delta`
-/// merged; tool-call fragments joined by `index`). Events that are not JSON are skipped (the
+/// merged; tool-call fragments joined by `index`, or by id when there is none). Events that are not JSON are skipped (the
 /// raw events stay in the attempt). `None` when the upstream produced no message.
 pub fn assemble_upstream_message(raw_events: &[String]) -> Option<Value> {
     let mut content: Option<String> = None;
     let mut reasoning: Option<String> = None;
     let mut calls: Vec<Map<String, Value>> = Vec::new();
+    let mut last_index: Option<usize> = None;
     let mut seen_choice = false;
     for raw in raw_events {
         if raw.trim() == "[DONE]" {
@@ -235,10 +236,21 @@ pub fn assemble_upstream_message(raw_events: &[String]) -> Option<Value> {
             .into_iter()
             .flatten()
         {
-            let index = fragment
-                .get("index")
-                .and_then(Value::as_u64)
-                .map_or(calls.len().saturating_sub(1), |i| i as usize);
+            // Without an `index`, the same rule as the gateway's stream translator: the call with
+            // this id, a new call for a new id, else the call the previous fragment went to.
+            let id = fragment
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|id| !id.is_empty());
+            let index = match (fragment.get("index").and_then(Value::as_u64), id) {
+                (Some(i), _) => i as usize,
+                (None, Some(id)) => calls
+                    .iter()
+                    .position(|c| c.get("id").and_then(Value::as_str) == Some(id))
+                    .unwrap_or(calls.len()),
+                (None, None) => last_index.unwrap_or(0),
+            };
+            last_index = Some(index);
             while calls.len() <= index {
                 calls.push(Map::from_iter([
                     ("id".to_owned(), json!("")),
@@ -492,5 +504,23 @@ mod assemble_tests {
             json!({"role": "assistant", "content": "hi"})
         );
         assert_eq!(assemble_upstream_message(&["[DONE]".to_string()]), None);
+    }
+
+    #[test]
+    fn fragments_without_an_index_join_calls_by_id_like_the_gateway() {
+        let events = [
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"a","function":{"name":"ls","arguments":"{"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"function":{"arguments":"}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"b","function":{"name":"glob","arguments":"{}"}}]}}]}"#,
+        ]
+        .map(String::from);
+        let message = assemble_upstream_message(&events).unwrap();
+        assert_eq!(
+            message["tool_calls"],
+            json!([
+                {"id": "a", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+                {"id": "b", "type": "function", "function": {"name": "glob", "arguments": "{}"}}
+            ])
+        );
     }
 }
