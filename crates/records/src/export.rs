@@ -197,8 +197,9 @@ pub fn assemble_chat_message(raw_events: &[String]) -> Option<Value> {
 /// (text or `null`), `reasoning_content` when the upstream sent reasoning, and `tool_calls`
 /// (`id`, `type`, `function.name`, `function.arguments` as the upstream sent them). Built from a
 /// non-streamed body (`choices[0].message`, kept whole) or from stream chunks (`choices[0].delta`
-/// merged; tool-call fragments joined by `index`, or by id when there is none). Events that are not JSON are skipped (the
-/// raw events stay in the attempt). `None` when the upstream produced no message.
+/// merged; tool-call fragments joined by `index`, or by id when there is none). Events that are
+/// not JSON are skipped (the raw events stay in the attempt). `None` when the upstream produced
+/// no message.
 pub fn assemble_upstream_message(raw_events: &[String]) -> Option<Value> {
     let mut content: Option<String> = None;
     let mut reasoning: Option<String> = None;
