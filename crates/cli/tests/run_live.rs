@@ -333,6 +333,15 @@ async fn records_match_what_the_upstream_saw() {
     let runs = store.runs().unwrap();
     assert_eq!(runs.len(), 1);
     let run = &runs[0];
+    // The guest's own unredacted run directory is not left beside the records.
+    assert!(
+        !records
+            .path()
+            .join("runs")
+            .join(run.id.to_string())
+            .exists(),
+        "run directory left in the records directory"
+    );
     assert_eq!(run.agent, "gemini-cli");
     assert!(run.ended_at.is_some());
     assert_eq!(run.outcome.as_ref().unwrap()["status"], "succeeded");

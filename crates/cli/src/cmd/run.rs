@@ -133,7 +133,9 @@ pub struct RunArgs {
     /// The guest's approval mode (default: the guest's safest headless mode).
     #[arg(long, value_enum)]
     pub approval_mode: Option<ApprovalArg>,
-    /// Keep the run's private directory (settings, telemetry, temp files) for inspection.
+    /// Keep the run's private directory (settings, telemetry, temp files) for inspection: under
+    /// `DIR/runs/RUN_ID` with `--records DIR`, else in the system temp directory. Its files are the
+    /// guest's own and are not redacted.
     #[arg(long)]
     pub keep_run_dir: Option<bool>,
     /// Point the guest at this GenerateContent endpoint directly, bypassing the gateway
@@ -563,7 +565,9 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
         eprintln!("switchyard: records: {e}");
     }
     printer.summary(&report.outcome);
-    if !resolved.keep_run_dir && resolved.records.is_none() {
+    // The run directory holds the guest's own unredacted files (telemetry, settings, temp
+    // files): it goes unless asked for, also when records are kept next to it.
+    if !resolved.keep_run_dir {
         let _ = std::fs::remove_dir_all(&run_dir);
     }
     Ok(exit_code_for(&report.outcome))
