@@ -282,12 +282,24 @@ fn cached_verify_skips_unchanged_files_but_catches_a_same_size_rewrite() {
 
 #[test]
 fn verify_full_hashes_every_file() {
-    let dir = sealed();
+    // Settled files, so the cache is warm and plain `verify` would hash nothing.
+    let dir = tempfile::tempdir().unwrap();
+    fake_install(dir.path());
+    std::thread::sleep(RACY_WINDOW + Duration::from_millis(200));
+    seal(dir.path(), PACKAGE, VERSION).unwrap();
+    assert_eq!(
+        verify(dir.path(), PACKAGE, VERSION).unwrap().files_hashed,
+        0
+    );
     let full = verify_full(dir.path(), PACKAGE, VERSION).unwrap();
     assert_eq!(full.files_hashed, full.files_checked);
     assert!(full.bytes_hashed > 0);
-    // And it catches what verify catches.
-    append(dir.path(), "node_modules/dep/index.js", b"//");
+    // And it catches what only hashing catches: the same length, different bytes.
+    let path = dir.path().join("node_modules/dep/index.js");
+    let original = std::fs::read(&path).unwrap();
+    let forged: Vec<u8> = original.iter().map(|b| b.to_ascii_uppercase()).collect();
+    assert_ne!(forged, original);
+    std::fs::write(&path, &forged).unwrap();
     let error = verify_full(dir.path(), PACKAGE, VERSION).unwrap_err();
     assert!(
         matches!(error, InstallError::FileChanged { .. }),
