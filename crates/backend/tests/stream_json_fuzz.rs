@@ -1,5 +1,5 @@
-//! Property test: arbitrary bytes on the guest's stdout go through the same path as a live run
-//! (bounded line splitter → stream-json classifier → normalizer). Nothing panics, and every line
+//! Property test: arbitrary bytes on the guest's stdout go through the same stages as a live run
+//! (bounded line splitter → stream-json classifier → normalizer; not the live run's own loop). Nothing panics, and every line
 //! is accounted for: it yields at least one canonical event, and exactly the lines that are not
 //! known events are counted as unrecognized.
 

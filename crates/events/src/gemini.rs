@@ -319,9 +319,10 @@ pub fn strip_ansi(text: &str) -> String {
     out
 }
 
-/// Replays a recorded run: stdout lines, stderr lines and the exit, exactly as the live backend
-/// processes them. Returns every event (without `RunStarted`, which the backend adds) and the
-/// outcome.
+/// Replays a recorded run: stdout lines, stderr lines and the exit, through the same parser,
+/// normalizer and stderr summary as the live backend. Returns every event and the outcome; the
+/// live backend also adds `RunStarted` and a `Warning` for each stdout line its splitter had to
+/// truncate, which a replay of whole lines never has.
 pub fn replay<'a>(
     stdout_lines: impl IntoIterator<Item = &'a str>,
     stderr_lines: impl IntoIterator<Item = &'a str>,
