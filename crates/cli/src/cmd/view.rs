@@ -168,7 +168,6 @@ impl Printer {
         if let Some(ticker) = self.ticker.take() {
             ticker.abort();
         }
-        self.set_phase("done");
         if let Some(status) = &self.status {
             erase(&mut status.lock().unwrap_or_else(|e| e.into_inner()));
         }
