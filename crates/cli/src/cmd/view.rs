@@ -74,12 +74,6 @@ impl Printer {
         }
     }
 
-    fn set_phase(&self, phase: impl Into<String>) {
-        if let Some(status) = &self.status {
-            status.lock().unwrap_or_else(|e| e.into_inner()).phase = phase.into();
-        }
-    }
-
     /// Prints one event.
     pub fn event(&mut self, envelope: &Envelope) {
         let status = self.status.clone();
