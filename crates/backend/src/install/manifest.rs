@@ -113,7 +113,7 @@ fn is_switchyard_file(name: &str) -> bool {
         || name.starts_with(TEMPORARY_PREFIX)
 }
 
-/// Name prefix of the temporary files [`write_atomically`] makes beside its target. The walk skips
+/// Name prefix of the temporary files Switchyard writes beside its manifest and cache. The walk skips
 /// them, so a verify running while another process writes its cache does not see an added file.
 pub const TEMPORARY_PREFIX: &str = ".switchyard-partial-";
 
