@@ -9,7 +9,10 @@
 //!
 //! Measured:
 //! * latency p50/p99 at concurrency 1, non-streaming and streaming (whole response read);
-//! * requests/s at concurrency 16, non-streaming and streaming;
+//! * requests/s at concurrency 16, non-streaming and streaming, and the process CPU time per
+//!   request in each series (client, upstream and gateway share the two cores, so the CPU per
+//!   request is the steadier figure; the difference between two series is what the extra part
+//!   costs, e.g. records on minus records off is the records' CPU per exchange);
 //! * resident memory (process VmRSS) with N concurrent open streams (default 1,000), with the
 //!   47 KB request and with a tiny one;
 //! * forwarding delay of one streamed text chunk: the client releases a held upstream chunk and
@@ -131,8 +134,8 @@ pub struct OffOn<T> {
 pub struct RecordsReport {
     pub latency_unary: OffOn<Percentiles>,
     pub latency_stream: OffOn<Percentiles>,
-    pub rps_unary: OffOn<f64>,
-    pub rps_stream: OffOn<f64>,
+    pub rps_unary: OffOn<Throughput>,
+    pub rps_stream: OffOn<Throughput>,
     /// Record ops the records-on gateway's writer committed (proves it recorded).
     pub written_ops: u64,
     /// Record ops that failed to persist (should be 0).
@@ -147,8 +150,8 @@ pub struct BenchReport {
     pub request_bytes: usize,
     pub latency_unary: Pair<Percentiles>,
     pub latency_stream: Pair<Percentiles>,
-    pub rps_unary: Pair<f64>,
-    pub rps_stream: Pair<f64>,
+    pub rps_unary: Pair<Throughput>,
+    pub rps_stream: Pair<Throughput>,
     pub concurrency: usize,
     pub streams: usize,
     pub rss_idle_kib: u64,
@@ -231,6 +234,32 @@ fn write_percentile_rows(
     )
 }
 
+/// The requests/s row and the CPU-per-request row of a throughput figure.
+fn write_throughput_rows(
+    f: &mut std::fmt::Formatter<'_>,
+    kind: &str,
+    concurrency: usize,
+    left: Throughput,
+    right: Throughput,
+) -> std::fmt::Result {
+    write_row(
+        f,
+        &format!("req/s {kind} c={concurrency}"),
+        left.requests_per_sec,
+        right.requests_per_sec,
+        0,
+        false,
+    )?;
+    write_row(
+        f,
+        &format!("CPU us/request {kind} c={concurrency}"),
+        left.cpu_us_per_request,
+        right.cpu_us_per_request,
+        1,
+        true,
+    )
+}
+
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -254,17 +283,8 @@ impl std::fmt::Display for BenchReport {
         ] {
             write_percentile_rows(f, name, pair.direct, pair.gateway)?;
         }
-        for (name, pair) in [
-            (
-                format!("req/s unary c={}", self.concurrency),
-                &self.rps_unary,
-            ),
-            (
-                format!("req/s stream c={}", self.concurrency),
-                &self.rps_stream,
-            ),
-        ] {
-            write_row(f, &name, pair.direct, pair.gateway, 0, false)?;
+        for (kind, pair) in [("unary", &self.rps_unary), ("stream", &self.rps_stream)] {
+            write_throughput_rows(f, kind, self.concurrency, pair.direct, pair.gateway)?;
         }
         for (name, pair) in [
             (
@@ -330,17 +350,8 @@ impl std::fmt::Display for RecordsTable<'_> {
         ] {
             write_percentile_rows(f, name, pair.off, pair.on)?;
         }
-        for (name, pair) in [
-            (
-                format!("req/s unary c={}", self.0.concurrency),
-                &r.rps_unary,
-            ),
-            (
-                format!("req/s stream c={}", self.0.concurrency),
-                &r.rps_stream,
-            ),
-        ] {
-            write_row(f, &name, pair.off, pair.on, 0, false)?;
+        for (kind, pair) in [("unary", &r.rps_unary), ("stream", &r.rps_stream)] {
+            write_throughput_rows(f, kind, self.0.concurrency, pair.off, pair.on)?;
         }
         writeln!(
             f,
@@ -611,14 +622,33 @@ async fn latency_rounds(
 /// Rounds the latency series are split into (see [`latency_rounds`]).
 const LATENCY_ROUNDS: usize = 4;
 
+/// Requests/s of a throughput series and the CPU time this process spent per request during it
+/// (client, upstream, gateway and record threads together; on a saturated machine the CPU per
+/// request is the steadier figure, and its difference between two series is the cost of what
+/// differs between them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Throughput {
+    pub requests_per_sec: f64,
+    /// Process CPU time (user + system, all threads) per request, in microseconds.
+    pub cpu_us_per_request: f64,
+}
+
+/// CPU time this process has used so far (all threads), zero where the clock is unavailable.
+fn process_cpu_time() -> Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
+        .map(Duration::from)
+        .unwrap_or_default()
+}
+
 async fn throughput(
     client: &reqwest::Client,
     target: &Target,
     options: &BenchOptions,
-) -> Result<f64, BenchError> {
+) -> Result<Throughput, BenchError> {
     let done = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + options.throughput_duration;
     let started = Instant::now();
+    let cpu_started = process_cpu_time();
     let mut workers = Vec::new();
     for _ in 0..options.concurrency {
         let (client, target, done) = (client.clone(), target.clone(), done.clone());
@@ -633,34 +663,42 @@ async fn throughput(
     for w in workers {
         w.await.map_err(|e| BenchError::Request(e.to_string()))??;
     }
-    Ok(done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64())
+    let requests = done.load(Ordering::Relaxed).max(1) as f64;
+    let cpu = process_cpu_time().saturating_sub(cpu_started);
+    Ok(Throughput {
+        requests_per_sec: requests / started.elapsed().as_secs_f64(),
+        cpu_us_per_request: micros(cpu) / requests,
+    })
 }
 
 /// Rounds the throughput series are split into, alternating direct, records off and records on,
 /// so a slow patch of the machine does not land on one of them only.
 const THROUGHPUT_ROUNDS: u32 = 3;
 
-/// Requests/s of `direct` and of each gateway target: [`THROUGHPUT_ROUNDS`] rounds, each target
-/// for a share of `throughput_duration` per round, requests summed over rounds.
+/// Throughput of `direct` and of each gateway target: [`THROUGHPUT_ROUNDS`] rounds, each target
+/// for a share of `throughput_duration` per round, figures averaged over rounds.
 async fn throughput_rounds(
     client: &reqwest::Client,
     direct: &Target,
     gateways: [&Target; 2],
     options: &BenchOptions,
-) -> Result<(f64, [f64; 2]), BenchError> {
+) -> Result<(Throughput, [Throughput; 2]), BenchError> {
     let round = BenchOptions {
         throughput_duration: options.throughput_duration / THROUGHPUT_ROUNDS,
         ..options.clone()
     };
-    let (mut direct_rps, mut gateway_rps) = (0.0, [0.0; 2]);
+    let add = |sum: &mut Throughput, one: Throughput| {
+        sum.requests_per_sec += one.requests_per_sec / f64::from(THROUGHPUT_ROUNDS);
+        sum.cpu_us_per_request += one.cpu_us_per_request / f64::from(THROUGHPUT_ROUNDS);
+    };
+    let (mut direct_sum, mut gateway_sums) = (Throughput::default(), [Throughput::default(); 2]);
     for _ in 0..THROUGHPUT_ROUNDS {
-        direct_rps += throughput(client, direct, &round).await?;
-        for (target, sum) in gateways.iter().zip(&mut gateway_rps) {
-            *sum += throughput(client, target, &round).await?;
+        add(&mut direct_sum, throughput(client, direct, &round).await?);
+        for (target, sum) in gateways.iter().zip(&mut gateway_sums) {
+            add(sum, throughput(client, target, &round).await?);
         }
     }
-    let rounds = f64::from(THROUGHPUT_ROUNDS);
-    Ok((direct_rps / rounds, gateway_rps.map(|r| r / rounds)))
+    Ok((direct_sum, gateway_sums))
 }
 
 /// Open `n` streams whose upstream holds its second chunk until `gate` releases it, wait until

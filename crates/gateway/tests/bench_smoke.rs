@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use switchyard_gateway::bench::{BenchOptions, bench};
+use switchyard_gateway::bench::{BenchOptions, Throughput, bench};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_runs_every_series() {
@@ -28,17 +28,22 @@ async fn bench_runs_every_series() {
         assert!(pair.direct.p50 > Duration::ZERO && pair.gateway.p50 > Duration::ZERO);
         assert!(pair.direct.p99 >= pair.direct.p50 && pair.gateway.p99 >= pair.gateway.p50);
     }
-    assert!(report.rps_unary.direct > 0.0 && report.rps_unary.gateway > 0.0);
-    assert!(report.rps_stream.direct > 0.0 && report.rps_stream.gateway > 0.0);
+    let measured = |t: Throughput| t.requests_per_sec > 0.0 && t.cpu_us_per_request > 0.0;
+    for pair in [report.rps_unary, report.rps_stream] {
+        assert!(measured(pair.direct) && measured(pair.gateway), "{pair:?}");
+        // The gateway series runs the gateway besides the client and upstream.
+        assert!(pair.gateway.cpu_us_per_request > pair.direct.cpu_us_per_request);
+    }
     assert!(report.rss_streams_kib.direct > 0 && report.rss_streams_kib.gateway > 0);
     assert!(report.rss_small_streams_kib.gateway > 0);
     let records = &report.records;
     assert!(records.latency_unary.on.p50 > Duration::ZERO);
     assert!(records.latency_stream.on.p99 >= records.latency_stream.on.p50);
-    assert!(records.rps_unary.on > 0.0 && records.rps_stream.on > 0.0);
+    assert!(measured(records.rps_unary.on) && measured(records.rps_stream.on));
     assert!(records.written_ops > 0, "the records-on gateway recorded");
     assert_eq!(records.failed_ops, 0);
     let text = report.to_string();
     assert!(text.contains("req/s unary c=4"), "{text}");
+    assert!(text.contains("CPU us/request stream c=4"), "{text}");
     assert!(text.contains("records off vs on"), "{text}");
 }

@@ -91,13 +91,45 @@ fn run_prefixes_resolve_uniquely_or_fail_typed() {
 }
 
 #[test]
-fn disabled_recorder_accepts_and_stores_nothing() {
+fn disabled_recorder_accepts_every_op_even_after_close() {
     let recorder = Recorder::disabled();
     assert!(!recorder.is_enabled());
     recorder.record_run(sample_run(new_record_id())).unwrap();
     recorder.flush().unwrap();
     recorder.close().unwrap();
-    assert_eq!(recorder.stats().written_ops, 0);
+    // An enabled recorder answers `Closed` here; records off never fails a producer.
+    recorder.record_run(sample_run(new_record_id())).unwrap();
+    recorder.flush().unwrap();
+}
+
+#[test]
+fn a_new_store_has_pages_that_hold_a_whole_exchange_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(dir.path());
+    let recorder = Recorder::open_sqlite(&path, Redactor::default()).unwrap();
+    // About the size of a Gemini CLI exchange record (~4.6 KB).
+    let mut exchange = sample_exchange(new_record_id(), None, 1);
+    exchange.notes.push("n".repeat(3_000));
+    recorder.record_exchange(exchange.clone()).unwrap();
+    recorder.close().unwrap();
+
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let page_size: i64 = conn
+        .query_row("PRAGMA page_size", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(page_size, 16 * 1024);
+    let stored: i64 = conn
+        .query_row(
+            "SELECT length(record) FROM exchanges WHERE id = ?1",
+            [exchange.id.to_string()],
+            |row| row.get(0),
+        )
+        .unwrap();
+    // A table row is kept whole in its leaf page up to page size - 35 bytes.
+    assert!(
+        stored > 4 * 1024 && stored < page_size - 35,
+        "the exchange ({stored} bytes) would overflow a 4 KiB page but fits one page here"
+    );
 }
 
 #[test]
