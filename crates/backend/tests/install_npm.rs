@@ -4,7 +4,7 @@
 
 use switchyard_backend::install::{InstallError, NpmInstallOptions, install_npm, verify};
 
-const PACKAGE: &str = "@google/gemini-cli";
+use switchyard_backend::gemini::{PACKAGE, VERSION};
 
 fn offline() -> NpmInstallOptions {
     NpmInstallOptions {
@@ -16,15 +16,15 @@ fn offline() -> NpmInstallOptions {
 #[test]
 fn offline_install_of_the_pinned_version_is_sealed_and_verifies() {
     let dir = tempfile::tempdir().unwrap();
-    let prefix = dir.path().join("gemini-cli-0.61.0");
-    let install = install_npm(PACKAGE, "0.61.0", &prefix, &offline()).expect("npm install");
+    let prefix = dir.path().join(format!("gemini-cli-{VERSION}"));
+    let install = install_npm(PACKAGE, VERSION, &prefix, &offline()).expect("npm install");
     assert_eq!(
         install.entry,
         prefix.join("node_modules/@google/gemini-cli/bundle/gemini.js")
     );
     assert!(install.entry.is_file());
-    assert_eq!(install.manifest.version, "0.61.0");
-    let verified = verify(&prefix, PACKAGE, "0.61.0").expect("verify");
+    assert_eq!(install.manifest.version, VERSION);
+    let verified = verify(&prefix, PACKAGE, VERSION).expect("verify");
     assert_eq!(verified.files_checked, install.manifest.files.len());
 }
 

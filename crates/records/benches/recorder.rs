@@ -198,3 +198,20 @@ fn writer_throughput(bencher: Bencher, kind: &str) {
         });
     recorder.close().unwrap();
 }
+
+/// Writer-side cost of turning one Gemini-sized exchange handed over as text (a translation-cache
+/// hit) into the op the store writes: screening, skeleton redaction, assembling the stored JSON.
+#[divan::bench]
+fn prepare_gemini_text(bencher: Bencher) {
+    let shared = gemini_shared();
+    let redactor = Redactor::new(["bench-secret-key"]);
+    let mut blobs = switchyard_records::document::SharedBlobs::default();
+    bencher
+        .with_inputs(|| match gemini_exchange_op(true, &shared) {
+            RecordOp::UpsertExchangeText(text) => *text,
+            _ => unreachable!("as_text gives text"),
+        })
+        .bench_local_values(|text| {
+            switchyard_records::document::prepare(text, &redactor, &mut blobs)
+        });
+}

@@ -6,8 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
-/// The Gemini CLI version every test and fixture is pinned to.
-pub const GEMINI_CLI_VERSION: &str = "0.61.0";
+/// The Gemini CLI version every test and fixture is pinned to: the one the protocol types were
+/// verified against (`scripts/install-guests.sh` installs the same, see the test below).
+pub const GEMINI_CLI_VERSION: &str = switchyard_protocol::gemini_cli::VERIFIED_VERSION;
 
 /// Environment variable that overrides where the pinned Gemini CLI install lives.
 pub const GEMINI_PREFIX_ENV: &str = "SWITCHYARD_TEST_GEMINI_PREFIX";
@@ -57,4 +58,21 @@ pub fn gemini_prefix() -> PathBuf {
 /// The JavaScript entry point (`bundle/gemini.js`) inside an npm prefix.
 pub fn gemini_entry_in(prefix: &Path) -> PathBuf {
     prefix.join("node_modules/@google/gemini-cli/bundle/gemini.js")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_install_script_pins_the_same_gemini_cli_version() {
+        let script = std::fs::read_to_string(workspace_root().join("scripts/install-guests.sh"))
+            .expect("scripts/install-guests.sh");
+        let pinned: Vec<&str> = script
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("GEMINI_VERSION="))
+            .map(|value| value.trim_matches('"'))
+            .collect();
+        assert_eq!(pinned, [GEMINI_CLI_VERSION], "{script}");
+    }
 }

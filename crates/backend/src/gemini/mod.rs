@@ -11,7 +11,7 @@ pub mod settings;
 
 /// The npm package of the guest.
 pub const PACKAGE: &str = "@google/gemini-cli";
-/// The pinned version.
-pub const VERSION: &str = "0.61.0";
+/// The pinned version: the one the protocol types were verified against.
+pub const VERSION: &str = switchyard_protocol::gemini_cli::VERIFIED_VERSION;
 /// The JavaScript entry point inside a sealed npm prefix.
 pub const ENTRY: &str = "node_modules/@google/gemini-cli/bundle/gemini.js";

@@ -5,9 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-pub const PACKAGE: &str = "@google/gemini-cli";
-pub const VERSION: &str = "0.61.0";
-pub const ENTRY: &str = "node_modules/@google/gemini-cli/bundle/gemini.js";
+pub use switchyard_backend::gemini::{ENTRY, PACKAGE, VERSION};
 pub const PACKAGE_JSON: &str = "node_modules/@google/gemini-cli/package.json";
 
 /// Writes a tiny npm prefix: root package files, the package with a `bin`, a dependency and
