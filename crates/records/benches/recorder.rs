@@ -5,6 +5,8 @@
 //! guest request, the same text as the upstream request) two ways: as parsed values (`gemini`) and
 //! as text pieces with the system instruction and tools shared (`gemini_text`, what the gateway
 //! hands over on a translation-cache hit), so the two paths compare in one run.
+//! `prepare_gemini_text` times the writer's part of the text path alone (screening, skeleton
+//! redaction, assembling the stored JSON), without SQLite.
 //!
 //! Run: `cargo bench -p switchyard-records --bench recorder`.
 
