@@ -51,9 +51,14 @@ pub struct RunRecord {
     /// Aggregated counts for the run.
     #[serde(default)]
     pub summary: RunSummary,
-    /// Raw guest output lines the producer did not keep because its bound was reached.
+    /// Raw guest output lines not stored at all because the run's raw-line budget (lines and
+    /// bytes, set by the producer) was used up.
     #[serde(default)]
     pub raw_lines_dropped: u64,
+    /// Raw guest output lines stored cut short because one line exceeded the line cap (the line
+    /// is kept, flagged, with its beginning only).
+    #[serde(default)]
+    pub raw_lines_truncated: u64,
 }
 
 /// Lifecycle state of a [`RunRecord`].
@@ -159,7 +164,7 @@ impl RawStream {
 }
 
 /// One raw output line of the guest, as read (bounded by the producer; see
-/// [`RunRecord::raw_lines_dropped`]).
+/// [`RunRecord::raw_lines_dropped`] and [`RunRecord::raw_lines_truncated`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RawLineRecord {
     /// The run this line belongs to.

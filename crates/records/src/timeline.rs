@@ -310,8 +310,9 @@ pub fn render_timeline(view: &RunView) -> String {
     let _ = writeln!(out, "summary   {}", summary_line(&run.summary));
     let _ = writeln!(
         out,
-        "raw lines {} kept, {} dropped",
+        "raw lines {} kept ({} cut at the line cap), {} dropped",
         view.raw_lines.len(),
+        run.raw_lines_truncated,
         run.raw_lines_dropped
     );
     let _ = writeln!(out);

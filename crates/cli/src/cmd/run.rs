@@ -492,6 +492,7 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
         state: RunState::Running,
         summary: RunSummary::default(),
         raw_lines_dropped: 0,
+        raw_lines_truncated: 0,
     };
     record(&recorder, RecordOp::UpsertRun(Box::new(run_record.clone())));
     let run = GeminiRun::start(&launch, &limits, started)?;
@@ -509,6 +510,8 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
     });
     let mut printer = super::view::Printer::new(resolved.output);
     let mut summary = RunSummary::default();
+    let mut raw_budget = RawLineBudget::default();
+    let mut raw_truncated = 0u64;
     let report = run
         .drive(|item| match item {
             RunItem::Event(envelope) => {
@@ -529,24 +532,34 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
                     }),
                 );
             }
-            RunItem::RawStdout(line) => record(
-                &recorder,
-                RecordOp::RawLine(RawLineRecord {
-                    run_id,
-                    stream: RawStream::Stdout,
-                    seq: line.seq,
-                    line: line.text,
-                }),
-            ),
-            RunItem::RawStderr(line) => record(
-                &recorder,
-                RecordOp::RawLine(RawLineRecord {
-                    run_id,
-                    stream: RawStream::Stderr,
-                    seq: line.seq,
-                    line: line.text,
-                }),
-            ),
+            RunItem::RawStdout(line) => {
+                raw_truncated += u64::from(line.truncated);
+                if recorder.is_enabled() && raw_budget.admit(&line.text) {
+                    record(
+                        &recorder,
+                        RecordOp::RawLine(RawLineRecord {
+                            run_id,
+                            stream: RawStream::Stdout,
+                            seq: line.seq,
+                            line: line.text,
+                        }),
+                    );
+                }
+            }
+            RunItem::RawStderr(line) => {
+                raw_truncated += u64::from(line.truncated);
+                if recorder.is_enabled() && raw_budget.admit(&line.text) {
+                    record(
+                        &recorder,
+                        RecordOp::RawLine(RawLineRecord {
+                            run_id,
+                            stream: RawStream::Stderr,
+                            seq: line.seq,
+                            line: line.text,
+                        }),
+                    );
+                }
+            }
         })
         .await;
     signals.abort();
@@ -559,7 +572,8 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
     run_record.outcome = serde_json::to_value(&report.outcome).ok();
     run_record.state = RunState::Ended;
     run_record.summary = summary;
-    run_record.raw_lines_dropped = report.stdout.truncated_lines;
+    run_record.raw_lines_dropped = raw_budget.dropped;
+    run_record.raw_lines_truncated = raw_truncated;
     record(&recorder, RecordOp::UpsertRun(Box::new(run_record)));
     if let Err(e) = recorder.close() {
         eprintln!("switchyard: records: {e}");
@@ -574,6 +588,46 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
 }
 
 /// Records one operation; a full queue waits (backpressure), a failed store is reported once.
+/// Most raw guest lines (stdout and stderr together) one run stores.
+const MAX_RAW_LINES: u64 = 200_000;
+/// Most raw guest text (bytes, stdout and stderr together) one run stores.
+const MAX_RAW_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The run's budget for stored raw lines: a guest that prints without end cannot fill the store.
+/// Lines past it are counted, not stored.
+#[derive(Debug)]
+struct RawLineBudget {
+    lines_left: u64,
+    bytes_left: u64,
+    dropped: u64,
+}
+
+impl Default for RawLineBudget {
+    fn default() -> Self {
+        Self {
+            lines_left: MAX_RAW_LINES,
+            bytes_left: MAX_RAW_BYTES,
+            dropped: 0,
+        }
+    }
+}
+
+impl RawLineBudget {
+    /// True (and charged) when `line` fits what is left; once one line does not, none after it
+    /// is stored either (so the stored lines are a prefix of each stream, never a sample).
+    fn admit(&mut self, line: &str) -> bool {
+        let bytes = line.len() as u64;
+        if self.dropped == 0 && self.lines_left > 0 && bytes <= self.bytes_left {
+            self.lines_left -= 1;
+            self.bytes_left -= bytes;
+            true
+        } else {
+            self.dropped += 1;
+            false
+        }
+    }
+}
+
 fn record(recorder: &Recorder, op: RecordOp) {
     if let Err(e) = recorder.record(op) {
         tracing::warn!("records: {e}");
@@ -598,6 +652,35 @@ fn summarize(summary: &mut RunSummary, event: &Event) {
 mod tests {
     use super::*;
     use switchyard_events::{GuestExit, RunError};
+
+    #[test]
+    fn the_raw_line_budget_stores_a_prefix_and_counts_the_rest() {
+        let mut budget = RawLineBudget {
+            lines_left: 3,
+            bytes_left: 10,
+            dropped: 0,
+        };
+        assert!(budget.admit("abcd"));
+        assert!(budget.admit("efgh"));
+        // 2 bytes left: this line does not fit, and nothing after it is stored.
+        assert!(!budget.admit("ijk"));
+        assert!(!budget.admit("l"));
+        assert_eq!(budget.dropped, 2);
+
+        let mut by_count = RawLineBudget {
+            lines_left: 2,
+            bytes_left: 1_000,
+            dropped: 0,
+        };
+        assert!(by_count.admit("a") && by_count.admit("b"));
+        assert!(!by_count.admit("c"));
+        assert_eq!(by_count.dropped, 1);
+        let default = RawLineBudget::default();
+        assert_eq!(
+            (default.lines_left, default.bytes_left),
+            (MAX_RAW_LINES, MAX_RAW_BYTES)
+        );
+    }
 
     fn write_config(dir: &Path, text: &str) -> PathBuf {
         let path = dir.join("run.toml");

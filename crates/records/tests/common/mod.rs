@@ -35,6 +35,7 @@ pub fn sample_run(id: Uuid) -> RunRecord {
         state: RunState::Running,
         summary: RunSummary::default(),
         raw_lines_dropped: 0,
+        raw_lines_truncated: 0,
     }
 }
 
