@@ -4,6 +4,10 @@
 
 use std::io::Write;
 
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use thiserror::Error;
 use uuid::Uuid;
@@ -201,97 +205,219 @@ pub fn assemble_chat_message(raw_events: &[String]) -> Option<Value> {
 /// not JSON are skipped (the raw events stay in the attempt). `None` when the upstream produced
 /// no message.
 pub fn assemble_upstream_message(raw_events: &[String]) -> Option<Value> {
-    let mut content: Option<String> = None;
-    let mut reasoning: Option<String> = None;
-    let mut calls: Vec<Map<String, Value>> = Vec::new();
-    let mut last_index: Option<usize> = None;
-    let mut seen_choice = false;
+    let mut message = MessageBuilder::default();
     for raw in raw_events {
         if raw.trim() == "[DONE]" {
             continue;
         }
-        let Ok(event) = serde_json::from_str::<Value>(raw) else {
-            continue;
+        // Typed and borrowing when every field has the expected type (the common case, no JSON
+        // tree built); any other shape takes the general path, which reads it the same way the
+        // typed path would have and skips what it cannot use.
+        let step = match serde_json::from_str::<ChunkView<'_>>(raw) {
+            Ok(chunk) => message.apply_typed(chunk),
+            Err(_) => match serde_json::from_str::<Value>(raw) {
+                Ok(event) => message.apply_value(&event),
+                Err(_) => continue,
+            },
         };
-        let Some(choice) = event.pointer("/choices/0") else {
-            continue; // a usage-only chunk
+        if let Some(whole) = step {
+            return Some(whole);
+        }
+    }
+    message.finish()
+}
+
+/// The fields of a Chat Completions chunk (or non-streamed body) [`assemble_upstream_message`]
+/// reads, borrowed from the event text.
+#[derive(Deserialize)]
+struct ChunkView<'a> {
+    #[serde(borrow, default)]
+    choices: Vec<ChoiceView<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceView<'a> {
+    #[serde(borrow, default)]
+    message: Option<&'a RawValue>,
+    /// Raw: read as [`DeltaView`] only when it has that shape. `null` counts as absent.
+    #[serde(borrow, default)]
+    delta: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+struct DeltaView<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<FragmentView<'a>>>,
+}
+
+#[derive(Deserialize, Default)]
+struct FragmentView<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    function: Option<FunctionView<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct FunctionView<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<Cow<'a, str>>,
+}
+
+/// The assistant message being assembled from stream deltas.
+#[derive(Default)]
+struct MessageBuilder {
+    content: Option<String>,
+    reasoning: Option<String>,
+    calls: Vec<Map<String, Value>>,
+    last_index: Option<usize>,
+    seen_choice: bool,
+}
+
+impl MessageBuilder {
+    /// Applies one typed event; `Some` is a whole non-streamed message, which ends assembly.
+    fn apply_typed(&mut self, chunk: ChunkView<'_>) -> Option<Value> {
+        let choice = chunk.choices.into_iter().next()?; // none: a usage-only chunk
+        if let Some(message) = choice.message {
+            return serde_json::from_str(message.get()).ok();
+        }
+        let delta = choice.delta?;
+        self.seen_choice = true;
+        // A delta that is not an object of the expected shape is read by the general path.
+        let delta = match serde_json::from_str::<DeltaView<'_>>(delta.get()) {
+            Ok(delta) => delta,
+            Err(_) => {
+                let value: Value = serde_json::from_str(delta.get()).ok()?;
+                self.apply_delta_value(&value);
+                return None;
+            }
         };
-        if let Some(message) = choice.get("message") {
+        self.apply_delta(delta);
+        None
+    }
+
+    /// Applies one event of any shape, reading only the fields of the expected types.
+    fn apply_value(&mut self, event: &Value) -> Option<Value> {
+        let choice = event.pointer("/choices/0")?;
+        // `null` counts as absent, as in the typed path.
+        let field = |name: &str| choice.get(name).filter(|v| !v.is_null());
+        if let Some(message) = field("message") {
             return Some(message.clone());
         }
-        let Some(delta) = choice.get("delta") else {
-            continue;
-        };
-        seen_choice = true;
-        if let Some(text) = delta.get("content").and_then(Value::as_str) {
-            content.get_or_insert_with(String::new).push_str(text);
+        let delta = field("delta")?;
+        self.seen_choice = true;
+        self.apply_delta_value(delta);
+        None
+    }
+
+    fn apply_delta_value(&mut self, delta: &Value) {
+        fn text<'v>(v: &'v Value, key: &str) -> Option<Cow<'v, str>> {
+            v.get(key).and_then(Value::as_str).map(Cow::Borrowed)
         }
-        for key in ["reasoning_content", "reasoning"] {
-            if let Some(text) = delta.get(key).and_then(Value::as_str) {
-                reasoning.get_or_insert_with(String::new).push_str(text);
-            }
-        }
-        for fragment in delta
+        let fragments = delta
             .get("tool_calls")
             .and_then(Value::as_array)
+            .map(|fragments| {
+                fragments
+                    .iter()
+                    .map(|fragment| FragmentView {
+                        index: fragment.get("index").and_then(Value::as_u64),
+                        id: text(fragment, "id"),
+                        function: fragment.get("function").map(|f| FunctionView {
+                            name: text(f, "name"),
+                            arguments: text(f, "arguments"),
+                        }),
+                    })
+                    .collect()
+            });
+        self.apply_delta(DeltaView {
+            content: text(delta, "content"),
+            reasoning_content: text(delta, "reasoning_content"),
+            reasoning: text(delta, "reasoning"),
+            tool_calls: fragments,
+        });
+    }
+
+    fn apply_delta(&mut self, delta: DeltaView<'_>) {
+        if let Some(text) = delta.content {
+            self.content.get_or_insert_with(String::new).push_str(&text);
+        }
+        for text in [delta.reasoning_content, delta.reasoning]
             .into_iter()
             .flatten()
         {
+            self.reasoning
+                .get_or_insert_with(String::new)
+                .push_str(&text);
+        }
+        for fragment in delta.tool_calls.into_iter().flatten() {
             // Without an `index`, the same rule as the gateway's stream translator: the call with
             // this id, a new call for a new id, else the call the previous fragment went to.
-            let id = fragment
-                .get("id")
-                .and_then(Value::as_str)
-                .filter(|id| !id.is_empty());
-            let index = match (fragment.get("index").and_then(Value::as_u64), id) {
+            let id = fragment.id.as_deref().filter(|id| !id.is_empty());
+            let index = match (fragment.index, id) {
                 (Some(i), _) => i as usize,
-                (None, Some(id)) => calls
+                (None, Some(id)) => self
+                    .calls
                     .iter()
                     .position(|c| c.get("id").and_then(Value::as_str) == Some(id))
-                    .unwrap_or(calls.len()),
-                (None, None) => last_index.unwrap_or(0),
+                    .unwrap_or(self.calls.len()),
+                (None, None) => self.last_index.unwrap_or(0),
             };
-            last_index = Some(index);
-            while calls.len() <= index {
-                calls.push(Map::from_iter([
+            self.last_index = Some(index);
+            while self.calls.len() <= index {
+                self.calls.push(Map::from_iter([
                     ("id".to_owned(), json!("")),
                     ("type".to_owned(), json!("function")),
                     ("function".to_owned(), json!({"name": "", "arguments": ""})),
                 ]));
             }
-            let call = &mut calls[index];
-            if let Some(id) = fragment.get("id").and_then(Value::as_str) {
+            let call = &mut self.calls[index];
+            if let Some(id) = &fragment.id {
                 call.insert("id".into(), json!(id));
             }
-            for field in ["name", "arguments"] {
-                if let Some(piece) = fragment
-                    .get("function")
-                    .and_then(|f| f.get(field))
-                    .and_then(Value::as_str)
+            let function = fragment.function.unwrap_or_default();
+            for (field, piece) in [("name", function.name), ("arguments", function.arguments)] {
+                if let Some(piece) = piece
                     && let Some(Value::String(text)) =
                         call.get_mut("function").and_then(|f| f.get_mut(field))
                 {
-                    text.push_str(piece);
+                    text.push_str(&piece);
                 }
             }
         }
     }
-    if !seen_choice {
-        return None;
-    }
-    let mut message = Map::new();
-    message.insert("role".into(), json!("assistant"));
-    message.insert("content".into(), content.map_or(Value::Null, Value::String));
-    if let Some(reasoning) = reasoning {
-        message.insert("reasoning_content".into(), Value::String(reasoning));
-    }
-    if !calls.is_empty() {
+
+    fn finish(self) -> Option<Value> {
+        if !self.seen_choice {
+            return None;
+        }
+        let mut message = Map::new();
+        message.insert("role".into(), json!("assistant"));
         message.insert(
-            "tool_calls".into(),
-            Value::Array(calls.into_iter().map(Value::Object).collect()),
+            "content".into(),
+            self.content.map_or(Value::Null, Value::String),
         );
+        if let Some(reasoning) = self.reasoning {
+            message.insert("reasoning_content".into(), Value::String(reasoning));
+        }
+        if !self.calls.is_empty() {
+            message.insert(
+                "tool_calls".into(),
+                Value::Array(self.calls.into_iter().map(Value::Object).collect()),
+            );
+        }
+        Some(Value::Object(message))
     }
-    Some(Value::Object(message))
 }
 
 /// Keeps the fine-tuning fields of an assembled assistant message; tool-call arguments given as
@@ -522,6 +648,43 @@ mod assemble_tests {
                 {"id": "a", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
                 {"id": "b", "type": "function", "function": {"name": "glob", "arguments": "{}"}}
             ])
+        );
+    }
+
+    #[test]
+    fn fields_of_unexpected_types_are_skipped_and_the_rest_of_the_event_is_read() {
+        // `content` as an array does not fit the typed reading: the general path still takes
+        // the event's reasoning and tool call.
+        let odd = r#"{"choices":[{"delta":{"content":["x"],"reasoning":"r","tool_calls":[{"index":0,"id":"c1","function":{"name":"ls","arguments":"{}"}}]}}]}"#;
+        let typed = r#"{"choices":[{"delta":{"content":"done","reasoning_content":"s"}}]}"#;
+        let message = assemble_upstream_message(&[odd, typed].map(String::from)).unwrap();
+        assert_eq!(
+            message,
+            json!({
+                "role": "assistant",
+                "content": "done",
+                "reasoning_content": "rs",
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]
+            })
+        );
+        // An index that is not a number counts as absent (the previous fragment's call), in
+        // both readings.
+        let string_index = r#"{"choices":[{"delta":{"tool_calls":[{"index":"0","function":{"arguments":"x"}}]}}]}"#;
+        let message = assemble_upstream_message(&[odd, string_index].map(String::from)).unwrap();
+        assert_eq!(message["tool_calls"][0]["function"]["arguments"], "{}x");
+    }
+
+    #[test]
+    fn null_message_and_delta_count_as_absent() {
+        let null_delta = r#"{"choices":[{"delta":null}]}"#.to_string();
+        assert_eq!(
+            assemble_upstream_message(std::slice::from_ref(&null_delta)),
+            None
+        );
+        let null_message = r#"{"choices":[{"message":null,"delta":{"content":"a"}}]}"#;
+        assert_eq!(
+            assemble_upstream_message(&[null_message.to_string(), null_delta]).unwrap(),
+            json!({"role": "assistant", "content": "a"})
         );
     }
 }
