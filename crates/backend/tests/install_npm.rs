@@ -2,9 +2,8 @@
 //! `scripts/install-guests.sh` fills), into a temp prefix: the result is sealed and verifies;
 //! an unknown version is a typed `NpmFailed` error carrying npm's output.
 
-use switchyard_backend::install::{InstallError, NpmInstallOptions, install_npm, verify};
-
 use switchyard_backend::gemini::{PACKAGE, VERSION};
+use switchyard_backend::install::{InstallError, NpmInstallOptions, install_npm, verify};
 
 fn offline() -> NpmInstallOptions {
     NpmInstallOptions {

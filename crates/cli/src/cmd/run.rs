@@ -587,7 +587,6 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
     Ok(exit_code_for(&report.outcome))
 }
 
-/// Records one operation; a full queue waits (backpressure), a failed store is reported once.
 /// Most raw guest lines (stdout and stderr together) one run stores.
 const MAX_RAW_LINES: u64 = 200_000;
 /// Most raw guest text (bytes, stdout and stderr together) one run stores.
@@ -628,6 +627,7 @@ impl RawLineBudget {
     }
 }
 
+/// Records one operation; a full queue waits (backpressure), a failed store is reported once.
 fn record(recorder: &Recorder, op: RecordOp) {
     if let Err(e) = recorder.record(op) {
         tracing::warn!("records: {e}");
