@@ -175,6 +175,25 @@ fn writers_dir(db_path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Runs `step` again while SQLite answers busy/locked, for at most [`BUSY_TIMEOUT`] (for the
+/// statements SQLite does not wait on by itself).
+fn retry_while_busy<T>(mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let started = std::time::Instant::now();
+    loop {
+        match step() {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && started.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Page size of a new store. 16 KiB pages hold a whole exchange record; with SQLite's default
 /// 4 KiB every record overflowed into a second page, and the recorder's writer stored ~30 %
 /// fewer exchanges per second (`cargo bench -p switchyard-records --bench recorder --
@@ -193,7 +212,9 @@ impl SqliteStore {
         // a Gemini CLI turn) then fits in its page instead of spilling into overflow pages.
         conn.pragma_update(None, "page_size", PAGE_SIZE)
             .map_err(backend("setting page_size"))?;
-        conn.pragma_update(None, "journal_mode", "WAL")
+        // Several writers may create the same new store at once; switching it to WAL then fails
+        // with "database is locked" without SQLite's busy handler being asked to wait.
+        retry_while_busy(|| conn.pragma_update(None, "journal_mode", "WAL"))
             .map_err(backend("enabling WAL"))?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(backend("setting synchronous"))?;
