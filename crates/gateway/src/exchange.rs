@@ -64,6 +64,17 @@ fn upstream_failure_body(
             *retry_after,
         );
     }
+    // An error the upstream reported in the response with a status the guest does not retry
+    // (e.g. 400 for a too long context) is passed on as such; anything else is answered like
+    // any other failure the gateway gave up on.
+    if let UpstreamError::Payload(payload) = error
+        && let Some(status) = error.status()
+        && (400..500).contains(&status)
+        && status != 408
+        && status != 429
+    {
+        return payload.to_google_error();
+    }
     let status = match error.status() {
         Some(429) => 429,
         _ => 503,
@@ -490,7 +501,7 @@ async fn stream_attempt(
                             delivered.push(chunk);
                         }
                     }
-                    Err(e) => return AttemptEnd::Failed(UpstreamError::Invalid(e.to_string())),
+                    Err(e) => return AttemptEnd::Failed(UpstreamError::Payload(e)),
                 }
                 if translator.is_done() {
                     break;
@@ -547,10 +558,15 @@ pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
         let outcome = match switchyard_translate::translate_completion(&bytes, config.clone()) {
             Ok(o) => o,
             Err(e) => {
+                let error = UpstreamError::Payload(e);
                 trace
-                    .finish_error(Cow::Borrowed(&[]), "upstream_invalid", &e.to_string())
+                    .finish_error(Cow::Borrowed(&[]), error.kind(), &error.to_string())
                     .await;
-                return google_error_response(&e.to_google_error());
+                return google_error_response(&upstream_failure_body(
+                    &state,
+                    &error,
+                    budget.retries() + 1,
+                ));
             }
         };
         match outcome {

@@ -42,6 +42,10 @@
 //! worst case is then `maxAttempts × (10 s + guest backoff)`.
 //! Non-retryable upstream statuses (400, 401, 403, 404, ...) are passed on in Google error shape
 //! (404 makes Gemini CLI stop with ModelNotFound; 400/401/403 are not retried).
+//! A response whose content cannot be used (invalid JSON, an `error` object inside a 200 body or
+//! stream, data after `[DONE]`) is not retried by the gateway and is answered alike for streamed
+//! and non-streamed exchanges: an error the upstream reported with a client status (4xx except
+//! 408/429) as that error, anything else like a failure the gateway gave up on (above).
 //!
 //! Timeouts (`[timeouts]`): `connect_ms` 5 s, `first_byte_ms` (request sent → response head)
 //! 120 s, `idle_ms` (silence between body chunks) 120 s, `shutdown_ms` 3 s.

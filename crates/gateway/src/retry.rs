@@ -70,13 +70,14 @@ impl RetryBudget {
     }
 }
 
-/// Parse a `Retry-After` value: delay seconds (integer or decimal) or an HTTP date.
+/// Parse a `Retry-After` value: what [`switchyard_translate::google_errors::parse_retry_after`]
+/// reads (delay seconds, integer or decimal, or a duration such as `1m30s`), else an HTTP date
+/// (relative to `now`).
 pub fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
-    let value = value.trim();
-    if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    if let Some(delay) = switchyard_translate::google_errors::parse_retry_after(value) {
+        return Some(delay);
     }
-    let when = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let when = chrono::DateTime::parse_from_rfc2822(value.trim()).ok()?;
     let delta = when.with_timezone(&chrono::Utc) - now;
     Some(delta.to_std().unwrap_or(Duration::ZERO))
 }
@@ -118,6 +119,10 @@ mod tests {
         assert_eq!(
             parse_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", now),
             Some(Duration::ZERO)
+        );
+        assert_eq!(
+            parse_retry_after("1m30s", now),
+            Some(Duration::from_secs(90))
         );
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-3", now), None);

@@ -33,6 +33,11 @@ pub enum UpstreamError {
     Body(String),
     #[error("upstream response is not valid: {0}")]
     Invalid(String),
+    /// The response arrived but its content cannot be used (invalid JSON, an error the upstream
+    /// reported inside the body or stream, data after `[DONE]`); the same for streamed and
+    /// non-streamed exchanges.
+    #[error(transparent)]
+    Payload(switchyard_translate::UpstreamError),
 }
 
 impl UpstreamError {
@@ -46,7 +51,7 @@ impl UpstreamError {
             UpstreamError::Status { status, .. } => {
                 *status == 429 || *status == 408 || *status >= 500
             }
-            UpstreamError::Invalid(_) => false,
+            UpstreamError::Invalid(_) | UpstreamError::Payload(_) => false,
         }
     }
 
@@ -58,10 +63,14 @@ impl UpstreamError {
         }
     }
 
-    /// HTTP status the upstream answered with, if it answered.
+    /// HTTP status the upstream answered with, or the code of an error it reported inside the
+    /// response, if any.
     pub fn status(&self) -> Option<u16> {
         match self {
             UpstreamError::Status { status, .. } => Some(*status),
+            UpstreamError::Payload(switchyard_translate::UpstreamError::Reported {
+                code, ..
+            }) => *code,
             _ => None,
         }
     }
@@ -75,6 +84,10 @@ impl UpstreamError {
             UpstreamError::IdleTimeout(_) => "upstream_idle_timeout",
             UpstreamError::Body(_) => "upstream_body",
             UpstreamError::Invalid(_) => "upstream_invalid",
+            UpstreamError::Payload(switchyard_translate::UpstreamError::Reported { .. }) => {
+                "upstream_reported"
+            }
+            UpstreamError::Payload(_) => "upstream_invalid",
         }
     }
 }

@@ -576,3 +576,47 @@ async fn a_cached_translation_goes_upstream_whole_with_its_content_length() {
     );
     gw.shutdown().await.unwrap();
 }
+
+/// An error the upstream reports inside its response reaches the guest the same way whether the
+/// exchange was streamed or not: a client error (here 400) as that error, a retryable one (429)
+/// as the gateway's terminal "gave up" answer, so the guest does not retry it either.
+#[tokio::test]
+async fn errors_reported_inside_the_response_map_alike_streamed_or_not() {
+    for (code, status, terminal) in [
+        (400, "INVALID_ARGUMENT", false),
+        (429, "RESOURCE_EXHAUSTED", true),
+    ] {
+        let error = json!({"error": {"message": "context is too long", "code": code}});
+        let unary_error = error.clone();
+        let reply = Reply::Dynamic(std::sync::Arc::new(move |request| {
+            if request.json()["stream"] == json!(true) {
+                Reply::Stream(StreamReply::new(vec![StreamEvent::json(error.clone())]))
+            } else {
+                Reply::Json {
+                    status: 200,
+                    body: unary_error.clone(),
+                }
+            }
+        }));
+        let (upstream, gw) = start(Script::always(reply), |_| {}).await;
+
+        let response = post(&gw, "m", "generateContent", &user_request("hi")).await;
+        assert_eq!(response.status().as_u16(), code);
+        let unary: Value = response.json().await.unwrap();
+        let streamed =
+            Frames::new(post(&gw, "m", "streamGenerateContent", &user_request("hi")).await)
+                .all()
+                .await;
+        assert_eq!(streamed.len(), 1, "{streamed:?}");
+        for body in [&unary, &streamed[0]] {
+            assert_eq!(body["error"]["code"], code, "{body}");
+            assert_eq!(body["error"]["status"], status, "{body}");
+            let message = body["error"]["message"].as_str().unwrap();
+            assert!(message.contains("context is too long"), "{message}");
+            assert_eq!(message.contains("limit: 0"), terminal, "{message}");
+        }
+        // Not retried by the gateway either: one request each.
+        assert_eq!(upstream.requests().len(), 2);
+        gw.shutdown().await.unwrap();
+    }
+}
