@@ -359,10 +359,14 @@ impl RequestTranslator {
         let (Some(system), Some(tools)) = (member("systemInstruction"), member("tools")) else {
             return self.full(body, options);
         };
-        // `known` holds each entry's system instruction then its tools: a hit is both members
-        // matching the two values of one entry.
+        // A hit is one entry holding both values. `split_members` names the first known value
+        // each member equals; entries may share a system instruction, so the entry is found by
+        // its own two values (the same bytes: at once when they are the very slices found).
+        let same = |held: &Bytes, found: &[u8]| std::ptr::eq(held.as_ref(), found) || held == found;
         let entry = match (system.cached, tools.cached) {
-            (Some(s), Some(t)) if s % 2 == 0 && t == s + 1 => Some(&entries[s / 2]),
+            (Some(s), Some(t)) => entries.iter().find(|e| {
+                same(e.system_raw.text(), known[s]) && same(e.tools_raw.text(), known[t])
+            }),
             _ => None,
         };
         let (system, tools) = (system.value.clone(), tools.value.clone());
@@ -571,6 +575,31 @@ mod tests {
         let miss = translator.translate(&changed, &options).unwrap();
         assert!(!miss.cache_hit);
         assert_eq!(miss.body.to_bytes(), full_bytes(&changed, &options));
+    }
+
+    #[test]
+    fn entries_sharing_a_system_instruction_are_each_hit() {
+        let translator = RequestTranslator::new();
+        let options = TranslateOptions::new("m", true);
+        let first = serde_json::to_vec(&fixture()).unwrap();
+        let mut fewer_tools = fixture();
+        fewer_tools["tools"][0]["functionDeclarations"]
+            .as_array_mut()
+            .unwrap()
+            .pop();
+        let fewer_tools = serde_json::to_vec(&fewer_tools).unwrap();
+        assert!(!translator.translate(&first, &options).unwrap().cache_hit);
+        assert!(
+            !translator
+                .translate(&fewer_tools, &options)
+                .unwrap()
+                .cache_hit
+        );
+        for body in [&fewer_tools, &first] {
+            let again = translator.translate(body, &options).unwrap();
+            assert!(again.cache_hit, "each system + tools pair is cached");
+            assert_eq!(again.body.to_bytes(), full_bytes(body, &options));
+        }
     }
 
     /// (key, value text) of each member, as `split_members` sees them.
