@@ -27,6 +27,15 @@ use super::{
 /// the whole group.
 const GUARD_SCRIPT: &str = "trap '' INT TERM HUP QUIT; read -r _line; kill -KILL 0";
 
+/// The signals a graceful stop may send the group: the guest gets them at their defaults, the
+/// orphan guard ignores them.
+const STOP_SIGNALS: [Signal; 4] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGQUIT,
+    Signal::SIGHUP,
+];
+
 /// Size of one read from a pipe.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
@@ -71,12 +80,7 @@ pub(super) fn spawn(spec: ProcessSpec) -> Result<ManagedProcess, SpawnError> {
             // in the background by a script ignores SIGINT and SIGQUIT, and an ignored signal
             // stays ignored across exec (and cannot even be trapped by a shell), which would
             // turn every graceful stop into SIGTERM. A blocked mask would be inherited the same way.
-            for stop_signal in [
-                Signal::SIGINT,
-                Signal::SIGTERM,
-                Signal::SIGQUIT,
-                Signal::SIGHUP,
-            ] {
+            for stop_signal in STOP_SIGNALS {
                 signal(stop_signal, SigHandler::SigDfl).map_err(io::Error::from)?;
             }
             sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
@@ -182,12 +186,7 @@ fn start_orphan_guard(pgid: u32) -> io::Result<OrphanGuard> {
     // SAFETY: only `signal(2)` calls with SIG_IGN, which are async-signal-safe.
     unsafe {
         command.pre_exec(|| {
-            for ignored in [
-                Signal::SIGINT,
-                Signal::SIGTERM,
-                Signal::SIGHUP,
-                Signal::SIGQUIT,
-            ] {
+            for ignored in STOP_SIGNALS {
                 signal(ignored, SigHandler::SigIgn).map_err(io::Error::from)?;
             }
             Ok(())

@@ -15,6 +15,7 @@ use std::time::Duration;
 use switchyard_backend::gemini::launch::{GUEST_MAX_ATTEMPTS, GeminiLaunchConfig, Secret, prepare};
 use switchyard_backend::gemini::run::{GeminiRun, RunItem, RunLimits};
 use switchyard_backend::gemini::settings::ApprovalMode;
+use switchyard_backend::process::Line;
 use switchyard_events::event::RunStarted;
 use switchyard_events::{ErrorKind, Event, OutcomeStatus, RunOutcome};
 use switchyard_gateway::{Gateway, GatewayConfig, GatewayDeps};
@@ -510,8 +511,7 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
     });
     let mut printer = super::view::Printer::new(resolved.output);
     let mut summary = RunSummary::default();
-    let mut raw_budget = RawLineBudget::default();
-    let mut raw_truncated = 0u64;
+    let mut raw_lines = RawLineBudget::default();
     let report = run
         .drive(|item| match item {
             RunItem::Event(envelope) => {
@@ -533,32 +533,10 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
                 );
             }
             RunItem::RawStdout(line) => {
-                raw_truncated += u64::from(line.truncated);
-                if recorder.is_enabled() && raw_budget.admit(&line.text) {
-                    record(
-                        &recorder,
-                        RecordOp::RawLine(RawLineRecord {
-                            run_id,
-                            stream: RawStream::Stdout,
-                            seq: line.seq,
-                            line: line.text,
-                        }),
-                    );
-                }
+                record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stdout, line);
             }
             RunItem::RawStderr(line) => {
-                raw_truncated += u64::from(line.truncated);
-                if recorder.is_enabled() && raw_budget.admit(&line.text) {
-                    record(
-                        &recorder,
-                        RecordOp::RawLine(RawLineRecord {
-                            run_id,
-                            stream: RawStream::Stderr,
-                            seq: line.seq,
-                            line: line.text,
-                        }),
-                    );
-                }
+                record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stderr, line);
             }
         })
         .await;
@@ -572,8 +550,8 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
     run_record.outcome = serde_json::to_value(&report.outcome).ok();
     run_record.state = RunState::Ended;
     run_record.summary = summary;
-    run_record.raw_lines_dropped = raw_budget.dropped;
-    run_record.raw_lines_truncated = raw_truncated;
+    run_record.raw_lines_dropped = raw_lines.dropped;
+    run_record.raw_lines_truncated = raw_lines.truncated;
     record(&recorder, RecordOp::UpsertRun(Box::new(run_record)));
     if let Err(e) = recorder.close() {
         eprintln!("switchyard: records: {e}");
@@ -599,6 +577,8 @@ struct RawLineBudget {
     lines_left: u64,
     bytes_left: u64,
     dropped: u64,
+    /// Lines the guest printed longer than the line cap (stored cut short).
+    truncated: u64,
 }
 
 impl Default for RawLineBudget {
@@ -607,7 +587,30 @@ impl Default for RawLineBudget {
             lines_left: MAX_RAW_LINES,
             bytes_left: MAX_RAW_BYTES,
             dropped: 0,
+            truncated: 0,
         }
+    }
+}
+
+/// Stores one raw guest line when records are on and the run's budget admits it.
+fn record_raw_line(
+    recorder: &Recorder,
+    budget: &mut RawLineBudget,
+    run_id: uuid::Uuid,
+    stream: RawStream,
+    line: Line,
+) {
+    budget.truncated += u64::from(line.truncated);
+    if recorder.is_enabled() && budget.admit(&line.text) {
+        record(
+            recorder,
+            RecordOp::RawLine(RawLineRecord {
+                run_id,
+                stream,
+                seq: line.seq,
+                line: line.text,
+            }),
+        );
     }
 }
 
@@ -658,7 +661,7 @@ mod tests {
         let mut budget = RawLineBudget {
             lines_left: 3,
             bytes_left: 10,
-            dropped: 0,
+            ..RawLineBudget::default()
         };
         assert!(budget.admit("abcd"));
         assert!(budget.admit("efgh"));
@@ -670,7 +673,7 @@ mod tests {
         let mut by_count = RawLineBudget {
             lines_left: 2,
             bytes_left: 1_000,
-            dropped: 0,
+            ..RawLineBudget::default()
         };
         assert!(by_count.admit("a") && by_count.admit("b"));
         assert!(!by_count.admit("c"));
