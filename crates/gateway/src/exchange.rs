@@ -30,7 +30,7 @@ use crate::routing::Route;
 use crate::server::{AppState, error_response, google_error_response, sse_body};
 use crate::trace::Trace;
 use crate::translation::{ChatBody, TranslationFailure};
-use crate::upstream::UpstreamError;
+use crate::upstream::{UpstreamError, retryable_status};
 
 /// Largest non-streamed upstream body read.
 const MAX_COMPLETION_BODY: usize = 64 * 1024 * 1024;
@@ -68,10 +68,9 @@ fn upstream_failure_body(
     // (e.g. 400 for a too long context) is passed on as such; anything else is answered like
     // any other failure the gateway gave up on.
     if let UpstreamError::Payload(payload) = error
-        && let Some(status) = error.status()
-        && (400..500).contains(&status)
-        && status != 408
-        && status != 429
+        && error
+            .status()
+            .is_some_and(|status| (400..500).contains(&status) && !retryable_status(status))
     {
         return payload.to_google_error();
     }

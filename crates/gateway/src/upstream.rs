@@ -48,9 +48,7 @@ impl UpstreamError {
             | UpstreamError::FirstByteTimeout(_)
             | UpstreamError::IdleTimeout(_)
             | UpstreamError::Body(_) => true,
-            UpstreamError::Status { status, .. } => {
-                *status == 429 || *status == 408 || *status >= 500
-            }
+            UpstreamError::Status { status, .. } => retryable_status(*status),
             UpstreamError::Invalid(_) | UpstreamError::Payload(_) => false,
         }
     }
@@ -90,6 +88,11 @@ impl UpstreamError {
             UpstreamError::Payload(_) => "upstream_invalid",
         }
     }
+}
+
+/// Whether an upstream status asks for another try (429, 408, 5xx).
+pub fn retryable_status(status: u16) -> bool {
+    status == 429 || status == 408 || status >= 500
 }
 
 /// The upstream URL does not parse.
