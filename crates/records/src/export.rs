@@ -2,9 +2,8 @@
 //! fine-tuning examples built from upstream requests and assembled upstream responses, each one
 //! validated before it is written).
 
-use std::io::Write;
-
 use std::borrow::Cow;
+use std::io::Write;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
