@@ -21,10 +21,12 @@
 //!   pair that records every exchange into a real SQLite store (`Recorder::open_dir` on a
 //!   temporary directory, with the upstream key registered for redaction), and reported side by
 //!   side with ratios. The latency and throughput series run in alternating rounds (direct,
-//!   records off, records on), so machine noise spreads over all three. Every exchange after the first reuses the cached system prompt and
-//!   tools, so it is recorded as text (`exchanges_as_text`); what records still cost is the two
-//!   record threads' CPU (screening ~2 KB of request text, building the ~4 KB stored record,
-//!   one SQLite upsert) on the same two cores as the client, gateway and upstream.
+//!   records off, records on), so machine noise spreads over all three. Every exchange after the
+//!   first reuses the cached system prompt and tools, so it is recorded as text
+//!   (`exchanges_as_text`). What records still cost (the CPU-per-request difference) is spent on
+//!   the request path (keeping the record's parts) and on the two record threads (building the
+//!   ~4 KB stored record, screening ~2 KB of request text, one SQLite upsert), all on the same
+//!   two cores as the client, gateway and upstream.
 //!
 //! Build with `--release` for meaningful numbers. The in-process memory figures are the whole
 //! process (client, upstream and gateway); the gateway's share is the difference to the direct
