@@ -41,6 +41,8 @@ pub enum ConfigError {
     BadAlias(String),
     #[error("ingress_key must not be empty")]
     EmptyIngressKey,
+    #[error("limits.max_request_bytes and limits.buffered_request_bytes must be at least 1")]
+    ZeroLimit,
 }
 
 /// Everything the gateway needs to run.
@@ -69,6 +71,7 @@ pub struct GatewayConfig {
     pub strict_models: bool,
     pub retries: RetryConfig,
     pub timeouts: TimeoutConfig,
+    pub limits: LimitConfig,
 }
 
 impl Default for GatewayConfig {
@@ -85,6 +88,7 @@ impl Default for GatewayConfig {
             strict_models: false,
             retries: RetryConfig::default(),
             timeouts: TimeoutConfig::default(),
+            limits: LimitConfig::default(),
         }
     }
 }
@@ -137,6 +141,9 @@ pub struct TimeoutConfig {
     pub idle_ms: u64,
     /// How long `shutdown` waits for in-flight exchanges to end after cancelling them.
     pub shutdown_ms: u64,
+    /// Longest pause of a guest while sending its request body (then 408 and the body's
+    /// reservation of `limits.buffered_request_bytes` is freed).
+    pub guest_body_idle_ms: u64,
 }
 
 impl Default for TimeoutConfig {
@@ -146,6 +153,7 @@ impl Default for TimeoutConfig {
             first_byte_ms: 120_000,
             idle_ms: 120_000,
             shutdown_ms: 3_000,
+            guest_body_idle_ms: 30_000,
         }
     }
 }
@@ -162,6 +170,30 @@ impl TimeoutConfig {
     }
     pub fn shutdown(&self) -> Duration {
         Duration::from_millis(self.shutdown_ms)
+    }
+    pub fn guest_body_idle(&self) -> Duration {
+        Duration::from_millis(self.guest_body_idle_ms)
+    }
+}
+
+/// Bounds on what guests may make the gateway buffer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitConfig {
+    /// Largest guest request body (413 beyond it). History with images can be large.
+    pub max_request_bytes: usize,
+    /// Bytes of guest request bodies buffered at once, over all connections: a body is read
+    /// only when its size fits (one larger than this is read alone), the others wait in the
+    /// kernel. Bounds the gateway's memory when many guests send at once.
+    pub buffered_request_bytes: u32,
+}
+
+impl Default for LimitConfig {
+    fn default() -> Self {
+        Self {
+            max_request_bytes: 256 * 1024 * 1024,
+            buffered_request_bytes: 4 * 1024 * 1024,
+        }
     }
 }
 
@@ -224,6 +256,9 @@ impl GatewayConfig {
         if self.ingress_key.as_deref() == Some("") {
             return Err(ConfigError::EmptyIngressKey);
         }
+        if self.limits.buffered_request_bytes == 0 || self.limits.max_request_bytes == 0 {
+            return Err(ConfigError::ZeroLimit);
+        }
         Ok(())
     }
 
@@ -255,6 +290,8 @@ mod tests {
             malformed_retries = 1
             [timeouts]
             idle_ms = 500
+            [limits]
+            buffered_request_bytes = 65536
             "#,
         )
         .unwrap();
@@ -264,6 +301,8 @@ mod tests {
         assert_eq!(cfg.retries.malformed_retries, 1);
         assert_eq!(cfg.retries.upstream_attempts, 3, "unset keys keep defaults");
         assert_eq!(cfg.timeouts.idle_ms, 500);
+        assert_eq!(cfg.limits.buffered_request_bytes, 65536);
+        assert_eq!(cfg.limits.max_request_bytes, 256 * 1024 * 1024);
         assert_eq!(
             cfg.chat_completions_url(),
             "http://127.0.0.1:9000/v1/chat/completions"
@@ -293,5 +332,15 @@ mod tests {
         let mut cfg = GatewayConfig::new("http://127.0.0.1:1/v1", "m");
         cfg.aliases.insert("gem*ini".into(), "x".into());
         assert!(matches!(cfg.validate(), Err(ConfigError::BadAlias(_))));
+    }
+
+    #[test]
+    fn zero_body_limits_are_refused() {
+        let mut cfg = GatewayConfig::new("http://127.0.0.1:1/v1", "m");
+        cfg.limits.buffered_request_bytes = 0;
+        assert!(matches!(cfg.validate(), Err(ConfigError::ZeroLimit)));
+        cfg.limits.buffered_request_bytes = 1;
+        cfg.limits.max_request_bytes = 0;
+        assert!(matches!(cfg.validate(), Err(ConfigError::ZeroLimit)));
     }
 }

@@ -25,6 +25,7 @@ use switchyard_translate::{
 };
 use tokio::sync::mpsc;
 
+use crate::intake::BodyPermit;
 use crate::retry::RetryBudget;
 use crate::routing::Route;
 use crate::server::{AppState, error_response, google_error_response, sse_body};
@@ -43,6 +44,22 @@ pub(crate) struct ExchangeContext {
     pub state: Arc<AppState>,
     pub guest_model: String,
     pub session: String,
+}
+
+/// The guest's request body, with its reservation from the body budget. Released (`done`) once
+/// the request is translated: the bytes are not needed after that (a record keeps its own
+/// handle on them).
+pub(crate) struct GuestRequest {
+    pub body: Bytes,
+    pub permit: BodyPermit,
+}
+
+impl GuestRequest {
+    fn done(self) {
+        let GuestRequest { body, permit } = self;
+        drop(body);
+        drop(permit);
+    }
 }
 
 /// What the guest gets when the upstream cannot be reached successfully.
@@ -287,13 +304,14 @@ async fn backoff(state: &AppState, wait: std::time::Duration) -> bool {
 }
 
 /// `:streamGenerateContent`.
-pub(crate) async fn stream_generate(ctx: ExchangeContext, body: Bytes) -> Response {
+pub(crate) async fn stream_generate(ctx: ExchangeContext, guest: GuestRequest) -> Response {
     let state = ctx.state.clone();
-    let (mut trace, prepared) =
-        match begin(&ctx, &body, ingress::STREAM_GENERATE_CONTENT, true).await {
-            Ok(begun) => begun,
-            Err(response) => return response,
-        };
+    let begun = begin(&ctx, &guest.body, ingress::STREAM_GENERATE_CONTENT, true).await;
+    guest.done();
+    let (mut trace, prepared) = match begun {
+        Ok(begun) => begun,
+        Err(response) => return response,
+    };
     let mut budget = RetryBudget::new(&state.config.retries);
     let response =
         match connect_or_error_response(&state, &prepared.chat_body, &mut budget, &mut trace).await
@@ -512,10 +530,12 @@ async fn stream_attempt(
 }
 
 /// `:generateContent` (auxiliary calls): one non-streamed upstream completion.
-pub(crate) async fn generate(ctx: ExchangeContext, body: Bytes) -> Response {
+pub(crate) async fn generate(ctx: ExchangeContext, guest: GuestRequest) -> Response {
     let state = ctx.state.clone();
     let _in_flight = state.in_flight.clone();
-    let (mut trace, prepared) = match begin(&ctx, &body, ingress::GENERATE_CONTENT, false).await {
+    let begun = begin(&ctx, &guest.body, ingress::GENERATE_CONTENT, false).await;
+    guest.done();
+    let (mut trace, prepared) = match begun {
         Ok(begun) => begun,
         Err(response) => return response,
     };
@@ -624,7 +644,11 @@ fn json_response(chunk: &GenerateContentResponse) -> Response {
 }
 
 /// `:countTokens`: a local estimate, never an upstream call.
-pub(crate) async fn count_tokens(ctx: ExchangeContext, body: Bytes) -> Response {
+pub(crate) async fn count_tokens(ctx: ExchangeContext, guest: GuestRequest) -> Response {
+    let GuestRequest {
+        body,
+        permit: _permit,
+    } = guest;
     let state = &ctx.state;
     if let Route::Refused = state.router.route(&ctx.guest_model) {
         return error_response(

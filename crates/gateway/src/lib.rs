@@ -69,10 +69,14 @@
 //! keeps the system prompt and tool declarations every request repeats only once (as
 //! content-addressed blobs), so recording a long session does not store them per exchange.
 //!
-//! ## Connections
+//! ## Connections and request bodies
 //! The gateway serves HTTP/1.1 with hyper directly, with `TCP_NODELAY` and each connection's read
 //! buffer capped at 8 KiB (request heads must fit in it), so an open stream does not keep the
-//! buffer a large request body grew. Upstream request bodies are sent as the translation cache's
+//! buffer a large request body grew. Request bodies are read within a byte budget shared by all
+//! connections (`[limits] buffered_request_bytes`, 4 MiB): when many guests send at once, the
+//! bodies that do not fit wait in the kernel instead of in the gateway's memory; a body over
+//! `max_request_bytes` (256 MiB) is a 413, a guest pausing longer than
+//! `timeouts.guest_body_idle_ms` (30 s) while sending one a 408. Upstream request bodies are sent as the translation cache's
 //! shared segments with an exact `Content-Length`.
 //!
 //! ## Streaming output
@@ -86,6 +90,7 @@ pub mod auth;
 pub mod bench;
 pub mod config;
 mod exchange;
+mod intake;
 mod record_writer;
 pub mod retry;
 pub mod routing;
@@ -95,6 +100,6 @@ pub mod translation;
 pub mod upstream;
 
 pub use config::{
-    ConfigError, DEFAULT_UPSTREAM_KEY_ENV, GatewayConfig, RetryConfig, TimeoutConfig,
+    ConfigError, DEFAULT_UPSTREAM_KEY_ENV, GatewayConfig, LimitConfig, RetryConfig, TimeoutConfig,
 };
 pub use server::{Gateway, GatewayDeps, GatewayError, GatewayHandle, SESSION_HEADER};

@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Path, State};
+
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -32,13 +33,11 @@ use uuid::Uuid;
 use crate::auth::ingress_allowed;
 use crate::config::{ConfigError, GatewayConfig};
 use crate::exchange;
+use crate::intake::{BodyBudget, Intake};
 use crate::record_writer::RecordWriter;
 use crate::routing::ModelRouter;
 use crate::translation::RequestTranslator;
 use crate::upstream::UpstreamClient;
-
-/// Largest guest request body accepted (history with images can be large).
-pub const MAX_GUEST_BODY: usize = 256 * 1024 * 1024;
 
 /// Header that selects the call-id session (set it in the guest with
 /// `GEMINI_CLI_CUSTOM_HEADERS="x-switchyard-session: <id>"`); absent = the default session.
@@ -85,6 +84,8 @@ pub(crate) struct AppState {
     pub router: ModelRouter,
     pub upstream: UpstreamClient,
     pub translator: RequestTranslator,
+    /// Reads guest request bodies within the shared byte budget.
+    pub intake: Intake,
     /// Builds and queues exchange records off the request path (`None`: records off).
     pub records: Option<RecordWriter>,
     pub run_id: Option<Uuid>,
@@ -152,6 +153,11 @@ impl Gateway {
         })?;
         let cancel = CancellationToken::new();
         let (in_flight, in_flight_done) = mpsc::channel(1);
+        let intake = Intake {
+            budget: BodyBudget::new(config.limits.buffered_request_bytes),
+            max_body: config.limits.max_request_bytes,
+            stall: config.timeouts.guest_body_idle(),
+        };
         let state = Arc::new(AppState {
             router: ModelRouter::new(
                 &config.upstream_model,
@@ -161,6 +167,7 @@ impl Gateway {
             config,
             upstream,
             translator: RequestTranslator::new(),
+            intake,
             records: records.clone(),
             run_id: deps.run_id,
             sessions: Mutex::new(HashMap::new()),
@@ -170,7 +177,6 @@ impl Gateway {
         let app = Router::new()
             .route("/{version}/models/{*rest}", post(models))
             .fallback(not_found)
-            .layer(DefaultBodyLimit::max(MAX_GUEST_BODY))
             .with_state(state.clone());
         let server = tokio::spawn(serve(listener, app, cancel.clone()));
         tracing::info!(%local_addr, upstream = %state.upstream.url(), "gateway listening");
@@ -395,7 +401,7 @@ async fn models(
     State(state): State<Arc<AppState>>,
     Path((_version, rest)): Path<(String, String)>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     if !ingress_allowed(state.config.ingress_key.as_deref(), &headers) {
         return error_response(
@@ -415,19 +421,33 @@ async fn models(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("default")
         .to_string();
+    if !matches!(
+        method,
+        "streamGenerateContent" | "generateContent" | "countTokens"
+    ) {
+        return error_response(
+            404,
+            &format!("method {method:?} is not served by switchyard gateway"),
+        );
+    }
+    let declared_length = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let (body, permit) = match state.intake.read(body, declared_length).await {
+        Ok(read) => read,
+        Err(e) => return error_response(e.status(), &e.to_string()),
+    };
     let ctx = exchange::ExchangeContext {
         state,
         guest_model: model.to_string(),
         session,
     };
+    let request = exchange::GuestRequest { body, permit };
     match method {
-        "streamGenerateContent" => exchange::stream_generate(ctx, body).await,
-        "generateContent" => exchange::generate(ctx, body).await,
-        "countTokens" => exchange::count_tokens(ctx, body).await,
-        other => error_response(
-            404,
-            &format!("method {other:?} is not served by switchyard gateway"),
-        ),
+        "streamGenerateContent" => exchange::stream_generate(ctx, request).await,
+        "generateContent" => exchange::generate(ctx, request).await,
+        _ => exchange::count_tokens(ctx, request).await,
     }
 }
 

@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use serde_json::{Value, json};
+use std::time::Duration;
 use switchyard_testkit::chat_upstream::{
     Gate, Reply, Script, Step, StreamEvent, StreamReply, Times, chunk,
 };
@@ -619,4 +620,109 @@ async fn errors_reported_inside_the_response_map_alike_streamed_or_not() {
         assert_eq!(upstream.requests().len(), 2);
         gw.shutdown().await.unwrap();
     }
+}
+
+/// A countTokens body of exactly `len` bytes.
+fn count_tokens_body_of_len(len: usize) -> Vec<u8> {
+    let empty = json!({"contents": [{"role": "user", "parts": [{"text": ""}]}]}).to_string();
+    let body =
+        json!({"contents": [{"role": "user", "parts": [{"text": "a".repeat(len - empty.len())}]}]})
+            .to_string()
+            .into_bytes();
+    assert_eq!(body.len(), len);
+    body
+}
+
+/// Sends a request head and the first `sent` bytes of `body` on a raw connection.
+async fn send_partly(
+    gw: &switchyard_gateway::GatewayHandle,
+    body: &[u8],
+    sent: usize,
+) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let mut tcp = tokio::net::TcpStream::connect(gw.local_addr())
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /v1beta/models/m:countTokens HTTP/1.1\r\nhost: gateway\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    tcp.write_all(&body[..sent]).await.unwrap();
+    tcp
+}
+
+/// Reads one HTTP/1.1 response (head and a `content-length` body) and returns its status line.
+async fn read_status_line(tcp: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = within("response head", tcp.read(&mut buf)).await.unwrap();
+        assert!(n > 0, "connection closed before a response head");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&seen).to_string();
+    text.lines().next().unwrap_or_default().to_string()
+}
+
+#[tokio::test]
+async fn request_bodies_are_read_within_the_shared_budget() {
+    let (_upstream, gw) = start(Script::new(), |c| {
+        c.limits.buffered_request_bytes = 4096;
+    })
+    .await;
+    // A guest declares a body larger than the whole budget and sends only part of it: its
+    // reservation (the whole budget) blocks every other body until it is complete.
+    let large = count_tokens_body_of_len(5000);
+    let mut slow = send_partly(&gw, &large, 100).await;
+    let small = tokio::spawn({
+        let url = url(&gw, "m", "countTokens");
+        async move {
+            client()
+                .post(url)
+                .json(&user_request("hi"))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !small.is_finished(),
+        "a small body was read while a larger one held the whole budget"
+    );
+    use tokio::io::AsyncWriteExt;
+    slow.write_all(&large[100..]).await.unwrap();
+    assert_eq!(read_status_line(&mut slow).await, "HTTP/1.1 200 OK");
+    assert_eq!(within("the waiting request", small).await.unwrap(), 200);
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stalled_body_is_a_408_and_an_oversized_one_a_413() {
+    let (_upstream, gw) = start(Script::new(), |c| {
+        c.limits.buffered_request_bytes = 4096;
+        c.limits.max_request_bytes = 10_000;
+        c.timeouts.guest_body_idle_ms = 200;
+    })
+    .await;
+    let body = count_tokens_body_of_len(5000);
+    let mut stalled = send_partly(&gw, &body, 100).await;
+    assert_eq!(
+        read_status_line(&mut stalled).await,
+        "HTTP/1.1 408 Request Timeout"
+    );
+    // The stalled body's reservation is back: the next request is read.
+    let ok = post(&gw, "m", "countTokens", &user_request("hi")).await;
+    assert_eq!(ok.status(), 200);
+    let oversized = count_tokens_body_of_len(10_001);
+    let mut refused = send_partly(&gw, &oversized, 0).await;
+    assert_eq!(
+        read_status_line(&mut refused).await,
+        "HTTP/1.1 413 Payload Too Large"
+    );
+    gw.shutdown().await.unwrap();
 }
