@@ -399,45 +399,52 @@ async fn pump(
                     }
                 }
             }
-            AttemptEnd::Outcome(outcome) => match *outcome {
-                TurnOutcome::Complete(turn) => {
-                    match accept_call_ids(&state, &ctx.session, &turn.delivered_call_ids) {
-                        Ok(()) => {
+            AttemptEnd::Outcome(outcome) => {
+                trace.response_report(outcome.report());
+                match *outcome {
+                    TurnOutcome::Complete(turn) => {
+                        match accept_call_ids(&state, &ctx.session, &turn.delivered_call_ids) {
+                            Ok(()) => {
+                                let _ = tx.send(frame(&turn.final_chunk)).await;
+                                delivered.push(turn.final_chunk);
+                                trace.finish_ok(Cow::Owned(delivered)).await;
+                                return;
+                            }
+                            Err(reason) if budget.next_malformed() => {
+                                config.already_forwarded_text = Some(forwarded_text(&delivered));
+                                format!("retrying: {reason}")
+                            }
+                            Err(reason) => {
+                                let last = malformed_final_chunk(&config, &turn.final_chunk);
+                                let _ = tx.send(frame(&last)).await;
+                                delivered.push(last);
+                                trace
+                                    .finish_error(Cow::Owned(delivered), "reused_call_id", &reason)
+                                    .await;
+                                return;
+                            }
+                        }
+                    }
+                    TurnOutcome::Malformed(turn) => {
+                        let reason = format!("{:?}", turn.reason);
+                        if budget.next_malformed() {
+                            config.already_forwarded_text = Some(turn.forwarded_text.clone());
+                            format!("retrying malformed tool call: {reason}")
+                        } else {
                             let _ = tx.send(frame(&turn.final_chunk)).await;
                             delivered.push(turn.final_chunk);
-                            trace.finish_ok(Cow::Owned(delivered)).await;
-                            return;
-                        }
-                        Err(reason) if budget.next_malformed() => {
-                            config.already_forwarded_text = Some(forwarded_text(&delivered));
-                            format!("retrying: {reason}")
-                        }
-                        Err(reason) => {
-                            let last = malformed_final_chunk(&config, &turn.final_chunk);
-                            let _ = tx.send(frame(&last)).await;
-                            delivered.push(last);
                             trace
-                                .finish_error(Cow::Owned(delivered), "reused_call_id", &reason)
+                                .finish_error(
+                                    Cow::Owned(delivered),
+                                    "malformed_function_call",
+                                    &reason,
+                                )
                                 .await;
                             return;
                         }
                     }
                 }
-                TurnOutcome::Malformed(turn) => {
-                    let reason = format!("{:?}", turn.reason);
-                    if budget.next_malformed() {
-                        config.already_forwarded_text = Some(turn.forwarded_text.clone());
-                        format!("retrying malformed tool call: {reason}")
-                    } else {
-                        let _ = tx.send(frame(&turn.final_chunk)).await;
-                        delivered.push(turn.final_chunk);
-                        trace
-                            .finish_error(Cow::Owned(delivered), "malformed_function_call", &reason)
-                            .await;
-                        return;
-                    }
-                }
-            },
+            }
         };
         tracing::debug!(%retry_reason, "stream exchange retried");
         trace.note(|| retry_reason.clone());
@@ -588,6 +595,7 @@ pub(crate) async fn generate(ctx: ExchangeContext, guest: GuestRequest) -> Respo
                 ));
             }
         };
+        trace.response_report(outcome.report());
         match outcome {
             TurnOutcome::Complete(turn) => {
                 match accept_call_ids(&state, &ctx.session, &turn.delivered_call_ids) {

@@ -62,7 +62,9 @@
 //! requests, assembles `upstream_message` (the upstream's assistant message as an OpenAI chat
 //! message: `content`, `reasoning_content`, `tool_calls` with the upstream's ids and argument
 //! strings) and `guest_response` (the chunks the guest received merged into one GenerateContent
-//! response), then queues the record; the recorder's writer redacts and stores it. When the
+//! response), then queues the record; the recorder's writer redacts and stores it. The notes
+//! carry the request translation's report and, per attempt, the response translation's (upstream
+//! fields the gateway does not model, with counts, synthesized ids, reasoning not forwarded, ...). When the
 //! recorder falls behind, a begin write that the same exchange's end write already replaces is
 //! skipped, and exchanges wait (asynchronously) for room: memory stays bounded and nothing is
 //! dropped. `context_request` is always `None` (the gateway applies no context policy). The store

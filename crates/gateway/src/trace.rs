@@ -19,6 +19,7 @@ use chrono::Utc;
 use serde_json::Value;
 use switchyard_records::model::{ExchangeRecord, ExchangeStatus, TypedError, UpstreamAttempt};
 use switchyard_records::{JsonText, SharedJson};
+use switchyard_translate::ResponseReport;
 use switchyard_translate::google::GenerateContentResponse;
 use uuid::Uuid;
 
@@ -167,6 +168,19 @@ impl Trace {
     pub fn attempt_body(&mut self, body: &[u8]) {
         if self.0.is_some() {
             self.attempt_event(String::from_utf8_lossy(body).into_owned());
+        }
+    }
+
+    /// What the response translator decided for the current attempt (upstream fields it does
+    /// not model, with counts; synthesized ids or finish reason; reasoning not forwarded; ...),
+    /// as a note; the fields themselves are in the attempt's raw events.
+    pub fn response_report(&mut self, report: &ResponseReport) {
+        if let Some(r) = self.record() {
+            let attempt = r.attempts.len();
+            let report = serde_json::to_string(report).unwrap_or_default();
+            r.notes.push(format!(
+                "response translation (attempt {attempt}): {report}"
+            ));
         }
     }
 

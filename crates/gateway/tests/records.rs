@@ -9,7 +9,9 @@ use serde_json::json;
 use switchyard_gateway::{Gateway, GatewayConfig, GatewayDeps};
 use switchyard_records::model::ExchangeStatus;
 use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore};
-use switchyard_testkit::chat_upstream::{ChatUpstream, Reply, Script, chunk};
+use switchyard_testkit::chat_upstream::{
+    ChatUpstream, Reply, Script, StreamEvent, StreamReply, chunk,
+};
 
 #[tokio::test]
 async fn every_exchange_is_recorded_with_attempts_usage_and_calls() {
@@ -277,4 +279,65 @@ async fn unary_cache_hit_exchanges_read_back_as_sent() {
             .iter()
             .any(|n| n.contains("from cache: true"))
     );
+}
+
+/// Upstream fields the translator does not model are kept (in the raw events) and counted: the
+/// count reaches the exchange record, streamed and non-streamed.
+#[tokio::test]
+async fn upstream_fields_the_gateway_does_not_model_are_counted_in_the_record() {
+    let records = tempfile::tempdir().unwrap();
+    let mut with_vendor_field = chunk::text("hello");
+    with_vendor_field["x_vendor_trace"] = json!("t-1");
+    with_vendor_field["choices"][0]["delta"]["x_vendor_delta"] = json!(1);
+    let mut completion = chunk::completion_text("hi");
+    completion["x_vendor_trace"] = json!("t-2");
+    let script = Script::new()
+        .then(Reply::Stream(StreamReply::new(vec![
+            StreamEvent::json(chunk::role()),
+            StreamEvent::json(with_vendor_field.clone()),
+            StreamEvent::json(with_vendor_field),
+            StreamEvent::json(chunk::finish("stop")),
+            StreamEvent::json(chunk::usage(3, 2)),
+        ])))
+        .then(Reply::Json {
+            status: 200,
+            body: completion,
+        });
+    let (_upstream, gw) = start(script, |config| {
+        config.records_dir = Some(records.path().to_path_buf());
+    })
+    .await;
+    let frames = Frames::new(post(&gw, "m", "streamGenerateContent", &user_request("a")).await)
+        .all()
+        .await;
+    assert_eq!(text_of(&frames), "hellohello");
+    assert_eq!(
+        post(&gw, "m", "generateContent", &user_request("b"))
+            .await
+            .status(),
+        200
+    );
+    gw.shutdown().await.unwrap();
+
+    let store = SqliteStore::open(switchyard_records::store_path(records.path())).unwrap();
+    let exchanges = store.exchanges(ExchangeFilter::All).unwrap();
+    let counted = |notes: &[String]| -> serde_json::Value {
+        let note = notes
+            .iter()
+            .find_map(|n| n.strip_prefix("response translation (attempt 1): "))
+            .unwrap_or_else(|| panic!("no response translation note in {notes:?}"));
+        serde_json::from_str::<serde_json::Value>(note).unwrap()["unknown_upstream_fields"].clone()
+    };
+    assert_eq!(
+        counted(&exchanges[0].notes),
+        json!({"x_vendor_trace": 2, "choices[].delta.x_vendor_delta": 2})
+    );
+    assert!(
+        exchanges[0].attempts[0]
+            .raw_events
+            .iter()
+            .any(|e| e.contains("x_vendor_trace")),
+        "the fields themselves stay in the raw events"
+    );
+    assert_eq!(counted(&exchanges[1].notes), json!({"x_vendor_trace": 1}));
 }

@@ -356,6 +356,15 @@ pub struct ChatCompletion {
     /// Usage.
     #[serde(default)]
     pub usage: Option<ChatUsage>,
+    /// `chat.completion`.
+    #[serde(default)]
+    pub object: Option<String>,
+    /// Unix time.
+    #[serde(default)]
+    pub created: Option<Value>,
+    /// Fingerprint.
+    #[serde(default)]
+    pub system_fingerprint: Option<Value>,
     /// Unmodelled fields (counted).
     #[serde(flatten)]
     pub extra: Map<String, Value>,

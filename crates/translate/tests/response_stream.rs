@@ -353,6 +353,21 @@ fn unknown_upstream_fields_are_counted() {
 }
 
 #[test]
+fn standard_completion_envelope_fields_are_not_counted_as_unknown() {
+    let body = json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1_700_000_000,
+        "model": "m", "system_fingerprint": "fp",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        "x_vendor": true
+    });
+    let outcome = translate_completion(body.to_string().as_bytes(), cfg()).unwrap();
+    let fields = &outcome.report().unknown_upstream_fields;
+    assert_eq!(fields.keys().collect::<Vec<_>>(), ["x_vendor"]);
+}
+
+#[test]
 fn json_answers_are_buffered_and_unfenced() {
     let mut c = cfg();
     c.json_response = true;
