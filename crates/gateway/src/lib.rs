@@ -55,6 +55,10 @@
 //! [`translation::RequestTranslator`] translates them once per (system prompt, tools, upstream
 //! model) and splices the cached bytes into later requests; each cache entry is only used after
 //! the splice reproduced the full translation byte for byte (see the module docs).
+//! PNG images are re-encoded as lossless WebP once: the conversion is remembered (by the PNG's
+//! SHA-256, up to [`translation::IMAGE_CACHE_BYTES`] of WebP, least recently used evicted), so an
+//! image that stays in the history costs a hash on later turns instead of a re-encode (a 1280×800
+//! screenshot: 27.9 ms → 42.5 µs per request, `cargo bench --bench translation`).
 //!
 //! ## Records
 //! With a recorder, every exchange is upserted when it begins and when it ends. The request path

@@ -26,7 +26,7 @@ use serde_json::value::RawValue;
 use switchyard_records::{JsonText, SharedJson};
 use switchyard_translate::google::GenerateContentRequest;
 use switchyard_translate::openai::{ChatMessage, ChatRequest};
-use switchyard_translate::{TranslateError, TranslateOptions, TranslationReport};
+use switchyard_translate::{ConversionCache, TranslateError, TranslateOptions, TranslationReport};
 
 /// Cached entries (distinct system prompt + tools + model combinations).
 const CACHE_ENTRIES: usize = 8;
@@ -162,10 +162,23 @@ struct Splice {
     extra_tokens: u32,
 }
 
-/// Per-gateway translation cache.
-#[derive(Default)]
+/// Bytes of converted images (lossless WebP) the translator remembers (see
+/// [`switchyard_translate::image_cache`]).
+pub const IMAGE_CACHE_BYTES: usize = 32 * 1024 * 1024;
+
+/// Per-gateway translation cache, and the PNG conversions of images still in the history.
 pub struct RequestTranslator {
     cache: Mutex<Vec<Arc<Entry>>>,
+    images: ConversionCache,
+}
+
+impl Default for RequestTranslator {
+    fn default() -> Self {
+        Self {
+            cache: Mutex::new(Vec::new()),
+            images: ConversionCache::new(IMAGE_CACHE_BYTES),
+        }
+    }
 }
 
 /// One top-level member of the guest body: its key and where its value lies in the body.
@@ -379,8 +392,12 @@ impl RequestTranslator {
             Some(Some((parts, system_shared, tools_shared))) => {
                 let reduced_body = reduced_body(body, &fields);
                 let request = switchyard_translate::parse_request(&reduced_body).map_err(guest)?;
-                let translated =
-                    switchyard_translate::translate_request(&request, options).map_err(guest)?;
+                let translated = switchyard_translate::translate_request_with(
+                    &request,
+                    options,
+                    Some(&self.images),
+                )
+                .map_err(guest)?;
                 let chat_body = splice(&translated.chat, &parts)?;
                 Ok(Translated {
                     prompt_token_estimate: switchyard_translate::estimate_request_tokens(&request)
@@ -421,7 +438,9 @@ impl RequestTranslator {
     ) -> Option<Splice> {
         let full_chat: ChatRequest = serde_json::from_slice(&full.body.to_bytes()).ok()?;
         let request = switchyard_translate::parse_request(reduced_body).ok()?;
-        let reduced = switchyard_translate::translate_request(&request, options).ok()?;
+        let reduced =
+            switchyard_translate::translate_request_with(&request, options, Some(&self.images))
+                .ok()?;
         let system_message = match full_chat.messages.first() {
             Some(m @ ChatMessage::System { .. }) => {
                 Some(SharedJson::new(Bytes::from(serde_json::to_vec(m).ok()?)))
@@ -450,7 +469,8 @@ impl RequestTranslator {
     ) -> Result<Translated, TranslationFailure> {
         let request = switchyard_translate::parse_request(body).map_err(guest)?;
         let translated =
-            switchyard_translate::translate_request(&request, options).map_err(guest)?;
+            switchyard_translate::translate_request_with(&request, options, Some(&self.images))
+                .map_err(guest)?;
         Ok(Translated {
             prompt_token_estimate: switchyard_translate::estimate_request_tokens(&request),
             body: ChatBody::single(serialize(&translated.chat)?),
@@ -671,5 +691,62 @@ mod tests {
         bad["frobnicate"] = json!(1);
         let err = translator.translate(&serde_json::to_vec(&bad).unwrap(), &options);
         assert!(matches!(err, Err(TranslationFailure::Guest(_))));
+    }
+
+    /// A small RGB PNG (dev-dependency `png`), base64.
+    fn png_base64() -> String {
+        use base64::Engine;
+        let mut out = Vec::new();
+        let mut encoder = png::Encoder::new(&mut out, 8, 8);
+        encoder.set_color(png::ColorType::Rgb);
+        encoder.set_depth(png::BitDepth::Eight);
+        let pixels: Vec<u8> = (0..8 * 8 * 3).map(|i| (i * 7) as u8).collect();
+        encoder
+            .write_header()
+            .unwrap()
+            .write_image_data(&pixels)
+            .unwrap();
+        base64::engine::general_purpose::STANDARD.encode(out)
+    }
+
+    #[test]
+    fn an_image_staying_in_the_history_is_converted_once() {
+        let translator = RequestTranslator::new();
+        let options = TranslateOptions::new("m", true);
+        let image = json!({"inlineData": {"mimeType": "image/png", "data": png_base64()}});
+        let mut request = fixture();
+        request["contents"][0]["parts"]
+            .as_array_mut()
+            .unwrap()
+            .push(image);
+        let first = translator
+            .translate(&serde_json::to_vec(&request).unwrap(), &options)
+            .unwrap();
+        request["contents"].as_array_mut().unwrap().extend([
+            json!({"role": "model", "parts": [{"text": "a picture"}]}),
+            json!({"role": "user", "parts": [{"text": "again"}]}),
+        ]);
+        let second = translator
+            .translate(&serde_json::to_vec(&request).unwrap(), &options)
+            .unwrap();
+        assert!(second.cache_hit);
+        assert_eq!(first.report.images_reencoded, 1);
+        assert_eq!(second.report.images_reencoded, 1);
+        assert_eq!(second.report.reencodings_remembered, 1);
+        let webp_url = |body: &ChatBody| -> String {
+            let chat: Value = serde_json::from_slice(&body.to_bytes()).unwrap();
+            let url = chat["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+                .find_map(|p| p["image_url"]["url"].as_str().map(str::to_owned))
+                .expect("an image part");
+            assert!(url.starts_with("data:image/webp;base64,"), "{url:.40}");
+            url
+        };
+        assert_eq!(webp_url(&first.body), webp_url(&second.body));
+        let stats = translator.images.stats();
+        assert_eq!(stats.entries, 1);
     }
 }

@@ -15,6 +15,8 @@
 //!   response object** (e.g. `{"output":"hello"}`).
 //! * Thought parts are dropped and `thoughtSignature`s are never sent upstream (counted in the report).
 //! * PNG images are re-encoded as lossless, exact WebP ([`image`]); 16-bit PNGs pass unchanged (noted).
+//!   [`translate_request_with`] takes a [`ConversionCache`] that remembers conversions across
+//!   requests (an image stays in every later request's history).
 //! * Tool schemas are cleaned by [`schema::clean_schema`] (allow-list documented there).
 //!
 //! ## Response direction (upstream -> guest)
@@ -43,6 +45,7 @@ pub mod error;
 pub mod google;
 pub mod google_errors;
 pub mod image;
+pub mod image_cache;
 pub mod ledger;
 pub mod openai;
 pub mod options;
@@ -55,11 +58,14 @@ pub use error::{TranslateError, UpstreamError};
 pub use google_errors::{
     google_error, google_status_for_http, parse_retry_after, upstream_error_to_google,
 };
+pub use image_cache::ConversionCache;
 pub use ledger::{CallLedger, LedgerError};
 pub use options::{
     ResponseConfig, ResponseReport, SchemaChange, ThinkingMode, TranslateOptions, TranslationReport,
 };
-pub use request::{TranslatedRequest, is_json_response, parse_request, translate_request};
+pub use request::{
+    TranslatedRequest, is_json_response, parse_request, translate_request, translate_request_with,
+};
 pub use response::{
     CompletedTurn, MalformedReason, MalformedTurn, StreamTranslator, TurnOutcome,
     map_finish_reason, map_usage, strip_json_fences, translate_completion,

@@ -78,6 +78,9 @@ pub struct TranslationReport {
     pub reencoded_bytes_before: u64,
     /// Sum of WebP output bytes.
     pub reencoded_bytes_after: u64,
+    /// PNG conversions (re-encoded or passed through) taken from the conversion cache instead
+    /// of being computed again (see [`crate::image_cache`]).
+    pub reencodings_remembered: u32,
     /// PNGs forwarded unchanged and why (e.g. 16-bit), as `path: reason`.
     pub png_passthrough: Vec<String>,
     /// Known options not forwarded, as `path=value` (e.g. `generationConfig.topK=64`).

@@ -37,6 +37,7 @@
 //! * Any other field anywhere -> [`TranslateError::UnknownField`] naming its JSON path.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
@@ -48,6 +49,7 @@ use crate::google::{
     ToolConfig,
 };
 use crate::image::{PngConversion, png_to_lossless_webp};
+use crate::image_cache::ConversionCache;
 use crate::openai::{
     ChatFunction, ChatMessage, ChatRequest, ChatTool, ContentPart, FunctionCallSpec, ImageUrl,
     JsonSchemaFormat, ResponseFormat, StreamOptions, ToolCall, UserContent,
@@ -87,8 +89,19 @@ pub fn translate_request(
     req: &GenerateContentRequest,
     opts: &TranslateOptions,
 ) -> Result<TranslatedRequest, TranslateError> {
+    translate_request_with(req, opts, None)
+}
+
+/// [`translate_request`], with PNG re-encodings remembered in (and taken from) `images`, so an
+/// image that stays in the history is not re-encoded on every turn.
+pub fn translate_request_with(
+    req: &GenerateContentRequest,
+    opts: &TranslateOptions,
+    images: Option<&ConversionCache>,
+) -> Result<TranslatedRequest, TranslateError> {
     let mut tr = Translator {
         opts,
+        images,
         report: TranslationReport::default(),
     };
     reject_extra(&req.extra, "")?;
@@ -172,6 +185,7 @@ struct OpenCall {
 
 struct Translator<'a> {
     opts: &'a TranslateOptions,
+    images: Option<&'a ConversionCache>,
     report: TranslationReport,
 }
 
@@ -573,12 +587,19 @@ impl Translator<'_> {
         };
         self.report.images_forwarded += 1;
         if mime == "image/png" && self.opts.reencode_png {
-            match png_to_lossless_webp(&bytes) {
+            let conversion = match self.images {
+                Some(cache) => cache.convert(&bytes).map(|(conversion, remembered)| {
+                    self.report.reencodings_remembered += u32::from(remembered);
+                    conversion
+                }),
+                None => png_to_lossless_webp(&bytes).map(Arc::new),
+            };
+            match conversion.as_deref() {
                 Ok(PngConversion::Reencoded { webp }) => {
                     self.report.images_reencoded += 1;
                     self.report.reencoded_bytes_before += bytes.len() as u64;
                     self.report.reencoded_bytes_after += webp.len() as u64;
-                    return Ok(data_url_part("image/webp", &webp));
+                    return Ok(data_url_part("image/webp", webp.as_slice()));
                 }
                 Ok(PngConversion::PassThrough { reason }) => {
                     self.report

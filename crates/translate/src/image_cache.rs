@@ -1,0 +1,207 @@
+//! Remembers PNG → lossless WebP conversions across requests.
+//!
+//! A guest resends its whole history on every turn, so an image it read once (a screenshot, a
+//! diagram) is in every later request. Re-encoding it as lossless WebP and verifying the pixels
+//! takes tens to hundreds of milliseconds per image (45 ms for a simple 1280×800 screenshot), on
+//! every turn, for every image so far. [`ConversionCache`] keeps each conversion's outcome under
+//! the SHA-256 of the PNG bytes, so a later request pays one hash per image instead.
+//!
+//! * Bounded by the bytes of the WebP files it holds (least recently used evicted first); an
+//!   outcome larger than the whole bound is not kept.
+//! * Pass-through outcomes (16-bit, animated, too large) are kept too (their reason is small);
+//!   errors (an undecodable PNG) are not: the request fails either way.
+//! * Pure memory, no I/O; safe to share between threads.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use sha2::{Digest, Sha256};
+
+use crate::image::{ImageError, PngConversion, png_to_lossless_webp};
+
+/// Shared, bounded conversion cache (see the module docs).
+#[derive(Debug)]
+pub struct ConversionCache {
+    capacity_bytes: usize,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    entries: HashMap<[u8; 32], Entry>,
+    /// Sum of the entries' sizes.
+    held_bytes: usize,
+    /// Use counter: an entry's `last_used` is the counter value of its last use.
+    clock: u64,
+    hits: u64,
+    misses: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    conversion: Arc<PngConversion>,
+    size: usize,
+    last_used: u64,
+}
+
+/// Hits and misses so far, and what the cache holds now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub entries: usize,
+    pub held_bytes: usize,
+}
+
+fn size_of(conversion: &PngConversion) -> usize {
+    match conversion {
+        PngConversion::Reencoded { webp } => webp.len(),
+        PngConversion::PassThrough { reason } => reason.len(),
+    }
+}
+
+impl ConversionCache {
+    /// A cache holding at most `capacity_bytes` of converted images.
+    pub fn new(capacity_bytes: usize) -> Self {
+        Self {
+            capacity_bytes,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// The conversion of `png_bytes`: remembered, or computed (outside the lock) and remembered.
+    /// The flag is true when it was remembered.
+    pub fn convert(&self, png_bytes: &[u8]) -> Result<(Arc<PngConversion>, bool), ImageError> {
+        let key: [u8; 32] = Sha256::digest(png_bytes).into();
+        {
+            let mut state = self.lock();
+            state.clock += 1;
+            let now = state.clock;
+            if let Some(entry) = state.entries.get_mut(&key) {
+                entry.last_used = now;
+                let conversion = Arc::clone(&entry.conversion);
+                state.hits += 1;
+                return Ok((conversion, true));
+            }
+            state.misses += 1;
+        }
+        let conversion = Arc::new(png_to_lossless_webp(png_bytes)?);
+        let size = size_of(&conversion);
+        if size <= self.capacity_bytes {
+            let mut state = self.lock();
+            state.clock += 1;
+            let now = state.clock;
+            if let Some(previous) = state.entries.insert(
+                key,
+                Entry {
+                    conversion: Arc::clone(&conversion),
+                    size,
+                    last_used: now,
+                },
+            ) {
+                // Another request converted the same image meanwhile.
+                state.held_bytes -= previous.size;
+            }
+            state.held_bytes += size;
+            while state.held_bytes > self.capacity_bytes {
+                let oldest = state
+                    .entries
+                    .iter()
+                    .min_by_key(|(_, e)| e.last_used)
+                    .map(|(k, _)| *k);
+                let Some(oldest) = oldest else { break };
+                if let Some(evicted) = state.entries.remove(&oldest) {
+                    state.held_bytes -= evicted.size;
+                }
+            }
+        }
+        Ok((conversion, false))
+    }
+
+    /// Hits, misses and contents so far.
+    pub fn stats(&self) -> CacheStats {
+        let state = self.lock();
+        CacheStats {
+            hits: state.hits,
+            misses: state.misses,
+            entries: state.entries.len(),
+            held_bytes: state.held_bytes,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the map inconsistent with `held_bytes`
+        // in a way that matters (at worst eviction runs early), so a poisoned lock is used as is.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png(width: u32, seed: u8) -> Vec<u8> {
+        let data: Vec<u8> = (0..width * 4 * 3)
+            .map(|i| (i as u8).wrapping_mul(seed))
+            .collect();
+        let mut out = Vec::new();
+        let mut encoder = png::Encoder::new(&mut out, width, 4);
+        encoder.set_color(png::ColorType::Rgb);
+        encoder.set_depth(png::BitDepth::Eight);
+        encoder
+            .write_header()
+            .unwrap()
+            .write_image_data(&data)
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn a_second_conversion_of_the_same_png_is_remembered_and_identical() {
+        let cache = ConversionCache::new(1 << 20);
+        let image = png(16, 7);
+        let (first, hit) = cache.convert(&image).unwrap();
+        assert!(!hit);
+        let (second, hit) = cache.convert(&image).unwrap();
+        assert!(hit);
+        assert!(Arc::ptr_eq(&first, &second));
+        assert_eq!(*first, png_to_lossless_webp(&image).unwrap());
+        let (_, hit) = cache.convert(&png(16, 9)).unwrap();
+        assert!(!hit, "another image is another entry");
+        let stats = cache.stats();
+        assert_eq!((stats.hits, stats.misses, stats.entries), (1, 2, 2));
+    }
+
+    #[test]
+    fn the_least_recently_used_image_goes_first_when_the_bound_is_reached() {
+        let images: Vec<Vec<u8>> = (1..=3).map(|seed| png(64, seed * 3)).collect();
+        let sizes: Vec<usize> = images
+            .iter()
+            .map(|i| size_of(&png_to_lossless_webp(i).unwrap()))
+            .collect();
+        // Room for the first two images, not for all three.
+        let cache = ConversionCache::new(sizes[0] + sizes[1] + sizes[2] - 1);
+        cache.convert(&images[0]).unwrap();
+        cache.convert(&images[1]).unwrap();
+        cache.convert(&images[0]).unwrap(); // image 1 is now the least recently used
+        cache.convert(&images[2]).unwrap();
+        assert_eq!(cache.stats().held_bytes, sizes[0] + sizes[2]);
+        assert!(cache.convert(&images[0]).unwrap().1, "recently used: kept");
+        assert!(
+            !cache.convert(&images[1]).unwrap().1,
+            "least recently used: evicted"
+        );
+    }
+
+    #[test]
+    fn errors_are_not_remembered_and_oversized_outcomes_not_kept() {
+        let cache = ConversionCache::new(1);
+        assert!(cache.convert(b"not a png").is_err());
+        assert!(cache.convert(b"not a png").is_err());
+        assert_eq!(cache.stats().entries, 0);
+        let image = png(16, 5);
+        assert!(!cache.convert(&image).unwrap().1);
+        assert!(!cache.convert(&image).unwrap().1, "larger than the bound");
+        assert_eq!(cache.stats().held_bytes, 0);
+    }
+}
