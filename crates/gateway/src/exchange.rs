@@ -46,20 +46,12 @@ pub(crate) struct ExchangeContext {
     pub session: String,
 }
 
-/// The guest's request body, with its reservation from the body budget. Released (`done`) once
-/// the request is translated: the bytes are not needed after that (a record keeps its own
-/// handle on them).
-pub(crate) struct GuestRequest {
-    pub body: Bytes,
+/// The guest's request body, with its reservation from the body budget. Dropped once the
+/// request is translated: the bytes are not needed after that (a record keeps its own handle on
+/// them), and the reservation lets the next body be read.
+pub(crate) struct GuestBody {
+    pub bytes: Bytes,
     pub permit: BodyPermit,
-}
-
-impl GuestRequest {
-    fn done(self) {
-        let GuestRequest { body, permit } = self;
-        drop(body);
-        drop(permit);
-    }
 }
 
 /// What the guest gets when the upstream cannot be reached successfully.
@@ -304,10 +296,10 @@ async fn backoff(state: &AppState, wait: std::time::Duration) -> bool {
 }
 
 /// `:streamGenerateContent`.
-pub(crate) async fn stream_generate(ctx: ExchangeContext, guest: GuestRequest) -> Response {
+pub(crate) async fn stream_generate(ctx: ExchangeContext, guest: GuestBody) -> Response {
     let state = ctx.state.clone();
-    let begun = begin(&ctx, &guest.body, ingress::STREAM_GENERATE_CONTENT, true).await;
-    guest.done();
+    let begun = begin(&ctx, &guest.bytes, ingress::STREAM_GENERATE_CONTENT, true).await;
+    drop(guest);
     let (mut trace, prepared) = match begun {
         Ok(begun) => begun,
         Err(response) => return response,
@@ -399,52 +391,45 @@ async fn pump(
                     }
                 }
             }
-            AttemptEnd::Outcome(outcome) => {
-                trace.response_report(outcome.report());
-                match *outcome {
-                    TurnOutcome::Complete(turn) => {
-                        match accept_call_ids(&state, &ctx.session, &turn.delivered_call_ids) {
-                            Ok(()) => {
-                                let _ = tx.send(frame(&turn.final_chunk)).await;
-                                delivered.push(turn.final_chunk);
-                                trace.finish_ok(Cow::Owned(delivered)).await;
-                                return;
-                            }
-                            Err(reason) if budget.next_malformed() => {
-                                config.already_forwarded_text = Some(forwarded_text(&delivered));
-                                format!("retrying: {reason}")
-                            }
-                            Err(reason) => {
-                                let last = malformed_final_chunk(&config, &turn.final_chunk);
-                                let _ = tx.send(frame(&last)).await;
-                                delivered.push(last);
-                                trace
-                                    .finish_error(Cow::Owned(delivered), "reused_call_id", &reason)
-                                    .await;
-                                return;
-                            }
-                        }
-                    }
-                    TurnOutcome::Malformed(turn) => {
-                        let reason = format!("{:?}", turn.reason);
-                        if budget.next_malformed() {
-                            config.already_forwarded_text = Some(turn.forwarded_text.clone());
-                            format!("retrying malformed tool call: {reason}")
-                        } else {
+            AttemptEnd::Outcome(outcome) => match *outcome {
+                TurnOutcome::Complete(turn) => {
+                    match accept_call_ids(&state, &ctx.session, &turn.delivered_call_ids) {
+                        Ok(()) => {
                             let _ = tx.send(frame(&turn.final_chunk)).await;
                             delivered.push(turn.final_chunk);
+                            trace.finish_ok(Cow::Owned(delivered)).await;
+                            return;
+                        }
+                        Err(reason) if budget.next_malformed() => {
+                            config.already_forwarded_text = Some(forwarded_text(&delivered));
+                            format!("retrying: {reason}")
+                        }
+                        Err(reason) => {
+                            let last = malformed_final_chunk(&config, &turn.final_chunk);
+                            let _ = tx.send(frame(&last)).await;
+                            delivered.push(last);
                             trace
-                                .finish_error(
-                                    Cow::Owned(delivered),
-                                    "malformed_function_call",
-                                    &reason,
-                                )
+                                .finish_error(Cow::Owned(delivered), "reused_call_id", &reason)
                                 .await;
                             return;
                         }
                     }
                 }
-            }
+                TurnOutcome::Malformed(turn) => {
+                    let reason = format!("{:?}", turn.reason);
+                    if budget.next_malformed() {
+                        config.already_forwarded_text = Some(turn.forwarded_text.clone());
+                        format!("retrying malformed tool call: {reason}")
+                    } else {
+                        let _ = tx.send(frame(&turn.final_chunk)).await;
+                        delivered.push(turn.final_chunk);
+                        trace
+                            .finish_error(Cow::Owned(delivered), "malformed_function_call", &reason)
+                            .await;
+                        return;
+                    }
+                }
+            },
         };
         tracing::debug!(%retry_reason, "stream exchange retried");
         trace.note(|| retry_reason.clone());
@@ -533,15 +518,17 @@ async fn stream_attempt(
             }
         }
     }
-    AttemptEnd::Outcome(Box::new(translator.finish()))
+    let outcome = translator.finish();
+    trace.response_report(outcome.report());
+    AttemptEnd::Outcome(Box::new(outcome))
 }
 
 /// `:generateContent` (auxiliary calls): one non-streamed upstream completion.
-pub(crate) async fn generate(ctx: ExchangeContext, guest: GuestRequest) -> Response {
+pub(crate) async fn generate(ctx: ExchangeContext, guest: GuestBody) -> Response {
     let state = ctx.state.clone();
     let _in_flight = state.in_flight.clone();
-    let begun = begin(&ctx, &guest.body, ingress::GENERATE_CONTENT, false).await;
-    guest.done();
+    let begun = begin(&ctx, &guest.bytes, ingress::GENERATE_CONTENT, false).await;
+    drop(guest);
     let (mut trace, prepared) = match begun {
         Ok(begun) => begun,
         Err(response) => return response,
@@ -652,9 +639,9 @@ fn json_response(chunk: &GenerateContentResponse) -> Response {
 }
 
 /// `:countTokens`: a local estimate, never an upstream call.
-pub(crate) async fn count_tokens(ctx: ExchangeContext, guest: GuestRequest) -> Response {
-    let GuestRequest {
-        body,
+pub(crate) async fn count_tokens(ctx: ExchangeContext, guest: GuestBody) -> Response {
+    let GuestBody {
+        bytes: body,
         permit: _permit,
     } = guest;
     let state = &ctx.state;

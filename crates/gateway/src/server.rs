@@ -18,7 +18,6 @@ use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -443,11 +442,14 @@ async fn models(
         guest_model: model.to_string(),
         session,
     };
-    let request = exchange::GuestRequest { body, permit };
+    let guest = exchange::GuestBody {
+        bytes: body,
+        permit,
+    };
     match method {
-        "streamGenerateContent" => exchange::stream_generate(ctx, request).await,
-        "generateContent" => exchange::generate(ctx, request).await,
-        _ => exchange::count_tokens(ctx, request).await,
+        "streamGenerateContent" => exchange::stream_generate(ctx, guest).await,
+        "generateContent" => exchange::generate(ctx, guest).await,
+        _ => exchange::count_tokens(ctx, guest).await,
     }
 }
 
