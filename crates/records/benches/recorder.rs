@@ -58,6 +58,9 @@ impl RecordStore for DiscardingStore {
     ) -> Result<Vec<switchyard_records::RawLineRecord>, StoreError> {
         Ok(Vec::new())
     }
+    fn raw_line_count(&self, _id: uuid::Uuid) -> Result<u64, StoreError> {
+        Ok(0)
+    }
     fn exchanges(
         &self,
         _filter: switchyard_records::ExchangeFilter,

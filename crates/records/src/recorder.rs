@@ -456,6 +456,9 @@ mod tests {
         fn raw_lines(&self, _: Uuid) -> Result<Vec<RawLineRecord>, StoreError> {
             Ok(Vec::new())
         }
+        fn raw_line_count(&self, _: Uuid) -> Result<u64, StoreError> {
+            Ok(0)
+        }
         fn exchanges(&self, _: ExchangeFilter) -> Result<Vec<ExchangeRecord>, StoreError> {
             Ok(Vec::new())
         }

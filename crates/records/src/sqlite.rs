@@ -733,6 +733,15 @@ impl RecordStore for SqliteStore {
             .collect()
     }
 
+    fn raw_line_count(&self, run_id: Uuid) -> Result<u64, StoreError> {
+        let count: i64 = self
+            .conn
+            .prepare_cached("SELECT COUNT(*) FROM raw_lines WHERE run_id = ?1")
+            .and_then(|mut statement| statement.query_row([run_id.to_string()], |row| row.get(0)))
+            .map_err(backend("counting raw lines"))?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
     fn raw_lines(&self, run_id: Uuid) -> Result<Vec<RawLineRecord>, StoreError> {
         let mut statement = self
             .conn

@@ -55,6 +55,9 @@ pub trait RecordStore: Send {
     /// The run's raw guest lines, stdout first then stderr, each ordered by `seq`.
     fn raw_lines(&self, run_id: Uuid) -> Result<Vec<RawLineRecord>, StoreError>;
 
+    /// How many raw guest lines the run kept (without loading them).
+    fn raw_line_count(&self, run_id: Uuid) -> Result<u64, StoreError>;
+
     /// Exchanges matching `filter`, ordered by id (receive time).
     fn exchanges(&self, filter: ExchangeFilter) -> Result<Vec<ExchangeRecord>, StoreError>;
 

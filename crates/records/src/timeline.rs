@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::error::StoreError;
-use crate::model::{EventRecord, ExchangeRecord, RawLineRecord, RunRecord, RunSummary, Usage};
+use crate::model::{EventRecord, ExchangeRecord, RunRecord, RunSummary, Usage};
 use crate::store::{ExchangeFilter, RecordStore};
 
 /// Everything stored about one run.
@@ -19,8 +19,9 @@ pub struct RunView {
     pub events: Vec<EventRecord>,
     /// Its exchanges, by id.
     pub exchanges: Vec<ExchangeRecord>,
-    /// Its raw guest lines.
-    pub raw_lines: Vec<RawLineRecord>,
+    /// How many raw guest lines it kept (the lines themselves are not loaded: a run keeps up to
+    /// 200,000 of them).
+    pub raw_line_count: u64,
 }
 
 /// One item of a run's timeline.
@@ -49,7 +50,7 @@ impl RunView {
         Ok(RunView {
             events: store.events(run.id)?,
             exchanges: store.exchanges(ExchangeFilter::Run(run.id))?,
-            raw_lines: store.raw_lines(run.id)?,
+            raw_line_count: store.raw_line_count(run.id)?,
             run,
         })
     }
@@ -311,9 +312,7 @@ pub fn render_timeline(view: &RunView) -> String {
     let _ = writeln!(
         out,
         "raw lines {} kept ({} cut at the line cap), {} dropped",
-        view.raw_lines.len(),
-        run.raw_lines_truncated,
-        run.raw_lines_dropped
+        view.raw_line_count, run.raw_lines_truncated, run.raw_lines_dropped
     );
     let _ = writeln!(out);
     for entry in view.entries() {

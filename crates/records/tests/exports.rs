@@ -238,6 +238,10 @@ fn text_list_and_timeline_show_the_run() {
     assert!(position("tool result") < position("assistant: There are 2 files: a.txt & b.txt"));
     assert!(text.contains("first byte 2.000s total 4.000s  tokens in 100 (cached 10) out 20 reasoning 3  calls list_directory"));
     assert!(
+        text.contains("raw lines 3 kept (0 cut at the line cap), 0 dropped"),
+        "{text}"
+    );
+    assert!(
         !text.contains(&ids[2].to_string()),
         "unattributed exchanges are not part of the run"
     );

@@ -47,6 +47,11 @@ fn runs_events_raw_lines_and_exchanges_round_trip() {
     assert_eq!(store.events(run_id).unwrap(), sample_events(run_id));
     assert_eq!(store.raw_lines(run_id).unwrap(), sample_raw_lines(run_id));
     assert_eq!(
+        store.raw_line_count(run_id).unwrap(),
+        sample_raw_lines(run_id).len() as u64
+    );
+    assert_eq!(store.raw_line_count(uuid::Uuid::now_v7()).unwrap(), 0);
+    assert_eq!(
         store.exchanges(ExchangeFilter::Run(run_id)).unwrap(),
         vec![exchange.clone()]
     );
