@@ -63,37 +63,53 @@ pub struct SchemaChange {
 
 /// Decisions taken while translating one guest request.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TranslationReport {
     /// `thought: true` parts removed from the history.
+    #[serde(skip_serializing_if = "is_default")]
     pub dropped_thought_parts: u32,
     /// `thoughtSignature`s removed (not sent upstream).
+    #[serde(skip_serializing_if = "is_default")]
     pub stripped_signatures: u32,
     /// Of which were the `skip_thought_signature_validator` sentinel.
+    #[serde(skip_serializing_if = "is_default")]
     pub stripped_skip_validator_signatures: u32,
     /// Images forwarded upstream.
+    #[serde(skip_serializing_if = "is_default")]
     pub images_forwarded: u32,
     /// PNGs re-encoded as lossless WebP.
+    #[serde(skip_serializing_if = "is_default")]
     pub images_reencoded: u32,
     /// Sum of decoded input bytes of re-encoded PNGs.
+    #[serde(skip_serializing_if = "is_default")]
     pub reencoded_bytes_before: u64,
     /// Sum of WebP output bytes.
+    #[serde(skip_serializing_if = "is_default")]
     pub reencoded_bytes_after: u64,
     /// PNG conversions (re-encoded or passed through) taken from the conversion cache instead
     /// of being computed again (see [`crate::image_cache`]).
+    #[serde(skip_serializing_if = "is_default")]
     pub reencodings_remembered: u32,
     /// PNGs forwarded unchanged and why (e.g. 16-bit), as `path: reason`.
+    #[serde(skip_serializing_if = "is_default")]
     pub png_passthrough: Vec<String>,
     /// Known options not forwarded, as `path=value` (e.g. `generationConfig.topK=64`).
+    #[serde(skip_serializing_if = "is_default")]
     pub dropped_options: Vec<String>,
     /// Options mapped in a non-obvious way (e.g. `thinkingLevel=HIGH -> reasoning_effort=high`).
+    #[serde(skip_serializing_if = "is_default")]
     pub mapped_options: Vec<String>,
     /// Tool / response schemas changed by cleaning.
+    #[serde(skip_serializing_if = "is_default")]
     pub schema_changes: Vec<SchemaChange>,
     /// functionResponses without id paired with a call by name (first unanswered call).
+    #[serde(skip_serializing_if = "is_default")]
     pub responses_paired_by_name: u32,
     /// Ids synthesized for history functionCalls without id.
+    #[serde(skip_serializing_if = "is_default")]
     pub synthesized_history_ids: u32,
     /// Other notes, human readable.
+    #[serde(skip_serializing_if = "is_default")]
     pub notes: Vec<String>,
 }
 
@@ -120,32 +136,83 @@ pub struct ResponseConfig {
 
 /// Decisions taken while translating one upstream response.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ResponseReport {
     /// Upstream `finish_reason` as received (`None` if missing).
+    #[serde(skip_serializing_if = "is_default")]
     pub upstream_finish_reason: Option<String>,
     /// No finish_reason came; STOP was synthesized.
+    #[serde(skip_serializing_if = "is_default")]
     pub synthesized_finish_reason: bool,
     /// Call ids synthesized because the upstream gave none.
+    #[serde(skip_serializing_if = "is_default")]
     pub synthesized_call_ids: Vec<String>,
     /// Calls whose argument text was empty and became `{}`.
+    #[serde(skip_serializing_if = "is_default")]
     pub empty_arguments_as_empty_object: u32,
     /// The upstream sent no usage; counts were estimated (bytes / 4).
+    #[serde(skip_serializing_if = "is_default")]
     pub usage_estimated: bool,
     /// ```json fences removed from a JSON answer.
+    #[serde(skip_serializing_if = "is_default")]
     pub fences_stripped: bool,
     /// Upstream keys we do not model, by name, with counts (kept in the raw record).
+    #[serde(skip_serializing_if = "is_default")]
     pub unknown_upstream_fields: BTreeMap<String, u32>,
     /// Choices other than index 0 (ignored).
+    #[serde(skip_serializing_if = "is_default")]
     pub ignored_choices: u32,
     /// Reasoning deltas forwarded as thought parts.
+    #[serde(skip_serializing_if = "is_default")]
     pub reasoning_parts: u32,
     /// Reasoning deltas not forwarded (forward_reasoning off).
+    #[serde(skip_serializing_if = "is_default")]
     pub dropped_reasoning_chars: u64,
     /// Retry: characters of upstream text not forwarded because the guest already had them.
+    #[serde(skip_serializing_if = "is_default")]
     pub suppressed_text_chars: u64,
     /// Retry: the new attempt's text differed from what the guest already had; the rest of its text
     /// was suppressed so the guest's view stays one consistent text.
+    #[serde(skip_serializing_if = "is_default")]
     pub retry_text_diverged: bool,
     /// Tool calls discarded because the turn ended with content_filter (not delivered).
+    #[serde(skip_serializing_if = "is_default")]
     pub calls_discarded_on_safety: u32,
+}
+
+/// Reports are recorded with every exchange: fields at their default (nothing happened) are left
+/// out, so a report lists only what the translation did.
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_list_only_what_happened_and_read_back_whole() {
+        assert_eq!(
+            serde_json::to_string(&TranslationReport::default()).unwrap(),
+            "{}"
+        );
+        assert_eq!(
+            serde_json::to_string(&ResponseReport::default()).unwrap(),
+            "{}"
+        );
+        let report = ResponseReport {
+            upstream_finish_reason: Some("stop".into()),
+            unknown_upstream_fields: BTreeMap::from([("x_vendor".to_string(), 2)]),
+            ..ResponseReport::default()
+        };
+        let json = serde_json::to_string(&report).unwrap();
+        assert_eq!(
+            json,
+            r#"{"upstream_finish_reason":"stop","unknown_upstream_fields":{"x_vendor":2}}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<ResponseReport>(&json).unwrap(),
+            report
+        );
+    }
 }
