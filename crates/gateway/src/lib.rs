@@ -68,10 +68,11 @@
 //! strings) and `guest_response` (the chunks the guest received merged into one GenerateContent
 //! response), then queues the record; the recorder's writer redacts and stores it. The notes
 //! carry the request translation's report and, per attempt, the response translation's (upstream
-//! fields the gateway does not model, with counts, synthesized ids, reasoning not forwarded, ...). When the
-//! recorder falls behind, a begin write that the same exchange's end write already replaces is
-//! skipped, and exchanges wait (asynchronously) for room: memory stays bounded and nothing is
-//! dropped. `context_request` is always `None` (the gateway applies no context policy). The store
+//! fields the gateway does not model, with counts, synthesized ids, reasoning not forwarded, ...).
+//! Both record threads run at nice +10 (`switchyard_records::background`): a request does not
+//! wait behind a record batch for a core. When the recorder falls behind, a begin write that the
+//! same exchange's end write already replaces is skipped, and exchanges wait (asynchronously) for
+//! room: memory stays bounded and nothing is dropped. `context_request` is always `None` (the gateway applies no context policy). The store
 //! keeps the system prompt and tool declarations every request repeats only once (as
 //! content-addressed blobs), so recording a long session does not store them per exchange.
 //!

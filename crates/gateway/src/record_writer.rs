@@ -97,7 +97,10 @@ impl RecordWriter {
         let (sender, receiver) = tokio::sync::mpsc::channel(QUEUE);
         std::thread::Builder::new()
             .name("switchyard-gateway-records".into())
-            .spawn(move || run(recorder, receiver))?;
+            .spawn(move || {
+                switchyard_records::background::lower_this_threads_priority();
+                run(recorder, receiver)
+            })?;
         Ok(Self { sender })
     }
 

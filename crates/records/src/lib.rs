@@ -11,6 +11,7 @@
 //! Producers that hold the requests as bytes (the gateway) can hand an exchange over as text
 //! pieces instead of parsed values ([`Recorder::record_exchange_text`], [`document`]): stored
 //! without parsing when redaction could not change it.
+//! The writer thread runs at a lower scheduling priority than request threads ([`background`]).
 //!
 //! ```no_run
 //! use switchyard_records::{ExchangeRecord, Recorder, Redactor, ingress};
@@ -24,6 +25,7 @@
 //! # Ok::<(), switchyard_records::RecordError>(())
 //! ```
 
+pub mod background;
 pub mod blobs;
 pub mod document;
 pub mod error;

@@ -156,7 +156,10 @@ impl Recorder {
         };
         let handle = std::thread::Builder::new()
             .name("switchyard-records-writer".into())
-            .spawn(move || writer.run())
+            .spawn(move || {
+                crate::background::lower_this_threads_priority();
+                writer.run()
+            })
             .map_err(RecordError::Spawn)?;
         Ok(Recorder {
             shared: Some(Arc::new(Shared {
