@@ -341,3 +341,54 @@ async fn upstream_fields_the_gateway_does_not_model_are_counted_in_the_record() 
     );
     assert_eq!(counted(&exchanges[1].notes), json!({"x_vendor_trace": 1}));
 }
+
+/// A guest that goes away mid-stream ends its exchange: the record says so (with what it had
+/// received), instead of staying in flight until the gateway shuts down.
+#[tokio::test]
+async fn a_guest_leaving_mid_stream_is_recorded_as_disconnected() {
+    let records = tempfile::tempdir().unwrap();
+    let gate = switchyard_testkit::chat_upstream::Gate::new();
+    let script = Script::always(Reply::Stream(StreamReply::new(vec![
+        StreamEvent::json(chunk::role()),
+        StreamEvent::json(chunk::text("first")),
+        StreamEvent::json(chunk::text("never sent")).after_gate(&gate),
+    ])));
+    let (_upstream, gw) = start(script, |config| {
+        config.records_dir = Some(records.path().to_path_buf());
+    })
+    .await;
+    let mut frames =
+        Frames::new(post(&gw, "m", "streamGenerateContent", &user_request("hi")).await);
+    let first = within("the first frame", frames.next()).await.unwrap();
+    assert_eq!(text_of(&[first]), "first");
+    drop(frames);
+
+    let path = switchyard_records::store_path(records.path());
+    let ended = within("the exchange to end", async {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            let Ok(store) = SqliteStore::open(&path) else {
+                continue;
+            };
+            let exchanges = store.exchanges(ExchangeFilter::All).unwrap_or_default();
+            if let Some(x) = exchanges
+                .into_iter()
+                .find(|x| x.status != ExchangeStatus::InFlight)
+            {
+                return x;
+            }
+        }
+    })
+    .await;
+    assert_eq!(ended.status, ExchangeStatus::Error);
+    assert_eq!(
+        ended.error.as_ref().map(|e| e.kind.as_str()),
+        Some("guest_disconnected")
+    );
+    let delivered = ended.guest_response.expect("what the guest received");
+    assert_eq!(
+        delivered["candidates"][0]["content"]["parts"][0]["text"],
+        "first"
+    );
+    gw.shutdown().await.unwrap();
+}
