@@ -39,8 +39,10 @@ use switchyard_translate::google::{GenerateContentResponse, Part};
 
 use crate::translation::ChatBody;
 
-/// Writes queued before producers have to wait (each holds its guest body, ~47 KB for Gemini
-/// CLI, so this bounds the memory records can pin under overload).
+/// Writes queued before producers have to wait (a write of an exchange whose system prompt and
+/// tools came from the translation cache holds copies of the rest of its guest body, ~1 KB for
+/// Gemini CLI's first turn; any other holds the whole body: this bounds the memory records can
+/// pin under overload).
 const QUEUE: usize = 256;
 
 /// Ops handed to the recorder that may still wait in its queue.

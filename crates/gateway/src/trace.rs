@@ -2,8 +2,9 @@
 //! [`RecordWriter`]) once when the exchange begins (`InFlight`) and once when it ends (`Ok` /
 //! `Error`).
 //!
-//! The request path only keeps cheap handles: the guest body and each attempt's upstream body
-//! are shared `Bytes`, the raw upstream events are kept as received; JSON parsing, assembling
+//! The request path only keeps cheap handles: the guest body (or, when the translation cache
+//! supplied its system prompt and tools, copies of the few bytes around them) and each attempt's
+//! upstream body are shared `Bytes`, the raw upstream events are kept as received; JSON parsing, assembling
 //! the upstream message and the guest response happen on the record writer's thread, and
 //! redaction on the recorder's. With records off nothing is kept at all.
 //!
@@ -102,12 +103,16 @@ impl Trace {
             if range.start < at || range.end > body.len() {
                 return;
             }
-            text.push_text(body.slice(at..range.start));
+            text.push_text(Bytes::copy_from_slice(&body[at..range.start]));
             text.push_shared(value.clone());
             at = range.end;
         }
-        text.push_text(body.slice(at..));
+        text.push_text(Bytes::copy_from_slice(&body[at..]));
         active.guest.text = Some(text);
+        // The record no longer needs the body: its own pieces are copies of the few bytes around
+        // the shared parts. So the ~47 KB body is freed by the request's thread once translated,
+        // not pinned by a queued record and freed by a record thread.
+        active.guest.body = Bytes::new();
     }
 
     pub fn route(&mut self, upstream_url: &str, upstream_model: &str) {
@@ -239,5 +244,30 @@ impl Trace {
                 delivered: Some(delivered.into_owned()),
             })
             .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_records::Recorder;
+
+    #[test]
+    fn a_cache_hit_record_keeps_copies_of_its_pieces_not_the_guest_body() {
+        let writer = RecordWriter::start(Recorder::disabled()).unwrap();
+        let body = Bytes::from(br#"{"contents":[1],"tools":[2,3],"x":4}"#.to_vec());
+        let tools = body.len() - br#"[2,3],"x":4}"#.len()..body.len() - br#","x":4}"#.len();
+        assert_eq!(&body[tools.clone()], b"[2,3]");
+        let mut trace = Trace::begin(Some(&writer), None, "ingress", "model", &body);
+        trace.guest_shared(&[(tools, SharedJson::new(Bytes::from_static(b"[2,3]")))]);
+        assert!(
+            body.is_unique(),
+            "the trace still holds the guest body: a queued record would pin it"
+        );
+        let Some(active) = &trace.0 else {
+            panic!("records are on")
+        };
+        let text = active.guest.text.as_ref().expect("recorded as text");
+        assert_eq!(text.to_bytes(), body, "the pieces still make up the body");
     }
 }
