@@ -72,9 +72,10 @@
 //! Both record threads run at nice +10 (`switchyard_records::background`): a request does not
 //! wait behind a record batch for a core. When the recorder falls behind, a begin write that the
 //! same exchange's end write already replaces is skipped, and exchanges wait (asynchronously) for
-//! room: memory stays bounded and nothing is dropped. `context_request` is always `None` (the gateway applies no context policy). The store
-//! keeps the system prompt and tool declarations every request repeats only once (as
-//! content-addressed blobs), so recording a long session does not store them per exchange.
+//! room: memory stays bounded and nothing is dropped. `context_request` is always `None` (the
+//! gateway applies no context policy). The store keeps the system prompt and tool declarations
+//! every request repeats only once (as content-addressed blobs), so recording a long session does
+//! not store them per exchange.
 //!
 //! ## Connections and request bodies
 //! The gateway serves HTTP/1.1 with hyper directly, with `TCP_NODELAY` and each connection's read
@@ -83,8 +84,8 @@
 //! connections (`[limits] buffered_request_bytes`, 4 MiB): when many guests send at once, the
 //! bodies that do not fit wait in the kernel instead of in the gateway's memory; a body over
 //! `max_request_bytes` (256 MiB) is a 413, a guest pausing longer than
-//! `timeouts.guest_body_idle_ms` (30 s) while sending one a 408. Upstream request bodies are sent as the translation cache's
-//! shared segments with an exact `Content-Length`.
+//! `timeouts.guest_body_idle_ms` (30 s) while sending one a 408. Upstream request bodies are sent
+//! as the translation cache's shared segments with an exact `Content-Length`.
 //!
 //! ## Streaming output
 //! Each translated chunk is written as one single-line `data: <json>\r\n\r\n` frame as soon as
