@@ -97,22 +97,36 @@ impl Trace {
             return;
         }
         let body = &active.guest.body;
+        let shared_bytes: usize = shared.iter().map(|(range, _)| range.len()).sum();
+        // Mostly shared (Gemini CLI's early turns: ~1 KB of 47 KB): the record takes copies of
+        // the few bytes around the shared parts, so the body is freed by the request's thread
+        // once translated instead of being pinned by a queued record and freed by a record
+        // thread. Mostly the guest's own history: slices (a copy would cost a memcpy of nearly
+        // the whole body and free almost nothing).
+        let copy = shared_bytes.saturating_mul(2) >= body.len();
+        let piece = |range: Range<usize>| {
+            if copy {
+                Bytes::copy_from_slice(&body[range])
+            } else {
+                body.slice(range)
+            }
+        };
         let mut text = JsonText::default();
         let mut at = 0;
         for (range, value) in shared {
             if range.start < at || range.end > body.len() {
                 return;
             }
-            text.push_text(Bytes::copy_from_slice(&body[at..range.start]));
+            text.push_text(piece(at..range.start));
             text.push_shared(value.clone());
             at = range.end;
         }
-        text.push_text(Bytes::copy_from_slice(&body[at..]));
+        text.push_text(piece(at..body.len()));
         active.guest.text = Some(text);
-        // The record no longer needs the body: its own pieces are copies of the few bytes around
-        // the shared parts. So the ~47 KB body is freed by the request's thread once translated,
-        // not pinned by a queued record and freed by a record thread.
-        active.guest.body = Bytes::new();
+        if copy {
+            // The text path never reads the body itself.
+            active.guest.body = Bytes::new();
+        }
     }
 
     pub fn route(&mut self, upstream_url: &str, upstream_model: &str) {
@@ -255,11 +269,14 @@ mod tests {
     #[test]
     fn a_cache_hit_record_keeps_copies_of_its_pieces_not_the_guest_body() {
         let writer = RecordWriter::start(Recorder::disabled()).unwrap();
-        let body = Bytes::from(br#"{"contents":[1],"tools":[2,3],"x":4}"#.to_vec());
-        let tools = body.len() - br#"[2,3],"x":4}"#.len()..body.len() - br#","x":4}"#.len();
-        assert_eq!(&body[tools.clone()], b"[2,3]");
+        // Like Gemini CLI's early turns: the shared tools are most of the body.
+        let tools_json = format!("[{}]", vec!["2"; 100].join(","));
+        let body = Bytes::from(format!(r#"{{"contents":[1],"tools":{tools_json},"x":4}}"#));
+        let start = body.len() - tools_json.len() - r#","x":4}"#.len();
+        let tools = start..start + tools_json.len();
+        assert_eq!(&body[tools.clone()], tools_json.as_bytes());
         let mut trace = Trace::begin(Some(&writer), None, "ingress", "model", &body);
-        trace.guest_shared(&[(tools, SharedJson::new(Bytes::from_static(b"[2,3]")))]);
+        trace.guest_shared(&[(tools, SharedJson::new(Bytes::from(tools_json.clone())))]);
         assert!(
             body.is_unique(),
             "the trace still holds the guest body: a queued record would pin it"
@@ -269,5 +286,21 @@ mod tests {
         };
         let text = active.guest.text.as_ref().expect("recorded as text");
         assert_eq!(text.to_bytes(), body, "the pieces still make up the body");
+    }
+
+    #[test]
+    fn a_record_of_mostly_own_history_shares_the_guest_body() {
+        let writer = RecordWriter::start(Recorder::disabled()).unwrap();
+        let body = Bytes::from(br#"{"contents":["a long history ...."],"tools":[2]}"#.to_vec());
+        let tools = body.len() - br#"[2]}"#.len()..body.len() - 1;
+        assert_eq!(&body[tools.clone()], b"[2]");
+        let mut trace = Trace::begin(Some(&writer), None, "ingress", "model", &body);
+        trace.guest_shared(&[(tools, SharedJson::new(Bytes::from_static(b"[2]")))]);
+        assert!(!body.is_unique(), "slices of the body, not copies");
+        let Some(active) = &trace.0 else {
+            panic!("records are on")
+        };
+        let text = active.guest.text.as_ref().expect("recorded as text");
+        assert_eq!(text.to_bytes(), body);
     }
 }
