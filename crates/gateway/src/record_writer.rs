@@ -39,10 +39,9 @@ use switchyard_translate::google::{GenerateContentResponse, Part};
 
 use crate::translation::ChatBody;
 
-/// Writes queued before producers have to wait (a write of an exchange whose system prompt and
-/// tools came from the translation cache holds copies of the rest of its guest body, ~1 KB for
-/// Gemini CLI's first turn; any other holds the whole body: this bounds the memory records can
-/// pin under overload).
+/// Writes queued before producers have to wait (a write holds its guest body, except when the
+/// cached system prompt and tools are most of it: then copies of the rest, ~1 KB for Gemini
+/// CLI's first turns; this bounds the memory records can pin under overload).
 const QUEUE: usize = 256;
 
 /// Ops handed to the recorder that may still wait in its queue.

@@ -3,8 +3,9 @@
 //! `Error`).
 //!
 //! The request path only keeps cheap handles: the guest body (or, when the translation cache
-//! supplied its system prompt and tools, copies of the few bytes around them) and each attempt's
-//! upstream body are shared `Bytes`, the raw upstream events are kept as received; JSON parsing, assembling
+//! supplied a system prompt and tools that are most of it, copies of the few bytes around them)
+//! and each attempt's upstream body are shared `Bytes`, the raw upstream events are kept as
+//! received; JSON parsing, assembling
 //! the upstream message and the guest response happen on the record writer's thread, and
 //! redaction on the recorder's. With records off nothing is kept at all.
 //!
