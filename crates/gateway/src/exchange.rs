@@ -25,7 +25,7 @@ use switchyard_translate::{
 };
 use tokio::sync::mpsc;
 
-use crate::intake::BodyPermit;
+use crate::intake::GuestBody;
 use crate::retry::RetryBudget;
 use crate::routing::Route;
 use crate::server::{AppState, error_response, google_error_response, sse_body};
@@ -44,14 +44,6 @@ pub(crate) struct ExchangeContext {
     pub state: Arc<AppState>,
     pub guest_model: String,
     pub session: String,
-}
-
-/// The guest's request body, with its reservation from the body budget. Dropped once the
-/// request is translated: the bytes are not needed after that (a record keeps its own handle on
-/// them), and the reservation lets the next body be read.
-pub(crate) struct GuestBody {
-    pub bytes: Bytes,
-    pub permit: BodyPermit,
 }
 
 /// What the guest gets when the upstream cannot be reached successfully.

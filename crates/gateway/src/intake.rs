@@ -41,6 +41,15 @@ pub(crate) struct BodyPermit {
     _reserved: OwnedSemaphorePermit,
 }
 
+/// A guest's request body, with its reservation from the body budget. Dropped once the request
+/// is translated: the bytes are not needed after that (a record keeps what it needs), and the
+/// reservation lets the next body be read.
+#[derive(Debug)]
+pub(crate) struct GuestBody {
+    pub bytes: Bytes,
+    pub permit: BodyPermit,
+}
+
 /// Why a guest request body could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub(crate) enum IntakeError {
@@ -106,11 +115,7 @@ impl BodyBudget {
 impl Intake {
     /// Reads the whole body once its size is reserved. `declared` is the request's
     /// `Content-Length`, if any (hyper makes sure the body has exactly that length).
-    pub async fn read(
-        &self,
-        body: Body,
-        declared: Option<u64>,
-    ) -> Result<(Bytes, BodyPermit), IntakeError> {
+    pub async fn read(&self, body: Body, declared: Option<u64>) -> Result<GuestBody, IntakeError> {
         if let Some(size) = declared.filter(|&s| s > self.max_body as u64) {
             return Err(IntakeError::TooLarge {
                 size,
@@ -148,7 +153,7 @@ impl Intake {
             }
         }
         let bytes = first.unwrap_or_else(|| Bytes::from(joined));
-        Ok((bytes, permit))
+        Ok(GuestBody { bytes, permit })
     }
 }
 
@@ -173,7 +178,7 @@ mod tests {
     #[tokio::test]
     async fn pieces_are_joined_and_the_declared_size_is_reserved_until_the_permit_drops() {
         let intake = intake(100, 1_000);
-        let (bytes, permit) = intake
+        let GuestBody { bytes, permit } = intake
             .read(body_of(&[b"{\"a\"", b":1", b"}"]), Some(7))
             .await
             .unwrap();
@@ -186,10 +191,15 @@ mod tests {
     #[tokio::test]
     async fn a_body_without_a_length_reserves_the_whole_budget_and_a_larger_one_is_capped() {
         let intake = intake(100, 1_000);
-        let (_, unknown) = intake.read(body_of(&[b"x"]), None).await.unwrap();
+        let GuestBody {
+            permit: unknown, ..
+        } = intake.read(body_of(&[b"x"]), None).await.unwrap();
         assert_eq!(intake.budget.available(), 0);
         drop(unknown);
-        let (bytes, larger) = intake
+        let GuestBody {
+            bytes,
+            permit: larger,
+        } = intake
             .read(body_of(&[&[b'y'; 300]]), Some(300))
             .await
             .unwrap();
@@ -201,7 +211,8 @@ mod tests {
     #[tokio::test]
     async fn a_reader_waits_while_the_budget_is_reserved() {
         let intake = intake(10, 1_000);
-        let (_, held) = intake.read(body_of(&[b"12345678"]), Some(8)).await.unwrap();
+        let GuestBody { permit: held, .. } =
+            intake.read(body_of(&[b"12345678"]), Some(8)).await.unwrap();
         let waiting = intake.read(body_of(&[b"abcd"]), Some(4));
         tokio::pin!(waiting);
         assert!(
@@ -211,7 +222,7 @@ mod tests {
             "4 bytes do not fit while 8 of 10 are reserved"
         );
         drop(held);
-        let (bytes, _) = waiting.await.unwrap();
+        let GuestBody { bytes, .. } = waiting.await.unwrap();
         assert_eq!(&bytes[..], b"abcd");
     }
 

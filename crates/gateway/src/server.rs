@@ -420,21 +420,21 @@ async fn models(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("default")
         .to_string();
-    if !matches!(
-        method,
-        "streamGenerateContent" | "generateContent" | "countTokens"
-    ) {
-        return error_response(
-            404,
-            &format!("method {method:?} is not served by switchyard gateway"),
-        );
-    }
-    let declared_length = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    let (body, permit) = match state.intake.read(body, declared_length).await {
-        Ok(read) => read,
+    let method = match method {
+        "streamGenerateContent" => Method::StreamGenerateContent,
+        "generateContent" => Method::GenerateContent,
+        "countTokens" => Method::CountTokens,
+        other => {
+            return error_response(
+                404,
+                &format!("method {other:?} is not served by switchyard gateway"),
+            );
+        }
+    };
+    // hyper checked `Content-Length` and gives it as the body's exact size (none: chunked).
+    let declared_length = http_body::Body::size_hint(&body).exact();
+    let guest = match state.intake.read(body, declared_length).await {
+        Ok(guest) => guest,
         Err(e) => return error_response(e.status(), &e.to_string()),
     };
     let ctx = exchange::ExchangeContext {
@@ -442,15 +442,18 @@ async fn models(
         guest_model: model.to_string(),
         session,
     };
-    let guest = exchange::GuestBody {
-        bytes: body,
-        permit,
-    };
     match method {
-        "streamGenerateContent" => exchange::stream_generate(ctx, guest).await,
-        "generateContent" => exchange::generate(ctx, guest).await,
-        _ => exchange::count_tokens(ctx, guest).await,
+        Method::StreamGenerateContent => exchange::stream_generate(ctx, guest).await,
+        Method::GenerateContent => exchange::generate(ctx, guest).await,
+        Method::CountTokens => exchange::count_tokens(ctx, guest).await,
     }
+}
+
+/// The model methods the gateway serves.
+enum Method {
+    StreamGenerateContent,
+    GenerateContent,
+    CountTokens,
 }
 
 /// An SSE body from a channel of ready frames.

@@ -5,9 +5,9 @@
 //! The request path only keeps cheap handles: the guest body (or, when the translation cache
 //! supplied a system prompt and tools that are most of it, copies of the few bytes around them)
 //! and each attempt's upstream body are shared `Bytes`, the raw upstream events are kept as
-//! received; JSON parsing, assembling
-//! the upstream message and the guest response happen on the record writer's thread, and
-//! redaction on the recorder's. With records off nothing is kept at all.
+//! received; JSON parsing, assembling the upstream message and the guest response happen on the
+//! record writer's thread, and redaction on the recorder's. With records off nothing is kept at
+//! all.
 //!
 //! `context_request` stays `None`: the gateway applies no context policy, so the request sent
 //! upstream is the translation of the guest request as received (see each attempt's `request`).

@@ -392,12 +392,7 @@ impl RequestTranslator {
             Some(Some((parts, system_shared, tools_shared))) => {
                 let reduced_body = reduced_body(body, &fields);
                 let request = switchyard_translate::parse_request(&reduced_body).map_err(guest)?;
-                let translated = switchyard_translate::translate_request_with(
-                    &request,
-                    options,
-                    Some(&self.images),
-                )
-                .map_err(guest)?;
+                let translated = self.translate_parsed(&request, options).map_err(guest)?;
                 let chat_body = splice(&translated.chat, &parts)?;
                 Ok(Translated {
                     prompt_token_estimate: switchyard_translate::estimate_request_tokens(&request)
@@ -438,9 +433,7 @@ impl RequestTranslator {
     ) -> Option<Splice> {
         let full_chat: ChatRequest = serde_json::from_slice(&full.body.to_bytes()).ok()?;
         let request = switchyard_translate::parse_request(reduced_body).ok()?;
-        let reduced =
-            switchyard_translate::translate_request_with(&request, options, Some(&self.images))
-                .ok()?;
+        let reduced = self.translate_parsed(&request, options).ok()?;
         let system_message = match full_chat.messages.first() {
             Some(m @ ChatMessage::System { .. }) => {
                 Some(SharedJson::new(Bytes::from(serde_json::to_vec(m).ok()?)))
@@ -462,15 +455,22 @@ impl RequestTranslator {
         (spliced.to_bytes() == full.body.to_bytes()).then_some(parts)
     }
 
+    /// Translates a parsed request, with PNG conversions remembered across requests.
+    fn translate_parsed(
+        &self,
+        request: &GenerateContentRequest,
+        options: &TranslateOptions,
+    ) -> Result<switchyard_translate::TranslatedRequest, TranslateError> {
+        switchyard_translate::translate_request_with(request, options, Some(&self.images))
+    }
+
     fn full(
         &self,
         body: &[u8],
         options: &TranslateOptions,
     ) -> Result<Translated, TranslationFailure> {
         let request = switchyard_translate::parse_request(body).map_err(guest)?;
-        let translated =
-            switchyard_translate::translate_request_with(&request, options, Some(&self.images))
-                .map_err(guest)?;
+        let translated = self.translate_parsed(&request, options).map_err(guest)?;
         Ok(Translated {
             prompt_token_estimate: switchyard_translate::estimate_request_tokens(&request),
             body: ChatBody::single(serialize(&translated.chat)?),

@@ -592,6 +592,22 @@ impl Default for RawLineBudget {
     }
 }
 
+impl RawLineBudget {
+    /// True (and charged) when `line` fits what is left; once one line does not, none after it
+    /// is stored either (so the stored lines are a prefix of each stream, never a sample).
+    fn admit(&mut self, line: &str) -> bool {
+        let bytes = line.len() as u64;
+        if self.dropped == 0 && self.lines_left > 0 && bytes <= self.bytes_left {
+            self.lines_left -= 1;
+            self.bytes_left -= bytes;
+            true
+        } else {
+            self.dropped += 1;
+            false
+        }
+    }
+}
+
 /// Stores one raw guest line when records are on and the run's budget admits it.
 fn record_raw_line(
     recorder: &Recorder,
@@ -611,22 +627,6 @@ fn record_raw_line(
                 line: line.text,
             }),
         );
-    }
-}
-
-impl RawLineBudget {
-    /// True (and charged) when `line` fits what is left; once one line does not, none after it
-    /// is stored either (so the stored lines are a prefix of each stream, never a sample).
-    fn admit(&mut self, line: &str) -> bool {
-        let bytes = line.len() as u64;
-        if self.dropped == 0 && self.lines_left > 0 && bytes <= self.bytes_left {
-            self.lines_left -= 1;
-            self.bytes_left -= bytes;
-            true
-        } else {
-            self.dropped += 1;
-            false
-        }
     }
 }
 
