@@ -31,7 +31,7 @@ use crate::routing::Route;
 use crate::server::{AppState, error_response, google_error_response, sse_body};
 use crate::trace::Trace;
 use crate::translation::{ChatBody, TranslationFailure};
-use crate::upstream::{UpstreamError, retryable_status};
+use crate::upstream::{UpstreamError, UpstreamResponse, retryable_status};
 
 /// Largest non-streamed upstream body read.
 const MAX_COMPLETION_BODY: usize = 64 * 1024 * 1024;
@@ -97,19 +97,19 @@ async fn connect(
     chat_body: &ChatBody,
     budget: &mut RetryBudget,
     trace: &mut Trace,
-) -> Result<reqwest::Response, (UpstreamError, u32)> {
+) -> Result<UpstreamResponse, (UpstreamError, u32)> {
     let mut attempts = 0;
     loop {
         attempts += 1;
         // The segments are shared with the translation cache and sent as they are.
         trace.attempt_started(chat_body);
         let result = tokio::select! {
-            r = state.upstream.send(chat_body.clone()) => r,
+            r = state.upstream.send(chat_body) => r,
             _ = state.cancel.cancelled() => Err(UpstreamError::Connect("gateway shutting down".into())),
         };
         match result {
             Ok(response) => {
-                trace.attempt_head(response.status().as_u16());
+                trace.attempt_head(response.status());
                 return Ok(response);
             }
             Err(error) => {
@@ -141,7 +141,7 @@ async fn connect_or_error_response(
     chat_body: &ChatBody,
     budget: &mut RetryBudget,
     trace: &mut Trace,
-) -> Result<reqwest::Response, Response> {
+) -> Result<UpstreamResponse, Response> {
     match connect(state, chat_body, budget, trace).await {
         Ok(response) => Ok(response),
         Err((error, attempts)) => {
@@ -323,7 +323,7 @@ enum AttemptEnd {
 async fn pump(
     ctx: ExchangeContext,
     prepared: Prepared,
-    mut response: reqwest::Response,
+    mut response: UpstreamResponse,
     mut budget: RetryBudget,
     mut trace: Trace,
     tx: mpsc::Sender<Bytes>,
@@ -470,7 +470,7 @@ fn malformed_final_chunk(
 
 async fn stream_attempt(
     state: &AppState,
-    response: reqwest::Response,
+    response: UpstreamResponse,
     config: ResponseConfig,
     tx: &mpsc::Sender<Bytes>,
     trace: &mut Trace,

@@ -99,6 +99,7 @@ pub mod auth;
 pub mod bench;
 pub mod config;
 mod exchange;
+mod http1;
 mod intake;
 mod record_writer;
 pub mod retry;

@@ -1,6 +1,7 @@
 //! The HTTP client for the OpenAI-compatible upstream: one `POST …/chat/completions` per
 //! attempt, with connect / first-byte / idle timeouts, the API key as `Authorization: Bearer`
-//! (never logged), and failures classified as retryable or not.
+//! (never logged), and failures classified as retryable or not. `http://` upstreams are reached
+//! with the lean HTTP/1.1 client of `http1.rs`, `https://` ones with reqwest.
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -9,7 +10,12 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 
 use crate::config::GatewayConfig;
+use crate::http1::{Http1Body, Http1Client, Http1Error};
 use crate::retry::retry_after_from_headers;
+use crate::translation::ChatBody;
+
+/// How long an unused upstream connection is kept for the next request.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Largest upstream error body kept (for the guest's error message and the records).
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -114,15 +120,27 @@ pub enum ClientError {
 /// A body chunk stream with the idle timeout applied.
 pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, UpstreamError>> + Send>>;
 
+/// How the client reaches the upstream.
+#[derive(Clone)]
+enum Transport {
+    /// `http://` upstreams: the lean client of [`crate::http1`].
+    Http1(Http1Client),
+    /// `https://` upstreams (and `http://` when [`UpstreamClient::with_reqwest`] asks for it).
+    Reqwest {
+        http: reqwest::Client,
+        /// The URL, parsed once (not on every request).
+        url: reqwest::Url,
+        /// `Bearer <key>`, built once and marked sensitive (so HTTP tooling never prints it).
+        bearer: Option<reqwest::header::HeaderValue>,
+    },
+}
+
 /// Client for one upstream endpoint.
 #[derive(Clone)]
 pub struct UpstreamClient {
-    http: reqwest::Client,
+    transport: Transport,
     url: String,
-    /// `url`, parsed once (not on every request).
-    parsed_url: reqwest::Url,
-    /// `Bearer <key>`, built once and marked sensitive (so HTTP tooling never prints it).
-    bearer: Option<reqwest::header::HeaderValue>,
+    has_key: bool,
     first_byte: Duration,
     idle: Duration,
 }
@@ -131,8 +149,27 @@ impl std::fmt::Debug for UpstreamClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamClient")
             .field("url", &self.url)
-            .field("has_key", &self.bearer.is_some())
+            .field("has_key", &self.has_key)
             .finish()
+    }
+}
+
+/// An upstream response whose head arrived (2xx); the body is read with
+/// [`UpstreamClient::body_stream`].
+pub struct UpstreamResponse {
+    status: u16,
+    body: ResponseBody,
+}
+
+enum ResponseBody {
+    Http1(Http1Body),
+    Reqwest(reqwest::Response),
+}
+
+impl UpstreamResponse {
+    /// The HTTP status.
+    pub fn status(&self) -> u16 {
+        self.status
     }
 }
 
@@ -142,29 +179,64 @@ pub fn install_tls_provider() {
 }
 
 impl UpstreamClient {
-    /// Build the client; the key is read by the caller from the configured env var.
+    /// Build the client; the key is read by the caller from the configured env var. `http://`
+    /// upstreams get the lean HTTP/1.1 client, `https://` ones reqwest.
     pub fn new(config: &GatewayConfig, api_key: Option<String>) -> Result<Self, ClientError> {
-        install_tls_provider();
-        let http = reqwest::Client::builder()
-            .connect_timeout(config.timeouts.connect())
-            .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build()?;
+        Self::build(config, api_key, false)
+    }
+
+    /// As [`UpstreamClient::new`], but reqwest for every scheme (to compare the two clients).
+    pub fn with_reqwest(
+        config: &GatewayConfig,
+        api_key: Option<String>,
+    ) -> Result<Self, ClientError> {
+        Self::build(config, api_key, true)
+    }
+
+    fn build(
+        config: &GatewayConfig,
+        api_key: Option<String>,
+        reqwest_always: bool,
+    ) -> Result<Self, ClientError> {
         let url = config.chat_completions_url();
         let parsed_url = reqwest::Url::parse(&url).map_err(|e| UpstreamUrlError(e.to_string()))?;
-        Ok(Self {
-            http,
-            parsed_url,
-            url,
-            bearer: api_key
-                .filter(|k| !k.is_empty())
-                .map(|k| {
-                    let mut value = reqwest::header::HeaderValue::try_from(format!("Bearer {k}"))
+        let bearer = api_key.filter(|k| !k.is_empty()).map(|k| format!("Bearer {k}"));
+        let has_key = bearer.is_some();
+        let transport = if parsed_url.scheme() == "http" && !reqwest_always {
+            Transport::Http1(
+                Http1Client::new(
+                    &parsed_url,
+                    bearer.as_deref(),
+                    config.timeouts.connect(),
+                    POOL_IDLE_TIMEOUT,
+                )
+                .map_err(|_| ClientError::Key)?,
+            )
+        } else {
+            install_tls_provider();
+            let http = reqwest::Client::builder()
+                .connect_timeout(config.timeouts.connect())
+                .tcp_nodelay(true)
+                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+                .build()?;
+            let bearer = bearer
+                .map(|value| {
+                    let mut value = reqwest::header::HeaderValue::try_from(value)
                         .map_err(|_| ClientError::Key)?;
                     value.set_sensitive(true);
                     Ok::<_, ClientError>(value)
                 })
-                .transpose()?,
+                .transpose()?;
+            Transport::Reqwest {
+                http,
+                url: parsed_url,
+                bearer,
+            }
+        };
+        Ok(Self {
+            transport,
+            url,
+            has_key,
             first_byte: config.timeouts.first_byte(),
             idle: config.timeouts.idle(),
         })
@@ -175,28 +247,55 @@ impl UpstreamClient {
     }
 
     /// Send one attempt; `Ok` only for a 2xx response head. Error bodies are read (bounded).
-    pub async fn send(
-        &self,
-        body: impl Into<reqwest::Body>,
-    ) -> Result<reqwest::Response, UpstreamError> {
-        let mut request = self
-            .http
-            .post(self.parsed_url.clone())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body);
-        if let Some(bearer) = &self.bearer {
-            request = request.header(reqwest::header::AUTHORIZATION, bearer.clone());
-        }
-        let response = match tokio::time::timeout(self.first_byte, request.send()).await {
-            Err(_) => return Err(UpstreamError::FirstByteTimeout(self.first_byte)),
-            Ok(Err(e)) => return Err(UpstreamError::Connect(describe(&e))),
-            Ok(Ok(r)) => r,
+    pub async fn send(&self, body: &ChatBody) -> Result<UpstreamResponse, UpstreamError> {
+        let first_byte = self.first_byte;
+        let timed_out = || UpstreamError::FirstByteTimeout(first_byte);
+        let (status, retry_after, body) = match &self.transport {
+            Transport::Http1(client) => {
+                let pieces: Vec<Bytes> = body
+                    .text()
+                    .pieces()
+                    .iter()
+                    .map(|piece| piece.bytes().clone())
+                    .collect();
+                let response = tokio::time::timeout(first_byte, client.post(&pieces))
+                    .await
+                    .map_err(|_| timed_out())?
+                    .map_err(|e| match e {
+                        Http1Error::Invalid(_) => UpstreamError::Invalid(e.to_string()),
+                        _ => UpstreamError::Connect(e.to_string()),
+                    })?;
+                let retry_after = retry_after_from_headers(&response.headers);
+                (
+                    response.status,
+                    retry_after,
+                    ResponseBody::Http1(response.body),
+                )
+            }
+            Transport::Reqwest { http, url, bearer } => {
+                let mut request = http
+                    .post(url.clone())
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(reqwest::Body::from(body.clone()));
+                if let Some(bearer) = bearer {
+                    request = request.header(reqwest::header::AUTHORIZATION, bearer.clone());
+                }
+                let response = tokio::time::timeout(first_byte, request.send())
+                    .await
+                    .map_err(|_| timed_out())?
+                    .map_err(|e| UpstreamError::Connect(describe(&e)))?;
+                let retry_after = retry_after_from_headers(response.headers());
+                (
+                    response.status().as_u16(),
+                    retry_after,
+                    ResponseBody::Reqwest(response),
+                )
+            }
         };
-        if response.status().is_success() {
+        let response = UpstreamResponse { status, body };
+        if (200..300).contains(&status) {
             return Ok(response);
         }
-        let status = response.status().as_u16();
-        let retry_after = retry_after_from_headers(response.headers());
         let body = self
             .read_body(response, MAX_ERROR_BODY)
             .await
@@ -209,27 +308,45 @@ impl UpstreamClient {
     }
 
     /// The response body as a stream, each chunk bounded by the idle timeout.
-    pub fn body_stream(&self, response: reqwest::Response) -> ByteStream {
+    pub fn body_stream(&self, response: UpstreamResponse) -> ByteStream {
         let idle = self.idle;
-        let inner = response.bytes_stream();
-        Box::pin(futures_util::stream::unfold(
-            Some(inner),
-            move |state| async move {
-                let mut inner = state?;
-                match tokio::time::timeout(idle, inner.next()).await {
-                    Err(_) => Some((Err(UpstreamError::IdleTimeout(idle)), None)),
-                    Ok(None) => None,
-                    Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(inner))),
-                    Ok(Some(Err(e))) => Some((Err(UpstreamError::Body(describe(&e))), None)),
-                }
-            },
-        ))
+        match response.body {
+            ResponseBody::Http1(body) => Box::pin(futures_util::stream::unfold(
+                Some(body),
+                move |state| async move {
+                    let mut body = state?;
+                    match tokio::time::timeout(idle, body.next()).await {
+                        Err(_) => Some((Err(UpstreamError::IdleTimeout(idle)), None)),
+                        Ok(None) => None,
+                        Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(body))),
+                        Ok(Some(Err(e))) => Some((Err(UpstreamError::Body(e.to_string())), None)),
+                    }
+                },
+            )),
+            ResponseBody::Reqwest(response) => {
+                let inner = response.bytes_stream();
+                Box::pin(futures_util::stream::unfold(
+                    Some(inner),
+                    move |state| async move {
+                        let mut inner = state?;
+                        match tokio::time::timeout(idle, inner.next()).await {
+                            Err(_) => Some((Err(UpstreamError::IdleTimeout(idle)), None)),
+                            Ok(None) => None,
+                            Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(inner))),
+                            Ok(Some(Err(e))) => {
+                                Some((Err(UpstreamError::Body(describe(&e))), None))
+                            }
+                        }
+                    },
+                ))
+            }
+        }
     }
 
     /// Read a whole body (bounded by `limit` bytes, idle timeout per chunk).
     pub async fn read_body(
         &self,
-        response: reqwest::Response,
+        response: UpstreamResponse,
         limit: usize,
     ) -> Result<Bytes, UpstreamError> {
         let mut stream = self.body_stream(response);

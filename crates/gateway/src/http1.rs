@@ -1,0 +1,619 @@
+//! A lean HTTP/1.1 client for plain `http://` upstreams (vLLM, llama.cpp, Ollama on this machine
+//! or network). `https://` upstreams keep using reqwest (see `upstream.rs`).
+//!
+//! Why not reqwest for these too: an open upstream stream through hyper's client holds an 8 KiB
+//! read buffer, an 8 KiB write buffer and a ~9 KB dispatch channel, and the connection runs in a
+//! task of its own, so each request and each response crosses between tasks (often between
+//! threads). This client keeps the connection inside the request's own future:
+//! * the request is written straight from its pieces (head, then the body's shared segments) with
+//!   vectored writes, no write buffer;
+//! * a read buffer exists only while bytes are waiting: the socket's readiness is awaited with
+//!   no buffer held, then what is there is read (4 KiB, growing to 64 KiB while reads fill it);
+//! * the response head is parsed by `httparse`; the body is framed by `Content-Length`, by
+//!   chunked transfer coding (`httparse::parse_chunk_size`) or by the end of the connection.
+//!
+//! A connection goes back to the idle pool only after its response body was read to its end and
+//! neither side asked to close; a body dropped early closes its connection. A pooled connection
+//! is checked before reuse (no byte and no end-of-stream waiting), and a request on a reused
+//! connection that gets no response byte at all is sent once more on a new connection (the
+//! server may have closed the idle connection at the moment it was taken).
+
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// Smallest read (and the first read of each response).
+const MIN_READ: usize = 4 * 1024;
+
+/// Largest read: reads double up to this while they fill the buffer.
+const MAX_READ: usize = 64 * 1024;
+
+/// Largest response head accepted.
+const MAX_HEAD: usize = 64 * 1024;
+
+/// Most headers in a response head.
+const MAX_HEADERS: usize = 64;
+
+/// Most idle connections kept.
+const MAX_IDLE: usize = 1024;
+
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Http1Error {
+    #[error("cannot connect to {target}: {source}")]
+    Connect { target: String, source: io::Error },
+    #[error("connecting to {0} timed out")]
+    ConnectTimeout(String),
+    #[error("sending the request failed: {0}")]
+    Send(io::Error),
+    #[error("the connection closed before a response arrived")]
+    ClosedBeforeResponse,
+    #[error("the connection failed before a response arrived: {0}")]
+    ResetBeforeResponse(io::Error),
+    #[error("reading the response failed: {0}")]
+    Receive(io::Error),
+    #[error("the response is not valid HTTP/1.1: {0}")]
+    Invalid(String),
+}
+
+impl Http1Error {
+    /// True when the server cannot have answered: the request was not fully sent, or the
+    /// connection ended before any response byte.
+    fn nothing_received(&self) -> bool {
+        matches!(
+            self,
+            Http1Error::Send(_) | Http1Error::ClosedBeforeResponse | Http1Error::ResetBeforeResponse(_)
+        )
+    }
+}
+
+/// Where to connect.
+#[derive(Debug, Clone)]
+enum ConnectTarget {
+    Address(SocketAddr),
+    Name(String, u16),
+}
+
+impl std::fmt::Display for ConnectTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectTarget::Address(address) => write!(f, "{address}"),
+            ConnectTarget::Name(host, port) => write!(f, "{host}:{port}"),
+        }
+    }
+}
+
+/// A connection in the idle pool.
+struct Idle {
+    stream: TcpStream,
+    since: Instant,
+}
+
+struct Inner {
+    target: ConnectTarget,
+    /// `POST <path> HTTP/1.1`, `Host`, `Content-Type`, `Accept`, and `Authorization` when there
+    /// is a key (so this is never printed). `Content-Length` and the blank line follow.
+    head_prefix: Vec<u8>,
+    connect_timeout: Duration,
+    idle_timeout: Duration,
+    idle: Mutex<Vec<Idle>>,
+}
+
+/// Client for one `http://` URL; cheap to clone (connections are shared).
+#[derive(Clone)]
+pub(crate) struct Http1Client {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Http1Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Http1Client")
+            .field("target", &self.inner.target)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A response head, and the body still to read.
+pub(crate) struct Http1Response {
+    pub status: u16,
+    /// Set only for non-2xx responses (only their `Retry-After` is needed).
+    pub headers: http::HeaderMap,
+    pub body: Http1Body,
+}
+
+impl Http1Client {
+    /// A client POSTing JSON to `url` (must be `http://`), with `authorization` as the value of
+    /// the `Authorization` header when given.
+    pub fn new(
+        url: &reqwest::Url,
+        authorization: Option<&str>,
+        connect_timeout: Duration,
+        idle_timeout: Duration,
+    ) -> Result<Self, String> {
+        if url.scheme() != "http" {
+            return Err(format!("{} is not an http:// URL", url.scheme()));
+        }
+        let port = url.port_or_known_default().unwrap_or(80);
+        let target = match url.host() {
+            Some(url::Host::Ipv4(ip)) => ConnectTarget::Address(SocketAddr::from((ip, port))),
+            Some(url::Host::Ipv6(ip)) => ConnectTarget::Address(SocketAddr::from((ip, port))),
+            Some(url::Host::Domain(name)) => ConnectTarget::Name(name.to_owned(), port),
+            None => return Err("the URL has no host".into()),
+        };
+        let host = url.host_str().unwrap_or_default();
+        let authority = match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        };
+        let mut path = url.path().to_owned();
+        if let Some(query) = url.query() {
+            path.push('?');
+            path.push_str(query);
+        }
+        let mut head_prefix = format!(
+            "POST {path} HTTP/1.1\r\nhost: {authority}\r\ncontent-type: application/json\r\naccept: */*\r\n"
+        )
+        .into_bytes();
+        if let Some(value) = authorization {
+            if value.bytes().any(|b| b.is_ascii_control()) {
+                return Err("the Authorization value has control characters".into());
+            }
+            head_prefix.extend_from_slice(b"authorization: ");
+            head_prefix.extend_from_slice(value.as_bytes());
+            head_prefix.extend_from_slice(b"\r\n");
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                target,
+                head_prefix,
+                connect_timeout,
+                idle_timeout,
+                idle: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// POSTs the body made of `pieces` (in order) and returns once the response head arrived.
+    pub async fn post(&self, pieces: &[Bytes]) -> Result<Http1Response, Http1Error> {
+        let length: usize = pieces.iter().map(Bytes::len).sum();
+        let mut head = Vec::with_capacity(self.inner.head_prefix.len() + 32);
+        head.extend_from_slice(&self.inner.head_prefix);
+        head.extend_from_slice(format!("content-length: {length}\r\n\r\n").as_bytes());
+        if let Some(stream) = self.take_idle() {
+            match self.exchange(stream, &head, pieces).await {
+                Ok(response) => return Ok(response),
+                // The server closed the idle connection as it was taken: nothing was received,
+                // so nothing was processed; send again on a new connection.
+                Err(e) if e.nothing_received() => {}
+                Err(other) => return Err(other),
+            }
+        }
+        let stream = self.connect().await?;
+        self.exchange(stream, &head, pieces).await
+    }
+
+    async fn connect(&self) -> Result<TcpStream, Http1Error> {
+        let target = &self.inner.target;
+        let connecting = async {
+            match target {
+                ConnectTarget::Address(address) => TcpStream::connect(address).await,
+                ConnectTarget::Name(host, port) => TcpStream::connect((host.as_str(), *port)).await,
+            }
+        };
+        let stream = tokio::time::timeout(self.inner.connect_timeout, connecting)
+            .await
+            .map_err(|_| Http1Error::ConnectTimeout(target.to_string()))?
+            .map_err(|source| Http1Error::Connect {
+                target: target.to_string(),
+                source,
+            })?;
+        let _ = stream.set_nodelay(true);
+        Ok(stream)
+    }
+
+    /// The most recently used idle connection that is still open and quiet, if any.
+    fn take_idle(&self) -> Option<TcpStream> {
+        let mut idle = self.inner.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        idle.retain(|c| now.duration_since(c.since) < self.inner.idle_timeout);
+        while let Some(Idle { stream, .. }) = idle.pop() {
+            // Alive and quiet: nothing to read and no end-of-stream.
+            if let Err(e) = stream.try_read(&mut [0u8; 1])
+                && e.kind() == io::ErrorKind::WouldBlock
+            {
+                return Some(stream);
+            }
+        }
+        None
+    }
+
+    async fn exchange(
+        &self,
+        mut stream: TcpStream,
+        head: &[u8],
+        pieces: &[Bytes],
+    ) -> Result<Http1Response, Http1Error> {
+        write_request(&mut stream, head, pieces)
+            .await
+            .map_err(Http1Error::Send)?;
+        let mut buffer = ReadBuffer::default();
+        loop {
+            let head = loop {
+                if let Some(head) = parse_head(buffer.bytes())? {
+                    break head;
+                }
+                if buffer.bytes().len() > MAX_HEAD {
+                    return Err(Http1Error::Invalid("response head too large".into()));
+                }
+                let read = match buffer.read(&stream).await {
+                    Ok(read) => read,
+                    Err(e) if buffer.bytes().is_empty() => {
+                        return Err(Http1Error::ResetBeforeResponse(e));
+                    }
+                    Err(e) => return Err(Http1Error::Receive(e)),
+                };
+                if read == 0 {
+                    return Err(if buffer.bytes().is_empty() {
+                        Http1Error::ClosedBeforeResponse
+                    } else {
+                        Http1Error::Invalid("the connection closed inside the head".into())
+                    });
+                }
+            };
+            buffer.consume(head.length);
+            // Interim responses (100 Continue, 103 Early Hints) precede the real one.
+            if (100..200).contains(&head.status) {
+                continue;
+            }
+            let framing = if head.status == 204 || head.status == 304 {
+                Framing::Length(0)
+            } else {
+                head.framing
+            };
+            return Ok(Http1Response {
+                status: head.status,
+                headers: head.headers,
+                body: Http1Body {
+                    stream: Some(stream),
+                    buffer,
+                    framing,
+                    keep_alive: head.keep_alive,
+                    client: self.clone(),
+                },
+            });
+        }
+    }
+
+    fn put_idle(&self, stream: TcpStream) {
+        let mut idle = self.inner.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() >= MAX_IDLE {
+            idle.remove(0);
+        }
+        idle.push(Idle {
+            stream,
+            since: Instant::now(),
+        });
+    }
+}
+
+/// Writes `head` then `pieces` with vectored writes (nothing copied).
+async fn write_request(stream: &mut TcpStream, head: &[u8], pieces: &[Bytes]) -> io::Result<()> {
+    let mut slices: Vec<IoSlice<'_>> = std::iter::once(head)
+        .chain(pieces.iter().map(|piece| &piece[..]))
+        .filter(|slice| !slice.is_empty())
+        .map(IoSlice::new)
+        .collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        let written = stream.write_vectored(rest).await?;
+        if written == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut rest, written);
+    }
+    Ok(())
+}
+
+/// A parsed response head.
+struct Head {
+    /// Bytes the head took.
+    length: usize,
+    status: u16,
+    headers: http::HeaderMap,
+    framing: Framing,
+    keep_alive: bool,
+}
+
+/// The head at the start of `bytes`, `None` when it is not complete yet.
+fn parse_head(bytes: &[u8]) -> Result<Option<Head>, Http1Error> {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut slots);
+    let length = match response.parse(bytes) {
+        Ok(httparse::Status::Complete(length)) => length,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(Http1Error::Invalid(e.to_string())),
+    };
+    let status = response.code.unwrap_or_default();
+    let mut keep_alive = response.version == Some(1);
+    let mut content_length: Option<u64> = None;
+    let mut chunked = false;
+    let mut transfer_encoding = false;
+    let mut headers = http::HeaderMap::new();
+    let success = (200..300).contains(&status);
+    for header in response.headers.iter() {
+        let name = header.name;
+        let value = header.value;
+        if name.eq_ignore_ascii_case("content-length") {
+            let parsed = std::str::from_utf8(value)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| Http1Error::Invalid("invalid Content-Length".into()))?;
+            if content_length.is_some_and(|known| known != parsed) {
+                return Err(Http1Error::Invalid("conflicting Content-Length".into()));
+            }
+            content_length = Some(parsed);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            transfer_encoding = true;
+            // Only the last coding decides whether the body is chunked.
+            chunked = value
+                .rsplit(|&b| b == b',')
+                .next()
+                .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        } else if name.eq_ignore_ascii_case("connection")
+            && value
+                .split(|&b| b == b',')
+                .any(|token| token.trim_ascii().eq_ignore_ascii_case(b"close"))
+        {
+            keep_alive = false;
+        }
+        if !success
+            && let (Ok(name), Ok(value)) = (
+                http::HeaderName::from_bytes(name.as_bytes()),
+                http::HeaderValue::from_bytes(value),
+            )
+        {
+            headers.append(name, value);
+        }
+    }
+    let framing = if transfer_encoding {
+        if chunked {
+            Framing::Chunked(Chunk::Size)
+        } else {
+            // A transfer coding other than chunked last: the body ends with the connection.
+            Framing::UntilClose
+        }
+    } else {
+        match content_length {
+            Some(length) => Framing::Length(length),
+            None => Framing::UntilClose,
+        }
+    };
+    if matches!(framing, Framing::UntilClose) {
+        keep_alive = false;
+    }
+    Ok(Some(Head {
+        length,
+        status,
+        headers,
+        framing,
+        keep_alive,
+    }))
+}
+
+/// How the body's end is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// This many bytes are left.
+    Length(u64),
+    Chunked(Chunk),
+    /// Everything until the server closes the connection.
+    UntilClose,
+    /// Read to its end.
+    Done,
+}
+
+/// Where a chunked body is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chunk {
+    /// Expecting a chunk-size line.
+    Size,
+    /// This many data bytes of the current chunk are left.
+    Data(u64),
+    /// Expecting the CRLF after a chunk's data.
+    DataEnd,
+    /// After the last chunk: trailer lines until an empty one.
+    Trailers,
+}
+
+/// Bytes read and not consumed yet; holds no allocation while it is empty.
+#[derive(Default)]
+struct ReadBuffer {
+    bytes: BytesMut,
+    /// The next read's size.
+    next_read: usize,
+}
+
+impl ReadBuffer {
+    fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    fn consume(&mut self, count: usize) {
+        self.bytes.advance(count);
+    }
+
+    /// The first `count` bytes, as their own buffer.
+    fn split(&mut self, count: usize) -> Bytes {
+        self.bytes.split_to(count).freeze()
+    }
+
+    /// Waits until the socket is readable, then reads what is there. `Ok(0)` at end of stream.
+    async fn read(&mut self, stream: &TcpStream) -> io::Result<usize> {
+        if self.bytes.is_empty() {
+            // Nothing kept: give the allocation back before waiting (an idle stream holds none).
+            self.bytes = BytesMut::new();
+        }
+        loop {
+            stream.readable().await?;
+            let size = self.next_read.clamp(MIN_READ, MAX_READ);
+            self.bytes.reserve(size);
+            let spare = self.bytes.capacity() - self.bytes.len();
+            match stream.try_read_buf(&mut self.bytes) {
+                Ok(read) => {
+                    self.next_read = if read >= spare { size * 2 } else { size };
+                    return Ok(read);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// The body of an [`Http1Response`].
+pub(crate) struct Http1Body {
+    /// `None` once the body ended (the connection went back to the pool or was closed).
+    stream: Option<TcpStream>,
+    buffer: ReadBuffer,
+    framing: Framing,
+    keep_alive: bool,
+    client: Http1Client,
+}
+
+impl Http1Body {
+    /// The next piece of the body; `None` at its end.
+    pub async fn next(&mut self) -> Option<Result<Bytes, Http1Error>> {
+        loop {
+            match self.step() {
+                Ok(Some(bytes)) => return Some(Ok(bytes)),
+                Ok(None) if self.framing == Framing::Done => {
+                    self.finish();
+                    return None;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.stream = None;
+                    self.framing = Framing::Done;
+                    return Some(Err(e));
+                }
+            }
+            let stream = self.stream.as_ref()?;
+            match self.buffer.read(stream).await {
+                Ok(0) if self.framing == Framing::UntilClose => {
+                    self.framing = Framing::Done;
+                    self.keep_alive = false;
+                }
+                Ok(0) => {
+                    self.stream = None;
+                    self.framing = Framing::Done;
+                    return Some(Err(Http1Error::Receive(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the connection closed before the body ended",
+                    ))));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    self.stream = None;
+                    self.framing = Framing::Done;
+                    return Some(Err(Http1Error::Receive(e)));
+                }
+            }
+        }
+    }
+
+    /// Advances through what is buffered: body bytes, or `None` when more must be read (or
+    /// the body ended: then `framing` is `Done`).
+    fn step(&mut self) -> Result<Option<Bytes>, Http1Error> {
+        loop {
+            let available = self.buffer.bytes().len();
+            match self.framing {
+                Framing::Done => return Ok(None),
+                Framing::Length(0) => {
+                    self.framing = Framing::Done;
+                    return Ok(None);
+                }
+                Framing::Length(left) => {
+                    if available == 0 {
+                        return Ok(None);
+                    }
+                    let take = available.min(usize::try_from(left).unwrap_or(usize::MAX));
+                    self.framing = Framing::Length(left - take as u64);
+                    return Ok(Some(self.buffer.split(take)));
+                }
+                Framing::UntilClose => {
+                    if available == 0 {
+                        return Ok(None);
+                    }
+                    return Ok(Some(self.buffer.split(available)));
+                }
+                Framing::Chunked(Chunk::Size) => {
+                    match httparse::parse_chunk_size(self.buffer.bytes()) {
+                        Ok(httparse::Status::Complete((used, size))) => {
+                            self.buffer.consume(used);
+                            self.framing = Framing::Chunked(if size == 0 {
+                                Chunk::Trailers
+                            } else {
+                                Chunk::Data(size)
+                            });
+                        }
+                        Ok(httparse::Status::Partial) => return Ok(None),
+                        Err(_) => return Err(Http1Error::Invalid("invalid chunk size".into())),
+                    }
+                }
+                Framing::Chunked(Chunk::Data(left)) => {
+                    if available == 0 {
+                        return Ok(None);
+                    }
+                    let take = available.min(usize::try_from(left).unwrap_or(usize::MAX));
+                    let rest = left - take as u64;
+                    self.framing = Framing::Chunked(if rest == 0 {
+                        Chunk::DataEnd
+                    } else {
+                        Chunk::Data(rest)
+                    });
+                    return Ok(Some(self.buffer.split(take)));
+                }
+                Framing::Chunked(Chunk::DataEnd) => {
+                    if available < 2 {
+                        return Ok(None);
+                    }
+                    if &self.buffer.bytes()[..2] != b"\r\n" {
+                        return Err(Http1Error::Invalid("chunk data not followed by CRLF".into()));
+                    }
+                    self.buffer.consume(2);
+                    self.framing = Framing::Chunked(Chunk::Size);
+                }
+                Framing::Chunked(Chunk::Trailers) => {
+                    let bytes = self.buffer.bytes();
+                    let Some(end) = bytes.windows(2).position(|w| w == b"\r\n") else {
+                        if bytes.len() > MAX_HEAD {
+                            return Err(Http1Error::Invalid("trailers too large".into()));
+                        }
+                        return Ok(None);
+                    };
+                    self.buffer.consume(end + 2);
+                    if end == 0 {
+                        self.framing = Framing::Done;
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The body ended: the connection goes back to the pool if it can carry another request.
+    fn finish(&mut self) {
+        let Some(stream) = self.stream.take() else {
+            return;
+        };
+        // Bytes after the body would be read as the next response: do not reuse.
+        if self.keep_alive && self.buffer.bytes().is_empty() {
+            self.client.put_idle(stream);
+        }
+    }
+}
