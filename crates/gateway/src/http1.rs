@@ -67,7 +67,9 @@ impl Http1Error {
     fn nothing_received(&self) -> bool {
         matches!(
             self,
-            Http1Error::Send(_) | Http1Error::ClosedBeforeResponse | Http1Error::ResetBeforeResponse(_)
+            Http1Error::Send(_)
+                | Http1Error::ClosedBeforeResponse
+                | Http1Error::ResetBeforeResponse(_)
         )
     }
 }
@@ -218,7 +220,11 @@ impl Http1Client {
 
     /// The most recently used idle connection that is still open and quiet, if any.
     fn take_idle(&self) -> Option<TcpStream> {
-        let mut idle = self.inner.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut idle = self
+            .inner
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
         idle.retain(|c| now.duration_since(c.since) < self.inner.idle_timeout);
         while let Some(Idle { stream, .. }) = idle.pop() {
@@ -290,7 +296,11 @@ impl Http1Client {
     }
 
     fn put_idle(&self, stream: TcpStream) {
-        let mut idle = self.inner.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut idle = self
+            .inner
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if idle.len() >= MAX_IDLE {
             idle.remove(0);
         }
@@ -475,6 +485,14 @@ impl ReadBuffer {
     }
 }
 
+impl Drop for Http1Body {
+    fn drop(&mut self) {
+        if self.stream.is_some() && self.framing != Framing::UntilClose {
+            self.drain_arrived();
+        }
+    }
+}
+
 /// The body of an [`Http1Response`].
 pub(crate) struct Http1Body {
     /// `None` once the body ended (the connection went back to the pool or was closed).
@@ -583,7 +601,9 @@ impl Http1Body {
                         return Ok(None);
                     }
                     if &self.buffer.bytes()[..2] != b"\r\n" {
-                        return Err(Http1Error::Invalid("chunk data not followed by CRLF".into()));
+                        return Err(Http1Error::Invalid(
+                            "chunk data not followed by CRLF".into(),
+                        ));
                     }
                     self.buffer.consume(2);
                     self.framing = Framing::Chunked(Chunk::Size);
@@ -606,6 +626,33 @@ impl Http1Body {
         }
     }
 
+    /// Reads the rest of the body from what has already arrived (no waiting), so that a body
+    /// dropped right after its last event (an SSE stream after `[DONE]`) still returns its
+    /// connection to the pool. Gives up after [`MAX_READ`] bytes.
+    fn drain_arrived(&mut self) {
+        let mut discarded = 0;
+        while self.stream.is_some() && self.framing != Framing::Done && discarded <= MAX_READ {
+            match self.step() {
+                Ok(Some(bytes)) => {
+                    discarded += bytes.len();
+                    continue;
+                }
+                Ok(None) if self.framing == Framing::Done => break,
+                Ok(None) => {}
+                Err(_) => return,
+            }
+            let Some(stream) = &self.stream else { return };
+            self.buffer.bytes.reserve(MIN_READ);
+            match stream.try_read_buf(&mut self.buffer.bytes) {
+                Ok(read) if read > 0 => {}
+                _ => return,
+            }
+        }
+        if self.framing == Framing::Done {
+            self.finish();
+        }
+    }
+
     /// The body ended: the connection goes back to the pool if it can carry another request.
     fn finish(&mut self) {
         let Some(stream) = self.stream.take() else {
@@ -615,5 +662,361 @@ impl Http1Body {
         if self.keep_alive && self.buffer.bytes().is_empty() {
             self.client.put_idle(stream);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// What the scripted server does with one request.
+    enum Reply {
+        /// Writes these pieces one by one (1 ms apart), then keeps the connection, or closes it.
+        Send { pieces: Vec<Vec<u8>>, close: bool },
+        /// Writes the first piece, and the second one after a pause no test waits for.
+        Pause(Vec<u8>, Vec<u8>),
+        /// Closes the connection without answering.
+        Hang,
+    }
+
+    fn send(text: &str) -> Reply {
+        Reply::Send {
+            pieces: vec![text.as_bytes().to_vec()],
+            close: false,
+        }
+    }
+
+    /// `text` written one byte at a time.
+    fn trickle(text: &str) -> Reply {
+        Reply::Send {
+            pieces: text.bytes().map(|b| vec![b]).collect(),
+            close: false,
+        }
+    }
+
+    struct Server {
+        url: reqwest::Url,
+        accepted: Arc<AtomicUsize>,
+        requests: Arc<Mutex<Vec<Vec<u8>>>>,
+    }
+
+    impl Server {
+        fn accepted(&self) -> usize {
+            self.accepted.load(Ordering::SeqCst)
+        }
+    }
+
+    /// A raw HTTP/1.1 server on loopback answering the requests it reads, on any connection,
+    /// with `replies` in order.
+    async fn server(replies: Vec<Reply>) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!(
+            "http://{}/v1/chat/completions",
+            listener.local_addr().unwrap()
+        );
+        let replies = Arc::new(Mutex::new(VecDeque::from(replies)));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (count, seen) = (Arc::clone(&accepted), Arc::clone(&requests));
+        tokio::spawn(async move {
+            loop {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                count.fetch_add(1, Ordering::SeqCst);
+                let (replies, seen) = (Arc::clone(&replies), Arc::clone(&seen));
+                tokio::spawn(async move {
+                    while let Some(request) = read_request(&mut stream).await {
+                        seen.lock().unwrap().push(request);
+                        let reply = replies.lock().unwrap().pop_front();
+                        match reply {
+                            Some(Reply::Send { pieces, close }) => {
+                                for piece in pieces {
+                                    if stream.write_all(&piece).await.is_err() {
+                                        return;
+                                    }
+                                    tokio::time::sleep(Duration::from_millis(1)).await;
+                                }
+                                if close {
+                                    return;
+                                }
+                            }
+                            Some(Reply::Pause(first, second)) => {
+                                let _ = stream.write_all(&first).await;
+                                tokio::time::sleep(Duration::from_secs(5)).await;
+                                let _ = stream.write_all(&second).await;
+                            }
+                            Some(Reply::Hang) | None => return,
+                        }
+                    }
+                });
+            }
+        });
+        Server {
+            url: reqwest::Url::parse(&url).unwrap(),
+            accepted,
+            requests,
+        }
+    }
+
+    /// One request (head and `content-length` body), `None` at end of stream.
+    async fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
+        let mut request = Vec::new();
+        let mut byte = [0u8; 1];
+        while !request.ends_with(b"\r\n\r\n") {
+            if stream.read(&mut byte).await.ok()? == 0 {
+                return None;
+            }
+            request.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&request).to_ascii_lowercase();
+        let length: usize = head
+            .split("content-length: ")
+            .nth(1)
+            .and_then(|rest| rest.split("\r\n").next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let mut body = vec![0u8; length];
+        stream.read_exact(&mut body).await.ok()?;
+        request.extend_from_slice(&body);
+        Some(request)
+    }
+
+    fn client(server: &Server) -> Http1Client {
+        Http1Client::new(
+            &server.url,
+            Some("Bearer test-key-123"),
+            Duration::from_secs(5),
+            Duration::from_secs(60),
+        )
+        .unwrap()
+    }
+
+    async fn read_all(body: &mut Http1Body) -> Result<Vec<u8>, Http1Error> {
+        let mut out = Vec::new();
+        while let Some(piece) = body.next().await {
+            out.extend_from_slice(&piece?);
+        }
+        Ok(out)
+    }
+
+    async fn post_text(client: &Http1Client, body: &'static str) -> (u16, Vec<u8>) {
+        let mut response = client
+            .post(&[Bytes::from_static(body.as_bytes())])
+            .await
+            .unwrap();
+        let bytes = read_all(&mut response.body).await.unwrap();
+        (response.status, bytes)
+    }
+
+    #[tokio::test]
+    async fn a_chunked_body_arriving_byte_by_byte_is_reassembled_and_the_connection_reused() {
+        let server = server(vec![
+            trickle(
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n\
+                 5;name=value\r\nhello\r\n6\r\n world\r\n0\r\nx-trailer: t\r\n\r\n",
+            ),
+            send("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"),
+        ])
+        .await;
+        let client = client(&server);
+        let pieces = [Bytes::from_static(b"{\"a\""), Bytes::from_static(b":1}")];
+        let mut response = client.post(&pieces).await.unwrap();
+        assert_eq!(response.status, 200);
+        assert_eq!(read_all(&mut response.body).await.unwrap(), b"hello world");
+        drop(response);
+        assert_eq!(post_text(&client, "{}").await, (200, b"ok".to_vec()));
+        assert_eq!(
+            server.accepted(),
+            1,
+            "the second request reused the connection"
+        );
+        let requests = server.requests.lock().unwrap();
+        let first = String::from_utf8(requests[0].clone()).unwrap();
+        let port = server.url.port().unwrap();
+        assert!(
+            first.starts_with("POST /v1/chat/completions HTTP/1.1\r\n"),
+            "{first}"
+        );
+        for line in [
+            format!("host: 127.0.0.1:{port}\r\n"),
+            "content-type: application/json\r\n".into(),
+            "authorization: Bearer test-key-123\r\n".into(),
+            "content-length: 7\r\n".into(),
+        ] {
+            assert!(first.contains(&line), "{line:?} missing in {first}");
+        }
+        assert!(first.ends_with("\r\n\r\n{\"a\":1}"), "{first}");
+    }
+
+    #[tokio::test]
+    async fn a_body_without_length_ends_with_the_connection_which_is_not_reused() {
+        let server = server(vec![
+            Reply::Send {
+                pieces: vec![b"HTTP/1.1 200 OK\r\n\r\nall ".to_vec(), b"of it".to_vec()],
+                close: true,
+            },
+            send("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"),
+        ])
+        .await;
+        let client = client(&server);
+        assert_eq!(post_text(&client, "{}").await, (200, b"all of it".to_vec()));
+        assert_eq!(post_text(&client, "{}").await, (200, b"ok".to_vec()));
+        assert_eq!(server.accepted(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_request_on_a_pooled_connection_the_server_dropped_is_sent_again_once() {
+        let server = server(vec![
+            send("HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\none"),
+            Reply::Hang,
+            send("HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\ntwo"),
+        ])
+        .await;
+        let client = client(&server);
+        assert_eq!(post_text(&client, "{}").await, (200, b"one".to_vec()));
+        assert_eq!(post_text(&client, "{}").await, (200, b"two".to_vec()));
+        assert_eq!(server.accepted(), 2);
+        assert_eq!(server.requests.lock().unwrap().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_new_connection_closed_without_an_answer_is_an_error_and_not_repeated() {
+        let server = server(vec![Reply::Hang]).await;
+        let client = client(&server);
+        let error = client
+            .post(&[Bytes::from_static(b"{}")])
+            .await
+            .err()
+            .unwrap();
+        assert!(
+            matches!(error, Http1Error::ClosedBeforeResponse),
+            "{error:?}"
+        );
+        assert_eq!(server.requests.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_body_dropped_after_its_last_event_returns_its_connection_only_if_its_end_arrived() {
+        let ended = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n\
+                     9\r\ndata: x\n\n\r\n0\r\n\r\n";
+        let server = server(vec![
+            send(ended),
+            Reply::Pause(
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n9\r\ndata: y\n\n\r\n"
+                    .to_vec(),
+                b"0\r\n\r\n".to_vec(),
+            ),
+            send("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"),
+        ])
+        .await;
+        let client = client(&server);
+        // The whole body arrived with its first piece: dropping it keeps the connection.
+        let mut response = client.post(&[Bytes::from_static(b"{}")]).await.unwrap();
+        assert_eq!(
+            &response.body.next().await.unwrap().unwrap()[..],
+            b"data: x\n\n"
+        );
+        drop(response);
+        // The end is still on its way: dropping the body closes the connection.
+        let mut response = client.post(&[Bytes::from_static(b"{}")]).await.unwrap();
+        assert_eq!(
+            &response.body.next().await.unwrap().unwrap()[..],
+            b"data: y\n\n"
+        );
+        drop(response);
+        assert_eq!(server.accepted(), 1);
+        assert_eq!(post_text(&client, "{}").await, (200, b"ok".to_vec()));
+        assert_eq!(server.accepted(), 2);
+    }
+
+    #[tokio::test]
+    async fn interim_responses_are_skipped_and_error_heads_keep_their_headers() {
+        let server = server(vec![
+            send(
+                "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 429 Too Many Requests\r\n\
+                 retry-after: 7\r\ncontent-length: 4\r\n\r\nslow",
+            ),
+            send("HTTP/1.1 200 OK\r\nx-other: 1\r\ncontent-length: 2\r\n\r\nok"),
+        ])
+        .await;
+        let client = client(&server);
+        let mut response = client.post(&[Bytes::from_static(b"{}")]).await.unwrap();
+        assert_eq!(response.status, 429);
+        assert_eq!(response.headers.get("retry-after").unwrap(), "7");
+        assert_eq!(read_all(&mut response.body).await.unwrap(), b"slow");
+        drop(response);
+        let response = client.post(&[Bytes::from_static(b"{}")]).await.unwrap();
+        assert_eq!(response.status, 200);
+        assert!(response.headers.is_empty(), "2xx heads keep no headers");
+    }
+
+    #[tokio::test]
+    async fn a_body_cut_short_is_an_error() {
+        let server = server(vec![Reply::Send {
+            pieces: vec![b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort".to_vec()],
+            close: true,
+        }])
+        .await;
+        let client = client(&server);
+        let mut response = client.post(&[Bytes::from_static(b"{}")]).await.unwrap();
+        let error = read_all(&mut response.body).await.err().unwrap();
+        assert!(matches!(error, Http1Error::Receive(_)), "{error:?}");
+    }
+
+    #[test]
+    fn heads_decide_framing_and_reuse() {
+        let head = |text: &str| parse_head(text.as_bytes()).unwrap().unwrap();
+        let chunked = head("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n");
+        assert_eq!(chunked.framing, Framing::Chunked(Chunk::Size));
+        assert!(chunked.keep_alive);
+        let not_chunked_last = head("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked, gzip\r\n\r\n");
+        assert_eq!(not_chunked_last.framing, Framing::UntilClose);
+        assert!(!not_chunked_last.keep_alive);
+        let close =
+            head("HTTP/1.1 200 OK\r\nconnection: keep-alive, close\r\ncontent-length: 0\r\n\r\n");
+        assert_eq!(close.framing, Framing::Length(0));
+        assert!(!close.keep_alive);
+        assert!(!head("HTTP/1.0 200 OK\r\ncontent-length: 0\r\n\r\n").keep_alive);
+        let same_twice = head("HTTP/1.1 200 OK\r\ncontent-length: 3\r\ncontent-length: 3\r\n\r\n");
+        assert_eq!(same_twice.framing, Framing::Length(3));
+        assert!(
+            parse_head(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n")
+                .unwrap()
+                .is_none()
+        );
+        for invalid in [
+            "HTTP/1.1 200 OK\r\ncontent-length: 3\r\ncontent-length: 4\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n",
+            "NOT HTTP\r\n\r\n",
+        ] {
+            assert!(
+                matches!(parse_head(invalid.as_bytes()), Err(Http1Error::Invalid(_))),
+                "{invalid:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_http_urls_and_printable_keys_are_accepted() {
+        let https = reqwest::Url::parse("https://example.com/v1").unwrap();
+        let timeout = Duration::from_secs(1);
+        assert!(Http1Client::new(&https, None, timeout, timeout).is_err());
+        let http = reqwest::Url::parse("http://[::1]:8080/v1?x=1").unwrap();
+        assert!(Http1Client::new(&http, Some("Bearer a\r\nb"), timeout, timeout).is_err());
+        let client = Http1Client::new(&http, Some("Bearer k"), timeout, timeout).unwrap();
+        let head = String::from_utf8(client.inner.head_prefix.clone()).unwrap();
+        assert!(
+            head.starts_with("POST /v1?x=1 HTTP/1.1\r\nhost: [::1]:8080\r\n"),
+            "{head}"
+        );
+        assert!(
+            !format!("{client:?}").contains("Bearer"),
+            "the key is never printed"
+        );
     }
 }

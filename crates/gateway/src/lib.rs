@@ -88,6 +88,11 @@
 //! `timeouts.guest_body_idle_ms` (30 s) while sending one a 408. Upstream request bodies are sent
 //! as the translation cache's shared segments with an exact `Content-Length`.
 //!
+//! An `http://` upstream (a local vLLM, llama.cpp or Ollama) is reached with a lean HTTP/1.1
+//! client (`http1.rs`) that keeps each connection in the exchange's own task, writes the request
+//! from its segments without a write buffer and holds no read buffer while it waits; idle
+//! connections are pooled for 60 s. An `https://` upstream goes through reqwest (rustls).
+//!
 //! ## Streaming output
 //! Each translated chunk is written as one single-line `data: <json>\r\n\r\n` frame as soon as
 //! it is produced. Text deltas are forwarded immediately; function calls only complete, on the

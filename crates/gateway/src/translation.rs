@@ -39,7 +39,7 @@ pub struct ChatBody {
 }
 
 impl ChatBody {
-    fn single(bytes: Vec<u8>) -> Self {
+    pub(crate) fn single(bytes: Vec<u8>) -> Self {
         Self {
             text: JsonText::whole(Bytes::from(bytes)),
         }

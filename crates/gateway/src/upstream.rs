@@ -200,7 +200,9 @@ impl UpstreamClient {
     ) -> Result<Self, ClientError> {
         let url = config.chat_completions_url();
         let parsed_url = reqwest::Url::parse(&url).map_err(|e| UpstreamUrlError(e.to_string()))?;
-        let bearer = api_key.filter(|k| !k.is_empty()).map(|k| format!("Bearer {k}"));
+        let bearer = api_key
+            .filter(|k| !k.is_empty())
+            .map(|k| format!("Bearer {k}"));
         let has_key = bearer.is_some();
         let transport = if parsed_url.scheme() == "http" && !reqwest_always {
             Transport::Http1(
@@ -373,4 +375,45 @@ pub(crate) fn describe(e: &reqwest::Error) -> String {
         source = s.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+    use switchyard_testkit::chat_upstream::{ChatUpstream, Reply, Script};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn both_transports_send_the_same_request_and_read_the_same_answer() {
+        let upstream = ChatUpstream::start(Script::always(Reply::completion_text("Hello")))
+            .await
+            .unwrap();
+        let config = GatewayConfig::new(upstream.base_url(), "m");
+        let sent = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+        let body = ChatBody::single(sent.to_vec());
+        let key = Some("sk-transport-test-1".to_owned());
+        let lean = UpstreamClient::new(&config, key.clone()).unwrap();
+        let reqwest = UpstreamClient::with_reqwest(&config, key).unwrap();
+        assert!(matches!(lean.transport, Transport::Http1(_)));
+        assert!(matches!(reqwest.transport, Transport::Reqwest { .. }));
+        for client in [&lean, &reqwest] {
+            let response = client.send(&body).await.unwrap();
+            assert_eq!(response.status(), 200);
+            let answer = client.read_body(response, 1 << 20).await.unwrap();
+            let answer: Value = serde_json::from_slice(&answer).unwrap();
+            assert_eq!(answer["choices"][0]["message"]["content"], "Hello");
+        }
+        let requests = upstream.requests();
+        assert_eq!(requests.len(), 2);
+        for request in &requests {
+            assert_eq!(request.path, "/v1/chat/completions");
+            assert_eq!(&request.body[..], sent);
+            assert_eq!(
+                request.header("authorization"),
+                Some("Bearer sk-transport-test-1")
+            );
+            assert_eq!(request.header("content-type"), Some("application/json"));
+        }
+    }
 }
