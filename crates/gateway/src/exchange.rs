@@ -495,11 +495,19 @@ async fn stream_attempt(
                 trace.attempt_event(event.data);
                 match translated {
                     Ok(chunks) => {
+                        let forwarded = !chunks.is_empty();
                         for chunk in chunks {
                             if tx.send(frame(&chunk)).await.is_err() {
                                 return AttemptEnd::GuestGone;
                             }
                             delivered.push(chunk);
+                        }
+                        if forwarded {
+                            // Let the guest's connection write what was just sent before the
+                            // next upstream event is translated: the rest of the upstream
+                            // response often arrives with this event, and would otherwise be
+                            // processed first (the frame waiting meanwhile).
+                            tokio::task::yield_now().await;
                         }
                     }
                     Err(e) => return AttemptEnd::Failed(UpstreamError::Payload(e)),
