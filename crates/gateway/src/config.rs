@@ -192,7 +192,7 @@ impl Default for LimitConfig {
     fn default() -> Self {
         Self {
             max_request_bytes: 256 * 1024 * 1024,
-            buffered_request_bytes: 4 * 1024 * 1024,
+            buffered_request_bytes: 1024 * 1024,
         }
     }
 }

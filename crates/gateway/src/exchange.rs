@@ -304,11 +304,17 @@ pub(crate) async fn stream_generate(ctx: ExchangeContext, guest: GuestBody) -> R
             Err(response) => return response,
         };
     let (tx, rx) = mpsc::channel(32);
-    let guard = state.in_flight.clone();
-    tokio::spawn(async move {
-        let _in_flight = guard;
-        pump(ctx, prepared, response, budget, trace, tx).await;
-    });
+    // `pump` itself is the task (no wrapping block: it would hold a second copy of the
+    // arguments for the whole stream).
+    tokio::spawn(pump(
+        ctx,
+        prepared,
+        response,
+        budget,
+        trace,
+        tx,
+        state.in_flight.clone(),
+    ));
     sse_body(rx)
 }
 
@@ -327,6 +333,8 @@ async fn pump(
     mut budget: RetryBudget,
     mut trace: Trace,
     tx: mpsc::Sender<Bytes>,
+    // Held until the stream ends, so a shutdown waits for it.
+    _in_flight: mpsc::Sender<()>,
 ) {
     let state = ctx.state.clone();
     let mut delivered: Vec<GenerateContentResponse> = Vec::new();

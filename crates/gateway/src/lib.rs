@@ -82,7 +82,7 @@
 //! The gateway serves HTTP/1.1 with hyper directly, with `TCP_NODELAY` and each connection's read
 //! buffer capped at 8 KiB (request heads must fit in it), so an open stream does not keep the
 //! buffer a large request body grew. Request bodies are read within a byte budget shared by all
-//! connections (`[limits] buffered_request_bytes`, 4 MiB): when many guests send at once, the
+//! connections (`[limits] buffered_request_bytes`, 1 MiB): when many guests send at once, the
 //! bodies that do not fit wait in the kernel instead of in the gateway's memory; a body over
 //! `max_request_bytes` (256 MiB) is a 413, a guest pausing longer than
 //! `timeouts.guest_body_idle_ms` (30 s) while sending one a 408. Upstream request bodies are sent
