@@ -13,10 +13,14 @@
 //!   chunked transfer coding (`httparse::parse_chunk_size`) or by the end of the connection.
 //!
 //! A connection goes back to the idle pool only after its response body was read to its end and
-//! neither side asked to close; a body dropped early closes its connection. A pooled connection
+//! neither side asked to close; a body dropped early closes its connection unless the rest of
+//! the body has already arrived (then it is read off without waiting). A pooled connection
 //! is checked before reuse (no byte and no end-of-stream waiting), and a request on a reused
 //! connection that gets no response byte at all is sent once more on a new connection (the
 //! server may have closed the idle connection at the moment it was taken).
+//!
+//! Proxies: connections go straight to the upstream's address; `HTTP_PROXY` and the like are
+//! not consulted (reqwest, used for `https://`, honours them).
 
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
@@ -36,8 +40,8 @@ const MAX_READ: usize = 64 * 1024;
 /// Largest response head accepted.
 const MAX_HEAD: usize = 64 * 1024;
 
-/// Most headers in a response head.
-const MAX_HEADERS: usize = 64;
+/// Most headers in a response head (hyper's default too).
+const MAX_HEADERS: usize = 100;
 
 /// Most idle connections kept.
 const MAX_IDLE: usize = 1024;
