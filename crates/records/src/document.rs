@@ -593,6 +593,45 @@ mod tests {
     }
 
     #[test]
+    fn secrets_in_the_record_around_the_requests_are_redacted_on_the_text_path() {
+        let redactor = Redactor::new([SECRET]);
+        let stored_text = |op: &RecordOp| match op {
+            RecordOp::UpsertExchangeDocument(document) => document.json().to_owned(),
+            RecordOp::UpsertExchange(record) => serde_json::to_string(record).unwrap(),
+            other => panic!("unexpected op {other:?}"),
+        };
+        let cases: [(&str, fn(&mut ExchangeRecord)); 3] = [
+            ("a raw upstream event", |record| {
+                record.attempts[0]
+                    .raw_events
+                    .push(format!(r#"{{"echo":"{SECRET}"}}"#));
+            }),
+            ("a delivered call's arguments", |record| {
+                record.function_calls.push(crate::model::DeliveredCall {
+                    id: "c1".into(),
+                    name: "fetch".into(),
+                    arguments: json!({"headers": {"Authorization": "Bearer abcdefghijkl"}}),
+                });
+            }),
+            ("a note", |record| {
+                record
+                    .notes
+                    .push("upstream said x-api-key: zzzzzzzzzz".into());
+            }),
+        ];
+        for (place, add_secret) in cases {
+            let mut exchange = exchange_text("[]");
+            add_secret(&mut exchange.record);
+            let op = prepare(exchange, &redactor, &mut SharedBlobs::default());
+            let text = stored_text(&op);
+            for secret in [SECRET, "abcdefghijkl", "zzzzzzzzzz"] {
+                assert!(!text.contains(secret), "{place}: {secret} stored in {text}");
+            }
+            assert!(text.contains(crate::REDACTED), "{place}: {text}");
+        }
+    }
+
+    #[test]
     fn inline_text_shaped_like_a_blob_marker_is_kept_as_it_was() {
         let redactor = Redactor::default();
         let mut exchange = exchange_text("[]");
