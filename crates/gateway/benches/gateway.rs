@@ -1,4 +1,4 @@
-//! `cargo bench -p switchyard-gateway --bench gateway`: runs [`switchyard_gateway::bench::bench`]
+//! `cargo bench -p switchyard-gateway --features bench --bench gateway`: runs [`switchyard_gateway::bench::bench`]
 //! with its defaults (or `SWITCHYARD_BENCH_QUICK=1` for a short run) and prints the report.
 //! The same function backs `switchyard bench gateway`.
 

@@ -101,6 +101,7 @@
 //! chunk (Gemini CLI turns it into an API error with that code).
 
 pub mod auth;
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod config;
 mod exchange;

@@ -164,8 +164,7 @@ async fn cache_hit_exchanges_are_recorded_as_text_and_still_redacted() {
         config.records_dir = Some(records.path().to_path_buf());
     })
     .await;
-    let base: serde_json::Value =
-        serde_json::from_slice(switchyard_gateway::bench::GEMINI_CLI_FIRST_REQUEST).unwrap();
+    let base: serde_json::Value = serde_json::from_slice(GEMINI_CLI_FIRST_REQUEST).unwrap();
     let prompts = [
         "first".to_string(),
         "second, \"quoted\"\n".to_string(),
@@ -255,7 +254,7 @@ async fn unary_cache_hit_exchanges_read_back_as_sent() {
     let mut sent = Vec::new();
     for prompt in ["one", "two"] {
         let mut request: serde_json::Value =
-            serde_json::from_slice(switchyard_gateway::bench::GEMINI_CLI_FIRST_REQUEST).unwrap();
+            serde_json::from_slice(GEMINI_CLI_FIRST_REQUEST).unwrap();
         request["contents"] = json!([{"role": "user", "parts": [{"text": prompt}]}]);
         let response = post(&gw, "gemini-2.5-flash", "generateContent", &request).await;
         assert_eq!(response.status(), 200);
@@ -392,3 +391,7 @@ async fn a_guest_leaving_mid_stream_is_recorded_as_disconnected() {
     );
     gw.shutdown().await.unwrap();
 }
+
+/// The first request Gemini CLI 0.61.0 sent in a captured run (see `benches/data/README.md`).
+const GEMINI_CLI_FIRST_REQUEST: &[u8] =
+    include_bytes!("../benches/data/gemini-cli-0.61.0-first-request.json");

@@ -550,8 +550,7 @@ async fn unknown_paths_and_methods_get_google_errors() {
 async fn a_cached_translation_goes_upstream_whole_with_its_content_length() {
     // The real first Gemini CLI request twice: the second is served from the translation cache
     // and its upstream body is sent as shared segments.
-    let request: Value =
-        serde_json::from_slice(switchyard_gateway::bench::GEMINI_CLI_FIRST_REQUEST).unwrap();
+    let request: Value = serde_json::from_slice(GEMINI_CLI_FIRST_REQUEST).unwrap();
     let script = Script::always(Reply::text_stream(["ok"]));
     let (upstream, gw) = start(script, |_| {}).await;
     for _ in 0..2 {
@@ -726,3 +725,7 @@ async fn a_stalled_body_is_a_408_and_an_oversized_one_a_413() {
     );
     gw.shutdown().await.unwrap();
 }
+
+/// The first request Gemini CLI 0.61.0 sent in a captured run (see `benches/data/README.md`).
+const GEMINI_CLI_FIRST_REQUEST: &[u8] =
+    include_bytes!("../benches/data/gemini-cli-0.61.0-first-request.json");

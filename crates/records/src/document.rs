@@ -600,7 +600,8 @@ mod tests {
             RecordOp::UpsertExchange(record) => serde_json::to_string(record).unwrap(),
             other => panic!("unexpected op {other:?}"),
         };
-        let cases: [(&str, fn(&mut ExchangeRecord)); 3] = [
+        type AddSecret = fn(&mut ExchangeRecord);
+        let cases: [(&str, AddSecret); 3] = [
             ("a raw upstream event", |record| {
                 record.attempts[0]
                     .raw_events
