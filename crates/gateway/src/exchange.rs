@@ -304,17 +304,17 @@ pub(crate) async fn stream_generate(ctx: ExchangeContext, guest: GuestBody) -> R
             Err(response) => return response,
         };
     let (tx, rx) = mpsc::channel(32);
-    // `pump` itself is the task (no wrapping block: it would hold a second copy of the
-    // arguments for the whole stream).
-    tokio::spawn(pump(
+    // The pump starts from one boxed struct: an async fn keeps its arguments apart from the
+    // locals they move into, for as long as it runs (here: the whole stream).
+    tokio::spawn(pump(Box::new(Pump {
         ctx,
         prepared,
         response,
         budget,
         trace,
         tx,
-        state.in_flight.clone(),
-    ));
+        _in_flight: state.in_flight.clone(),
+    })));
     sse_body(rx)
 }
 
@@ -326,16 +326,28 @@ enum AttemptEnd {
     Cancelled,
 }
 
-async fn pump(
+/// What a stream's pump starts with.
+struct Pump {
     ctx: ExchangeContext,
     prepared: Prepared,
-    mut response: UpstreamResponse,
-    mut budget: RetryBudget,
-    mut trace: Trace,
+    response: UpstreamResponse,
+    budget: RetryBudget,
+    trace: Trace,
     tx: mpsc::Sender<Bytes>,
-    // Held until the stream ends, so a shutdown waits for it.
+    /// Held until the stream ends, so a shutdown waits for it.
     _in_flight: mpsc::Sender<()>,
-) {
+}
+
+async fn pump(start: Box<Pump>) {
+    let Pump {
+        ctx,
+        prepared,
+        mut response,
+        mut budget,
+        mut trace,
+        tx,
+        _in_flight,
+    } = *start;
     let state = ctx.state.clone();
     let mut delivered: Vec<GenerateContentResponse> = Vec::new();
     let mut config = prepared.response_config.clone();
