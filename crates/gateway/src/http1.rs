@@ -78,6 +78,17 @@ impl Http1Error {
     }
 }
 
+/// Why a client cannot be made for a URL and key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Http1ConfigError {
+    #[error("only http:// URLs are served by this client")]
+    NotHttp,
+    #[error("the URL has no host")]
+    NoHost,
+    #[error("the Authorization value has control characters")]
+    ControlCharacters,
+}
+
 /// Where to connect.
 #[derive(Debug, Clone)]
 enum ConnectTarget {
@@ -140,16 +151,16 @@ impl Http1Client {
         authorization: Option<&str>,
         connect_timeout: Duration,
         idle_timeout: Duration,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, Http1ConfigError> {
         if url.scheme() != "http" {
-            return Err(format!("{} is not an http:// URL", url.scheme()));
+            return Err(Http1ConfigError::NotHttp);
         }
         let port = url.port_or_known_default().unwrap_or(80);
         let target = match url.host() {
             Some(url::Host::Ipv4(ip)) => ConnectTarget::Address(SocketAddr::from((ip, port))),
             Some(url::Host::Ipv6(ip)) => ConnectTarget::Address(SocketAddr::from((ip, port))),
             Some(url::Host::Domain(name)) => ConnectTarget::Name(name.to_owned(), port),
-            None => return Err("the URL has no host".into()),
+            None => return Err(Http1ConfigError::NoHost),
         };
         let host = url.host_str().unwrap_or_default();
         let authority = match url.port() {
@@ -167,7 +178,7 @@ impl Http1Client {
         .into_bytes();
         if let Some(value) = authorization {
             if value.bytes().any(|b| b.is_ascii_control()) {
-                return Err("the Authorization value has control characters".into());
+                return Err(Http1ConfigError::ControlCharacters);
             }
             head_prefix.extend_from_slice(b"authorization: ");
             head_prefix.extend_from_slice(value.as_bytes());
@@ -1009,9 +1020,15 @@ mod tests {
     fn only_http_urls_and_printable_keys_are_accepted() {
         let https = reqwest::Url::parse("https://example.com/v1").unwrap();
         let timeout = Duration::from_secs(1);
-        assert!(Http1Client::new(&https, None, timeout, timeout).is_err());
+        assert_eq!(
+            Http1Client::new(&https, None, timeout, timeout).err(),
+            Some(Http1ConfigError::NotHttp)
+        );
         let http = reqwest::Url::parse("http://[::1]:8080/v1?x=1").unwrap();
-        assert!(Http1Client::new(&http, Some("Bearer a\r\nb"), timeout, timeout).is_err());
+        assert_eq!(
+            Http1Client::new(&http, Some("Bearer a\r\nb"), timeout, timeout).err(),
+            Some(Http1ConfigError::ControlCharacters)
+        );
         let client = Http1Client::new(&http, Some("Bearer k"), timeout, timeout).unwrap();
         let head = String::from_utf8(client.inner.head_prefix.clone()).unwrap();
         assert!(

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 
 use crate::config::GatewayConfig;
-use crate::http1::{Http1Body, Http1Client, Http1Error};
+use crate::http1::{Http1Body, Http1Client, Http1ConfigError, Http1Error};
 use crate::retry::retry_after_from_headers;
 use crate::translation::ChatBody;
 
@@ -212,7 +212,10 @@ impl UpstreamClient {
                     config.timeouts.connect(),
                     POOL_IDLE_TIMEOUT,
                 )
-                .map_err(|_| ClientError::Key)?,
+                .map_err(|e| match e {
+                    Http1ConfigError::ControlCharacters => ClientError::Key,
+                    other => ClientError::Url(UpstreamUrlError(other.to_string())),
+                })?,
             )
         } else {
             install_tls_provider();
