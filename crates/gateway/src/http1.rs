@@ -19,6 +19,9 @@
 //! connection that gets no response byte at all is sent once more on a new connection (the
 //! server may have closed the idle connection at the moment it was taken).
 //!
+//! A server that answers before it has read the whole request (a 413 for a body too large) and
+//! closes makes the write fail; the answer it sent is then read and returned, as any other.
+//!
 //! Proxies: connections go straight to the upstream's address; `HTTP_PROXY` and the like are
 //! not consulted (reqwest, used for `https://`, honours them).
 
@@ -259,54 +262,38 @@ impl Http1Client {
         head: &[u8],
         pieces: &[Bytes],
     ) -> Result<Http1Response, Http1Error> {
-        write_request(&mut stream, head, pieces)
-            .await
-            .map_err(Http1Error::Send)?;
         let mut buffer = ReadBuffer::default();
-        loop {
-            let head = loop {
-                if let Some(head) = parse_head(buffer.bytes())? {
-                    break head;
+        if let Err(sending) = write_request(&mut stream, head, pieces).await {
+            // The server may have answered before reading the whole request (a 413, say) and
+            // closed: that answer, if it arrived, says more than the failed write.
+            return match read_head(&stream, &mut buffer).await {
+                Ok(mut head) => {
+                    head.keep_alive = false;
+                    Ok(self.response(stream, buffer, head))
                 }
-                if buffer.bytes().len() > MAX_HEAD {
-                    return Err(Http1Error::Invalid("response head too large".into()));
-                }
-                let read = match buffer.read(&stream).await {
-                    Ok(read) => read,
-                    Err(e) if buffer.bytes().is_empty() => {
-                        return Err(Http1Error::ResetBeforeResponse(e));
-                    }
-                    Err(e) => return Err(Http1Error::Receive(e)),
-                };
-                if read == 0 {
-                    return Err(if buffer.bytes().is_empty() {
-                        Http1Error::ClosedBeforeResponse
-                    } else {
-                        Http1Error::Invalid("the connection closed inside the head".into())
-                    });
-                }
+                Err(_) => Err(Http1Error::Send(sending)),
             };
-            buffer.consume(head.length);
-            // Interim responses (100 Continue, 103 Early Hints) precede the real one.
-            if (100..200).contains(&head.status) {
-                continue;
-            }
-            let framing = if head.status == 204 || head.status == 304 {
-                Framing::Length(0)
-            } else {
-                head.framing
-            };
-            return Ok(Http1Response {
-                status: head.status,
-                headers: head.headers,
-                body: Http1Body {
-                    stream: Some(stream),
-                    buffer,
-                    framing,
-                    keep_alive: head.keep_alive,
-                    client: self.clone(),
-                },
-            });
+        }
+        let head = read_head(&stream, &mut buffer).await?;
+        Ok(self.response(stream, buffer, head))
+    }
+
+    fn response(&self, stream: TcpStream, buffer: ReadBuffer, head: Head) -> Http1Response {
+        let framing = if head.status == 204 || head.status == 304 {
+            Framing::Length(0)
+        } else {
+            head.framing
+        };
+        Http1Response {
+            status: head.status,
+            headers: head.headers,
+            body: Http1Body {
+                stream: Some(stream),
+                buffer,
+                framing,
+                keep_alive: head.keep_alive,
+                client: self.clone(),
+            },
         }
     }
 
@@ -323,6 +310,40 @@ impl Http1Client {
             stream,
             since: Instant::now(),
         });
+    }
+}
+
+/// Reads the final response head (interim 1xx heads are skipped); what follows it stays in
+/// `buffer`.
+async fn read_head(stream: &TcpStream, buffer: &mut ReadBuffer) -> Result<Head, Http1Error> {
+    loop {
+        let head = loop {
+            if let Some(head) = parse_head(buffer.bytes())? {
+                break head;
+            }
+            if buffer.bytes().len() > MAX_HEAD {
+                return Err(Http1Error::Invalid("response head too large".into()));
+            }
+            let read = match buffer.read(stream).await {
+                Ok(read) => read,
+                Err(e) if buffer.bytes().is_empty() => {
+                    return Err(Http1Error::ResetBeforeResponse(e));
+                }
+                Err(e) => return Err(Http1Error::Receive(e)),
+            };
+            if read == 0 {
+                return Err(if buffer.bytes().is_empty() {
+                    Http1Error::ClosedBeforeResponse
+                } else {
+                    Http1Error::Invalid("the connection closed inside the head".into())
+                });
+            }
+        };
+        buffer.consume(head.length);
+        // Interim responses (100 Continue, 103 Early Hints) precede the real one.
+        if !(100..200).contains(&head.status) {
+            return Ok(head);
+        }
     }
 }
 
@@ -981,6 +1002,42 @@ mod tests {
         let mut response = client.post(&[Bytes::from_static(b"{}")]).await.unwrap();
         let error = read_all(&mut response.body).await.err().unwrap();
         assert!(matches!(error, Http1Error::Receive(_)), "{error:?}");
+    }
+
+    #[tokio::test]
+    async fn an_answer_sent_before_the_request_was_read_is_returned_not_a_send_error() {
+        // The server reads the head only, refuses the body and closes with it unread.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!(
+            "http://{}/v1/chat/completions",
+            listener.local_addr().unwrap()
+        );
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                stream.read_exact(&mut byte).await.unwrap();
+                head.push(byte[0]);
+            }
+            stream
+                .write_all(b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 8\r\n\r\ntoo big!")
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        });
+        let client = Http1Client::new(
+            &reqwest::Url::parse(&url).unwrap(),
+            None,
+            Duration::from_secs(5),
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        // Far more than the socket buffers hold, so the write fails once the server is gone.
+        let body = Bytes::from(vec![b' '; 32 * 1024 * 1024]);
+        let mut response = client.post(&[body]).await.unwrap();
+        assert_eq!(response.status, 413);
+        assert_eq!(read_all(&mut response.body).await.unwrap(), b"too big!");
     }
 
     #[test]
