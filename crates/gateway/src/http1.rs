@@ -8,7 +8,8 @@
 //! * the request is written straight from its pieces (head, then the body's shared segments) with
 //!   vectored writes, no write buffer;
 //! * a read buffer exists only while bytes are waiting: the socket's readiness is awaited with
-//!   no buffer held, then what is there is read (4 KiB, growing to 64 KiB while reads fill it);
+//!   no buffer held, then what is there is read (through a 4 KiB scratch array into a buffer of
+//!   its own size; reads that fill it go on into buffers doubling up to 64 KiB);
 //! * the response head is parsed by `httparse`; the body is framed by `Content-Length`, by
 //!   chunked transfer coding (`httparse::parse_chunk_size`) or by the end of the connection.
 //!
@@ -480,7 +481,7 @@ enum Chunk {
 #[derive(Default)]
 struct ReadBuffer {
     bytes: BytesMut,
-    /// The next read's size.
+    /// The next read's size (small reads go through a scratch array first).
     next_read: usize,
 }
 
@@ -499,6 +500,11 @@ impl ReadBuffer {
     }
 
     /// Waits until the socket is readable, then reads what is there. `Ok(0)` at end of stream.
+    ///
+    /// A small read (an SSE event, a response head) is read into a scratch array and kept in an
+    /// allocation of its own size: many streams may each hold an unprocessed read at once (a
+    /// burst of answers), and a 4 KiB buffer apiece would add up. Reads that fill the scratch
+    /// array continue straight into a larger buffer.
     async fn read(&mut self, stream: &TcpStream) -> io::Result<usize> {
         if self.bytes.is_empty() {
             // Nothing kept: give the allocation back before waiting (an idle stream holds none).
@@ -506,12 +512,30 @@ impl ReadBuffer {
         }
         loop {
             stream.readable().await?;
-            let size = self.next_read.clamp(MIN_READ, MAX_READ);
+            if self.next_read <= MIN_READ {
+                let mut scratch = [0u8; MIN_READ];
+                match stream.try_read(&mut scratch) {
+                    Ok(read) if read < MIN_READ => {
+                        self.bytes.extend_from_slice(&scratch[..read]);
+                        return Ok(read);
+                    }
+                    Ok(read) => {
+                        // More is likely waiting: read on with a larger buffer next time.
+                        self.bytes.extend_from_slice(&scratch);
+                        self.next_read = MIN_READ * 2;
+                        return Ok(read);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            let size = self.next_read.min(MAX_READ);
             self.bytes.reserve(size);
             let spare = self.bytes.capacity() - self.bytes.len();
             match stream.try_read_buf(&mut self.bytes) {
                 Ok(read) => {
-                    self.next_read = if read >= spare { size * 2 } else { size };
+                    // Double while reads fill the buffer; back to small reads once they do not.
+                    self.next_read = if read >= spare { size * 2 } else { MIN_READ };
                     return Ok(read);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
@@ -989,6 +1013,35 @@ mod tests {
         let response = client.post(&[Bytes::from_static(b"{}")]).await.unwrap();
         assert_eq!(response.status, 200);
         assert!(response.headers.is_empty(), "2xx heads keep no headers");
+    }
+
+    #[tokio::test]
+    async fn a_large_body_is_read_whole_through_growing_reads() {
+        let payload: String = (0..200_000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{payload}",
+            payload.len()
+        );
+        let server = server(vec![
+            send(&answer),
+            send("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"),
+        ])
+        .await;
+        let client = client(&server);
+        let mut response = client.post(&[Bytes::from_static(b"{}")]).await.unwrap();
+        let mut pieces = 0;
+        let mut body = Vec::new();
+        while let Some(piece) = response.body.next().await {
+            body.extend_from_slice(&piece.unwrap());
+            pieces += 1;
+        }
+        assert_eq!(body, payload.as_bytes());
+        assert!(pieces < 40, "{pieces} reads for 200 KB: reads did not grow");
+        drop(response);
+        assert_eq!(post_text(&client, "{}").await, (200, b"ok".to_vec()));
+        assert_eq!(server.accepted(), 1);
     }
 
     #[tokio::test]
