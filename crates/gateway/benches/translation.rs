@@ -12,11 +12,9 @@
 //!
 //! Run: `cargo bench -p switchyard-gateway --bench translation`.
 
+use switchyard_gateway::fixtures::GEMINI_CLI_FIRST_REQUEST;
 use switchyard_gateway::translation::RequestTranslator;
 use switchyard_translate::TranslateOptions;
-
-/// The first request Gemini CLI 0.61.0 sent in a captured run (see `data/README.md`).
-const GEMINI_CLI_FIRST_REQUEST: &[u8] = include_bytes!("data/gemini-cli-0.61.0-first-request.json");
 
 fn main() {
     divan::main();

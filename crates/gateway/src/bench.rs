@@ -53,9 +53,7 @@ use switchyard_records::{Recorder, Redactor};
 use crate::upstream::describe;
 use crate::{Gateway, GatewayConfig, GatewayDeps, GatewayHandle};
 
-/// The first request Gemini CLI 0.61.0 sent in a captured run (see `benches/data/README.md`).
-pub const GEMINI_CLI_FIRST_REQUEST: &[u8] =
-    include_bytes!("../benches/data/gemini-cli-0.61.0-first-request.json");
+use crate::fixtures::GEMINI_CLI_FIRST_REQUEST;
 
 const BENCH_MODEL: &str = "bench-model";
 

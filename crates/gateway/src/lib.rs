@@ -105,6 +105,7 @@ pub mod auth;
 pub mod bench;
 pub mod config;
 mod exchange;
+pub mod fixtures;
 mod http1;
 mod intake;
 mod record_writer;

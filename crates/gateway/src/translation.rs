@@ -517,10 +517,7 @@ mod tests {
     use serde_json::{Value, json};
 
     fn fixture() -> Value {
-        serde_json::from_slice(include_bytes!(
-            "../benches/data/gemini-cli-0.61.0-first-request.json"
-        ))
-        .unwrap()
+        serde_json::from_slice(crate::fixtures::GEMINI_CLI_FIRST_REQUEST).unwrap()
     }
 
     fn full_bytes(body: &[u8], options: &TranslateOptions) -> Bytes {

@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use serde_json::json;
+use switchyard_gateway::fixtures::GEMINI_CLI_FIRST_REQUEST;
 use switchyard_gateway::{Gateway, GatewayConfig, GatewayDeps};
 use switchyard_records::model::ExchangeStatus;
 use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore};
@@ -391,7 +392,3 @@ async fn a_guest_leaving_mid_stream_is_recorded_as_disconnected() {
     );
     gw.shutdown().await.unwrap();
 }
-
-/// The first request Gemini CLI 0.61.0 sent in a captured run (see `benches/data/README.md`).
-const GEMINI_CLI_FIRST_REQUEST: &[u8] =
-    include_bytes!("../benches/data/gemini-cli-0.61.0-first-request.json");

@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 use std::time::Duration;
+use switchyard_gateway::fixtures::GEMINI_CLI_FIRST_REQUEST;
 use switchyard_testkit::chat_upstream::{
     Gate, Reply, Script, Step, StreamEvent, StreamReply, Times, chunk,
 };
@@ -725,7 +726,3 @@ async fn a_stalled_body_is_a_408_and_an_oversized_one_a_413() {
     );
     gw.shutdown().await.unwrap();
 }
-
-/// The first request Gemini CLI 0.61.0 sent in a captured run (see `benches/data/README.md`).
-const GEMINI_CLI_FIRST_REQUEST: &[u8] =
-    include_bytes!("../benches/data/gemini-cli-0.61.0-first-request.json");
