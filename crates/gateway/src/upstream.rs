@@ -154,8 +154,8 @@ impl std::fmt::Debug for UpstreamClient {
     }
 }
 
-/// An upstream response whose head arrived (2xx); the body is read with
-/// [`UpstreamClient::body_stream`].
+/// An upstream response whose head arrived ([`UpstreamClient::send`] hands out only 2xx ones);
+/// the body is read with [`UpstreamClient::body_stream`].
 pub struct UpstreamResponse {
     status: u16,
     body: ResponseBody,
@@ -314,38 +314,33 @@ impl UpstreamClient {
 
     /// The response body as a stream, each chunk bounded by the idle timeout.
     pub fn body_stream(&self, response: UpstreamResponse) -> ByteStream {
-        let idle = self.idle;
-        match response.body {
-            ResponseBody::Http1(body) => Box::pin(futures_util::stream::unfold(
-                Some(body),
-                move |state| async move {
-                    let mut body = state?;
-                    match tokio::time::timeout(idle, body.next()).await {
-                        Err(_) => Some((Err(UpstreamError::IdleTimeout(idle)), None)),
-                        Ok(None) => None,
-                        Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(body))),
-                        Ok(Some(Err(e))) => Some((Err(UpstreamError::Body(e.to_string())), None)),
-                    }
-                },
-            )),
-            ResponseBody::Reqwest(response) => {
-                let inner = response.bytes_stream();
-                Box::pin(futures_util::stream::unfold(
-                    Some(inner),
-                    move |state| async move {
-                        let mut inner = state?;
-                        match tokio::time::timeout(idle, inner.next()).await {
-                            Err(_) => Some((Err(UpstreamError::IdleTimeout(idle)), None)),
-                            Ok(None) => None,
-                            Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(inner))),
-                            Ok(Some(Err(e))) => {
-                                Some((Err(UpstreamError::Body(describe(&e))), None))
-                            }
-                        }
-                    },
-                ))
+        type Chunks = Pin<Box<dyn Stream<Item = Result<Bytes, String>> + Send>>;
+        let chunks: Chunks = match response.body {
+            ResponseBody::Http1(body) => {
+                Box::pin(futures_util::stream::unfold(body, |mut body| async move {
+                    let chunk = body.next().await?;
+                    Some((chunk.map_err(|e| e.to_string()), body))
+                }))
             }
-        }
+            ResponseBody::Reqwest(response) => Box::pin(
+                response
+                    .bytes_stream()
+                    .map(|chunk| chunk.map_err(|e| describe(&e))),
+            ),
+        };
+        let idle = self.idle;
+        Box::pin(futures_util::stream::unfold(
+            Some(chunks),
+            move |state| async move {
+                let mut chunks = state?;
+                match tokio::time::timeout(idle, chunks.next()).await {
+                    Err(_) => Some((Err(UpstreamError::IdleTimeout(idle)), None)),
+                    Ok(None) => None,
+                    Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(chunks))),
+                    Ok(Some(Err(e))) => Some((Err(UpstreamError::Body(e)), None)),
+                }
+            },
+        ))
     }
 
     /// Read a whole body (bounded by `limit` bytes, idle timeout per chunk).
