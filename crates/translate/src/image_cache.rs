@@ -12,8 +12,9 @@
 //!   errors (an undecodable PNG) are not: the request fails either way.
 //! * Pure memory, no I/O; safe to share between threads.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+use hashlink::LinkedHashMap;
 
 use sha2::{Digest, Sha256};
 
@@ -28,11 +29,10 @@ pub struct ConversionCache {
 
 #[derive(Debug, Default)]
 struct State {
-    entries: HashMap<[u8; 32], Entry>,
+    /// Least recently used first.
+    entries: LinkedHashMap<[u8; 32], Entry>,
     /// Sum of the entries' sizes.
     held_bytes: usize,
-    /// Use counter: an entry's `last_used` is the counter value of its last use.
-    clock: u64,
     hits: u64,
     misses: u64,
 }
@@ -41,7 +41,6 @@ struct State {
 struct Entry {
     conversion: Arc<PngConversion>,
     size: usize,
-    last_used: u64,
 }
 
 /// Hits and misses so far, and what the cache holds now.
@@ -75,10 +74,7 @@ impl ConversionCache {
         let key: [u8; 32] = Sha256::digest(png_bytes).into();
         {
             let mut state = self.lock();
-            state.clock += 1;
-            let now = state.clock;
-            if let Some(entry) = state.entries.get_mut(&key) {
-                entry.last_used = now;
+            if let Some(entry) = state.entries.to_back(&key) {
                 let conversion = Arc::clone(&entry.conversion);
                 state.hits += 1;
                 return Ok((conversion, true));
@@ -89,30 +85,20 @@ impl ConversionCache {
         let size = size_of(&conversion);
         if size <= self.capacity_bytes {
             let mut state = self.lock();
-            state.clock += 1;
-            let now = state.clock;
-            if let Some(previous) = state.entries.insert(
-                key,
-                Entry {
-                    conversion: Arc::clone(&conversion),
-                    size,
-                    last_used: now,
-                },
-            ) {
+            let entry = Entry {
+                conversion: Arc::clone(&conversion),
+                size,
+            };
+            if let Some(previous) = state.entries.insert(key, entry) {
                 // Another request converted the same image meanwhile.
                 state.held_bytes -= previous.size;
             }
             state.held_bytes += size;
             while state.held_bytes > self.capacity_bytes {
-                let oldest = state
-                    .entries
-                    .iter()
-                    .min_by_key(|(_, e)| e.last_used)
-                    .map(|(k, _)| *k);
-                let Some(oldest) = oldest else { break };
-                if let Some(evicted) = state.entries.remove(&oldest) {
-                    state.held_bytes -= evicted.size;
-                }
+                let Some((_, evicted)) = state.entries.pop_front() else {
+                    break;
+                };
+                state.held_bytes -= evicted.size;
             }
         }
         Ok((conversion, false))
