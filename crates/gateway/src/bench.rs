@@ -24,9 +24,9 @@
 //!   records off, records on), so machine noise spreads over all three. Every exchange after the
 //!   first reuses the cached system prompt and tools, so it is recorded as text
 //!   (`exchanges_as_text`). What records still cost (the CPU-per-request difference) is spent on
-//!   the request path (keeping the record's parts) and on the two record threads (building the
-//!   ~4 KB stored record, screening ~2 KB of request text, one SQLite upsert), all on the same
-//!   two cores as the client, gateway and upstream.
+//!   the request path (keeping the record's parts) and on the recorder's writer thread (building
+//!   the ~4 KB stored record, screening ~2 KB of request text, one SQLite upsert), all on the
+//!   same two cores as the client, gateway and upstream.
 //!
 //! Build with `--release` for meaningful numbers. The in-process memory figures are the whole
 //! process (client, upstream and gateway); the gateway's share is the difference to the direct
@@ -142,6 +142,8 @@ pub struct RecordsReport {
     pub failed_ops: u64,
     /// Exchange writes stored as text (translation cache hits, nothing to redact).
     pub exchanges_as_text: u64,
+    /// Begin writes skipped because the exchange's end write came in the same batch.
+    pub replaced_ops: u64,
 }
 
 /// Everything `bench` measured.
@@ -355,8 +357,9 @@ impl std::fmt::Display for RecordsTable<'_> {
         }
         writeln!(
             f,
-            "(records written: {} ops, failed: {}; exchange writes stored as text: {})",
-            r.written_ops, r.failed_ops, r.exchanges_as_text
+            "(records written: {} ops, failed: {}; exchange writes stored as text: {}; \
+             replaced within a batch, not written: {})",
+            r.written_ops, r.failed_ops, r.exchanges_as_text, r.replaced_ops
         )
     }
 }
@@ -991,6 +994,7 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
     report.records.written_ops = stats.written_ops;
     report.records.failed_ops = stats.failed_ops;
     report.records.exchanges_as_text = stats.exchanges_as_text;
+    report.records.replaced_ops = stats.replaced_ops;
     if let Err(e) = flushed {
         eprintln!("bench: records flush reported: {e}");
     }

@@ -1,62 +1,47 @@
-//! Finishes exchange records off the request path and hands them to the [`Recorder`].
+//! Hands exchange records to the [`Recorder`], which builds them on its writer thread.
 //!
-//! Building an [`ExchangeRecord`] means turning the ~47 KB guest request and the ~47 KB upstream
-//! request of every attempt into JSON values, assembling the upstream assistant message from the
-//! raw upstream events and the guest response from the delivered chunks. None of that is needed
-//! to answer the guest, so the exchange code only hands over cheap handles (reference-counted
-//! [`Bytes`], the record skeleton, the delivered chunks) and one background thread does the rest,
-//! in order, then queues the record with the recorder (whose own writer thread redacts and
-//! stores it).
+//! Building an [`ExchangeRecord`] means assembling the upstream assistant message from the raw
+//! upstream events and the guest response from the delivered chunks, and (when the translation
+//! cache did not supply the request's system prompt and tools) turning the ~47 KB guest request
+//! and upstream request into JSON values. None of that is needed to answer the guest, so the
+//! exchange code only hands over cheap handles (reference-counted [`Bytes`], the record
+//! skeleton, the delivered chunks) as a [`DeferredExchange`]; the recorder's writer thread
+//! builds it ([`build`]), redacts and stores it, in order, in one place.
 //!
 //! * When the translation cache supplied the request's system prompt and tools, nothing is parsed:
-//!   the exchange goes to the recorder as text pieces (slices of the guest body and the upstream
+//!   the exchange goes to the store as text pieces (slices of the guest body and the upstream
 //!   body, with the cached parts as shared pieces it stores once; see
-//!   `switchyard_records::document`). Only the small end-of-exchange parts are built here.
+//!   `switchyard_records::document`). Only the small end-of-exchange parts are built.
 //! * Otherwise the guest request is parsed once per exchange: the begin write parses it into a
 //!   slot shared with the exchange; the end write takes the value out of the slot (no copy) when
 //!   the exchange no longer holds it.
-//! * After a batch that did not fill up, the thread sleeps [`LINGER`] before taking the next: on
-//!   a busy gateway writes gather (and the begin write of an exchange that ended meanwhile is
-//!   skipped, see below) instead of the thread being woken for each one.
-//! * The queue is bounded: when the recorder cannot keep up, exchanges wait (asynchronously, the
-//!   runtime's worker threads are never blocked) for room, so nothing is dropped.
-//! * At most a few hundred records wait in the recorder's queue; when the recorder falls behind,
-//!   writes wait here instead, and the thread takes every queued write at once: a write
-//!   that a later write of the same exchange in that batch replaces (an upsert of the whole
-//!   record) is skipped: an exchange that already ended is stored once, with its final state,
-//!   instead of being parsed, redacted and stored twice. With a writer that keeps up, every
-//!   begin write is stored as before.
-//! * [`RecordWriter::flush`] returns once every write queued before it reached the recorder.
+//! * An exchange that begins and ends within one of the recorder's batches is built and stored
+//!   once (the recorder skips a write that a later write of the same exchange replaces).
+//! * Writes waiting to be built hold their bodies (the guest body itself, unless the cached
+//!   system prompt and tools are most of it: then copies of the rest, ~1 KB for Gemini CLI's
+//!   first turns; each attempt's upstream body, less the shared cached parts). At most
+//!   [`PINNED_BUDGET_KIB`] of them wait: this bounds the memory records can pin under overload.
+//!   Beyond it exchanges wait (asynchronously: the runtime's worker threads are never blocked)
+//!   for room, and again when the recorder's own queue is full, so nothing is dropped.
+//! * [`RecordWriter::flush`] returns once every write queued before it is stored.
 
-use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use serde_json::Value;
 use switchyard_records::model::{DeliveredCall, ExchangeRecord, RecordOp, Usage};
-use switchyard_records::{ExchangeText, JsonText, Recorder};
+use switchyard_records::{DeferredExchange, ExchangeText, JsonPiece, JsonText, Queued, Recorder};
 use switchyard_translate::google::{GenerateContentResponse, Part};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::translation::ChatBody;
 
-/// Writes queued before producers have to wait (a write holds its guest body, except when the
-/// cached system prompt and tools are most of it: then copies of the rest, ~1 KB for Gemini
-/// CLI's first turns; this bounds the memory records can pin under overload).
-const QUEUE: usize = 256;
+/// KiB of bodies that writes handed to the recorder and not built yet may hold before producers
+/// have to wait (a write counts at least 1 KiB; one larger than the budget takes all of it).
+const PINNED_BUDGET_KIB: u32 = 64 * 1024;
 
-/// Ops handed to the recorder that may still wait in its queue.
-const OUTSTANDING: u64 = 256;
-
-/// Longest wait for the recorder before handing over anyway (a stuck writer must not stop
-/// recording altogether; the recorder's own queue then applies backpressure).
-const STALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// How long the thread lets writes gather after a batch that did not fill up: waking it for
-/// every write costs the request path more (on a 2-core machine) than the records' delay.
-const LINGER: std::time::Duration = std::time::Duration::from_millis(10);
-
-/// Most writes taken from the queue at once (and considered together for skipping).
-const BATCH: usize = 256;
+/// How long a producer waits before offering a write again when the recorder's queue is full.
+const FULL_QUEUE_RETRY: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// The guest request body and its parsed value (filled by the first write that needs it).
 #[derive(Clone)]
@@ -64,7 +49,7 @@ pub(crate) struct GuestRequest {
     pub body: Bytes,
     pub parsed: Arc<OnceLock<Value>>,
     /// The body as record pieces, when its system instruction and tools came from the
-    /// translation cache: then the exchange is recorded as text, never parsed here.
+    /// translation cache: then the exchange is recorded as text, never parsed.
     pub text: Option<JsonText>,
 }
 
@@ -81,120 +66,89 @@ pub(crate) struct PendingWrite {
     pub delivered: Option<Vec<GenerateContentResponse>>,
 }
 
-enum Job {
-    Write(PendingWrite),
-    Flush(SyncSender<()>),
+impl PendingWrite {
+    /// KiB of bodies this write keeps alive (shared cached parts are not counted: the
+    /// translation cache holds them anyway), at least 1.
+    fn pinned_kib(&self) -> u32 {
+        let own_text = |text: &JsonText| -> usize {
+            text.pieces()
+                .iter()
+                .filter_map(|piece| match piece {
+                    JsonPiece::Text(bytes) => Some(bytes.len()),
+                    JsonPiece::Shared(_) => None,
+                })
+                .sum()
+        };
+        let guest = match &self.guest.text {
+            Some(text) => own_text(text).max(self.guest.body.len()),
+            None => self.guest.body.len(),
+        };
+        let attempts: usize = self.attempt_bodies.iter().map(|b| own_text(b.text())).sum();
+        let kib = (guest + attempts).div_ceil(1024).max(1);
+        u32::try_from(kib).unwrap_or(u32::MAX)
+    }
 }
 
-/// Handle to the background thread (clone freely).
+/// A [`PendingWrite`] on its way to the recorder, holding its share of [`PINNED_BUDGET_KIB`]
+/// until it is built.
+struct Deferred {
+    write: PendingWrite,
+    _room: OwnedSemaphorePermit,
+}
+
+impl DeferredExchange for Deferred {
+    fn exchange_id(&self) -> uuid::Uuid {
+        self.write.record.id
+    }
+
+    fn build(self: Box<Self>) -> RecordOp {
+        // The room is given back when `self` is dropped, once the op is built.
+        build(self.write)
+    }
+}
+
+/// Handle for queuing exchange writes (clone freely).
 #[derive(Clone)]
 pub(crate) struct RecordWriter {
-    sender: tokio::sync::mpsc::Sender<Job>,
+    recorder: Recorder,
+    /// KiB of [`PINNED_BUDGET_KIB`] not held by queued writes.
+    room: Arc<Semaphore>,
 }
 
 impl RecordWriter {
-    /// Starts the thread; it ends when every handle is dropped.
-    pub fn start(recorder: Recorder) -> std::io::Result<Self> {
-        let (sender, receiver) = tokio::sync::mpsc::channel(QUEUE);
-        std::thread::Builder::new()
-            .name("switchyard-gateway-records".into())
-            .spawn(move || {
-                switchyard_records::background::lower_this_threads_priority();
-                run(recorder, receiver)
-            })?;
-        Ok(Self { sender })
+    pub fn new(recorder: Recorder) -> Self {
+        Self {
+            recorder,
+            room: Arc::new(Semaphore::new(PINNED_BUDGET_KIB as usize)),
+        }
     }
 
-    /// Queues one write (waits for room when the queue is full).
+    /// Queues one write (waits for room in the budget, and in the recorder's queue).
     pub async fn write(&self, write: PendingWrite) {
-        if self.sender.send(Job::Write(write)).await.is_err() {
-            tracing::warn!("cannot record exchange: the record writer stopped");
-        }
-    }
-
-    /// Waits until every write queued before this call was handed to the recorder. Blocking:
-    /// call it outside the async runtime (e.g. in `spawn_blocking`).
-    pub fn flush(&self) {
-        let (done, wait) = sync_channel(1);
-        if self.sender.blocking_send(Job::Flush(done)).is_ok() {
-            let _ = wait.recv();
-        }
-    }
-}
-
-fn run(recorder: Recorder, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
-    let mut batch = Vec::with_capacity(BATCH);
-    let mut handed: u64 = 0;
-    while let Some(first) = jobs.blocking_recv() {
-        batch.push(first);
-        // While the recorder is busy, writes pile up here, where replaced ones can be skipped.
-        wait_for_recorder(&recorder, handed);
-        while batch.len() < BATCH {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        let full = batch.len() >= BATCH;
-        for job in without_replaced_writes(std::mem::take(&mut batch)) {
-            match job {
-                Job::Write(write) => {
-                    if let Err(e) = recorder.record(build(write)) {
-                        tracing::warn!(error = %e, "cannot record exchange");
-                    }
-                    handed += 1;
+        let kib = write.pinned_kib().min(PINNED_BUDGET_KIB);
+        let Ok(room) = Arc::clone(&self.room).acquire_many_owned(kib).await else {
+            return; // never closed
+        };
+        let mut deferred: Box<dyn DeferredExchange> = Box::new(Deferred { write, _room: room });
+        loop {
+            match self.recorder.try_record_deferred(deferred) {
+                Ok(Queued::Yes) => return,
+                Ok(Queued::Full(back)) => {
+                    deferred = back;
+                    tokio::time::sleep(FULL_QUEUE_RETRY).await;
                 }
-                Job::Flush(done) => {
-                    let _ = done.send(());
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot record exchange");
+                    return;
                 }
             }
         }
-        if !full {
-            // Let writes gather instead of being woken for each one.
-            std::thread::sleep(LINGER);
-        }
     }
-}
-
-/// Waits (bounded) until at most [`OUTSTANDING`] of the `handed` ops are still queued in the
-/// recorder. The recorder's own queue holds thousands of ops; letting it fill with ~100 KB
-/// exchange records costs hundreds of MB and defeats the skipping of replaced writes here.
-fn wait_for_recorder(recorder: &Recorder, handed: u64) {
-    let started = std::time::Instant::now();
-    loop {
-        let stats = recorder.stats();
-        // Other producers' ops count as done too: this is a soft bound.
-        let done = stats.written_ops + stats.failed_ops;
-        if handed.saturating_sub(done) <= OUTSTANDING || started.elapsed() > STALL_LIMIT {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_micros(200));
-    }
-}
-
-/// `batch` without the writes that a later write of the same exchange replaces before the next
-/// flush (so a flush still covers everything queued before it).
-fn without_replaced_writes(batch: Vec<Job>) -> Vec<Job> {
-    let mut later: std::collections::HashSet<uuid::Uuid> = std::collections::HashSet::new();
-    let mut kept: Vec<Job> = Vec::with_capacity(batch.len());
-    for job in batch.into_iter().rev() {
-        match &job {
-            Job::Flush(_) => later.clear(),
-            Job::Write(write) => {
-                if !later.insert(write.record.id) {
-                    continue;
-                }
-            }
-        }
-        kept.push(job);
-    }
-    kept.reverse();
-    kept
 }
 
 /// Fills in the large parts of the record: as text pieces when the guest request has shared
 /// pieces (nothing parsed), else as parsed values.
-fn build(write: PendingWrite) -> RecordOp {
+pub(crate) fn build(write: PendingWrite) -> RecordOp {
     let PendingWrite {
         mut record,
         guest,
@@ -341,46 +295,62 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn write_of(record: &ExchangeRecord, status: &str) -> Job {
-        let mut record = Box::new(record.clone());
-        record.notes.push(status.into());
-        Job::Write(PendingWrite {
-            record,
-            guest: GuestRequest {
-                body: Bytes::from_static(b"{}"),
-                parsed: Arc::new(OnceLock::new()),
-                text: None,
-            },
-            attempt_bodies: Vec::new(),
+    fn pending(guest: GuestRequest, attempt_bodies: Vec<ChatBody>) -> PendingWrite {
+        PendingWrite {
+            record: Box::new(ExchangeRecord::begin(None, "x", "m", Value::Null)),
+            guest,
+            attempt_bodies,
             delivered: None,
-        })
+        }
     }
 
-    fn notes(jobs: &[Job]) -> Vec<String> {
-        jobs.iter()
-            .map(|job| match job {
-                Job::Write(w) => w.record.notes.join(""),
-                Job::Flush(_) => "flush".into(),
-            })
-            .collect()
+    fn guest_body(body: Bytes) -> GuestRequest {
+        GuestRequest {
+            body,
+            parsed: Arc::new(OnceLock::new()),
+            text: None,
+        }
     }
 
     #[test]
-    fn only_writes_replaced_before_the_next_flush_are_skipped() {
-        let a = ExchangeRecord::begin(None, "x", "m", Value::Null);
-        let b = ExchangeRecord::begin(None, "x", "m", Value::Null);
-        let (done, _wait) = sync_channel(1);
-        let batch = vec![
-            write_of(&a, "a-begin"),
-            write_of(&b, "b-begin"),
-            write_of(&a, "a-end"),
-            Job::Flush(done),
-            write_of(&b, "b-end"),
-        ];
-        assert_eq!(
-            notes(&without_replaced_writes(batch)),
-            ["b-begin", "a-end", "flush", "b-end"]
+    fn a_write_counts_the_bodies_it_keeps_alive_but_not_shared_parts() {
+        let mib = Bytes::from(vec![b' '; 1024 * 1024]);
+        let whole = pending(
+            guest_body(mib.clone()),
+            vec![ChatBody::single(vec![b' '; 512 * 1024])],
         );
+        assert_eq!(whole.pinned_kib(), 1024 + 512);
+        // A cache hit: the guest body was replaced by copies of the few bytes around the shared
+        // system prompt and tools, and the upstream body shares them too.
+        let mut text = JsonText::default();
+        text.push_text(Bytes::from_static(b"{\"contents\":[],\"tools\":"));
+        text.push_shared(switchyard_records::SharedJson::new(mib));
+        text.push_text(Bytes::from_static(b"}"));
+        let mut guest = guest_body(Bytes::new());
+        guest.text = Some(text);
+        assert_eq!(pending(guest, Vec::new()).pinned_kib(), 1, "at least 1 KiB");
+    }
+
+    #[tokio::test]
+    async fn room_comes_back_once_a_write_is_taken() {
+        use futures_util::FutureExt;
+        let writer = RecordWriter::new(Recorder::disabled());
+        let body = Bytes::from(vec![b' '; 4 * 1024 * 1024]);
+        // Far more than the budget in total: each write must give its room back (a disabled
+        // recorder drops a write at once) or a later one would wait forever.
+        for _ in 0..(PINNED_BUDGET_KIB / 4096) * 3 {
+            writer
+                .write(pending(guest_body(body.clone()), Vec::new()))
+                .now_or_never()
+                .expect("room for the write");
+        }
+        assert_eq!(writer.room.available_permits(), PINNED_BUDGET_KIB as usize);
+        // A write larger than the whole budget takes all of it, and does not wait forever.
+        let huge = Bytes::from(vec![b' '; (PINNED_BUDGET_KIB as usize + 1) * 1024]);
+        writer
+            .write(pending(guest_body(huge), Vec::new()))
+            .now_or_never()
+            .expect("a write larger than the budget still goes");
     }
 
     #[test]

@@ -85,7 +85,7 @@ pub(crate) struct AppState {
     pub translator: RequestTranslator,
     /// Reads guest request bodies within the shared byte budget.
     pub intake: Intake,
-    /// Builds and queues exchange records off the request path (`None`: records off).
+    /// Queues exchange records, built off the request path (`None`: records off).
     pub records: Option<RecordWriter>,
     pub run_id: Option<Uuid>,
     /// Call-id ledgers by session id.
@@ -136,12 +136,7 @@ impl Gateway {
         let upstream = UpstreamClient::new(&config, upstream_key)?;
         let records = recorder
             .is_enabled()
-            .then(|| RecordWriter::start(recorder.clone()))
-            .transpose()
-            .map_err(|e| GatewayError::Records {
-                dir: "(record writer thread)".into(),
-                source: switchyard_records::RecordError::Spawn(e),
-            })?;
+            .then(|| RecordWriter::new(recorder.clone()));
         let listener = bind(config.listen).map_err(|source| GatewayError::Bind {
             addr: config.listen,
             source,
@@ -167,7 +162,7 @@ impl Gateway {
             upstream,
             translator: RequestTranslator::new(),
             intake,
-            records: records.clone(),
+            records,
             run_id: deps.run_id,
             sessions: Mutex::new(HashMap::new()),
             cancel: cancel.clone(),
@@ -188,7 +183,6 @@ impl Gateway {
             state: Some(state),
             in_flight_done,
             recorder,
-            records,
         })
     }
 }
@@ -279,7 +273,6 @@ pub struct GatewayHandle {
     state: Option<Arc<AppState>>,
     in_flight_done: mpsc::Receiver<()>,
     recorder: Recorder,
-    records: Option<RecordWriter>,
 }
 
 impl GatewayHandle {
@@ -359,17 +352,10 @@ impl GatewayHandle {
             tracing::warn!("some exchanges were still finishing at shutdown");
         }
         let recorder = self.recorder.clone();
-        let records = self.records.take();
-        tokio::task::spawn_blocking(move || {
-            // Exchange records still being built reach the recorder before it flushes.
-            if let Some(records) = records {
-                records.flush();
-            }
-            recorder.flush()
-        })
-        .await
-        .map_err(|_| GatewayError::Flush(switchyard_records::RecordError::Closed))
-        .and_then(|r| r.map_err(GatewayError::Flush))
+        tokio::task::spawn_blocking(move || recorder.flush())
+            .await
+            .map_err(|_| GatewayError::Flush(switchyard_records::RecordError::Closed))
+            .and_then(|r| r.map_err(GatewayError::Flush))
     }
 }
 

@@ -5,9 +5,8 @@
 //! The request path only keeps cheap handles: the guest body (or, when the translation cache
 //! supplied a system prompt and tools that are most of it, copies of the few bytes around them)
 //! and each attempt's upstream body are shared `Bytes`, the raw upstream events are kept as
-//! received; JSON parsing, assembling the upstream message and the guest response happen on the
-//! record writer's thread, and redaction on the recorder's. With records off nothing is kept at
-//! all.
+//! received; JSON parsing, assembling the upstream message and the guest response, redaction
+//! and storing happen on the recorder's writer thread. With records off nothing is kept at all.
 //!
 //! `context_request` stays `None`: the gateway applies no context policy, so the request sent
 //! upstream is the translation of the guest request as received (see each attempt's `request`).
@@ -232,7 +231,7 @@ impl Trace {
     }
 
     /// The last write: hands the record over (no copy); delivered calls, usage, the merged guest
-    /// response and the upstream message are filled in by the record writer. Later calls do
+    /// response and the upstream message are filled in on the recorder's thread. Later calls do
     /// nothing.
     async fn finish(&mut self, delivered: Delivered<'_>, error: Option<TypedError>) {
         let Some(Active {
@@ -269,7 +268,7 @@ mod tests {
 
     #[test]
     fn a_cache_hit_record_keeps_copies_of_its_pieces_not_the_guest_body() {
-        let writer = RecordWriter::start(Recorder::disabled()).unwrap();
+        let writer = RecordWriter::new(Recorder::disabled());
         // Like Gemini CLI's early turns: the shared tools are most of the body.
         let tools_json = format!("[{}]", vec!["2"; 100].join(","));
         let body = Bytes::from(format!(r#"{{"contents":[1],"tools":{tools_json},"x":4}}"#));
@@ -291,7 +290,7 @@ mod tests {
 
     #[test]
     fn a_record_of_mostly_own_history_shares_the_guest_body() {
-        let writer = RecordWriter::start(Recorder::disabled()).unwrap();
+        let writer = RecordWriter::new(Recorder::disabled());
         let body = Bytes::from(br#"{"contents":["a long history ...."],"tools":[2]}"#.to_vec());
         let tools = body.len() - br#"[2]}"#.len()..body.len() - 1;
         assert_eq!(&body[tools.clone()], b"[2]");

@@ -1,13 +1,14 @@
 //! Record threads yield the CPU to the request path.
 //!
 //! Recording is background work: an exchange's record may land milliseconds later, but a guest
-//! request should not wait behind a record batch. The record threads (the recorder's writer and
-//! the gateway's record writer) therefore run at a lower scheduling priority (nice +10) than the
-//! threads that serve requests: when a request and a record batch want a core at the same
-//! moment, the request gets it. The record threads still get every idle cycle, and under full
-//! load the bounded queues make producers wait for them instead of dropping anything.
+//! request should not wait behind a record batch. The recorder's writer thread therefore runs at
+//! a lower scheduling priority (nice +10) than the threads that serve requests: when a request
+//! and a record batch want a core at the same moment, the request gets it. The writer still gets
+//! every idle cycle, and under full load the bounded queues make producers wait for it instead
+//! of dropping anything.
 //!
-//! Measured with `switchyard bench gateway --latency-requests 8000` (records on minus off, p99
+//! Measured (when the gateway still had a record thread of its own next to the recorder's) with
+//! `switchyard bench gateway --latency-requests 8000` (records on minus off, p99
 //! at concurrency 1): without it +680 … +988 µs, with it +202 … +626 µs over 4 runs; the batch a
 //! record thread runs after lingering is what the slowest requests had waited for. At full load
 //! the same work is done in another order: in 3 alternating runs the records-on/off CPU per

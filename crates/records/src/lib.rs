@@ -44,7 +44,7 @@ pub use model::{
     DeliveredCall, EventRecord, ExchangeRecord, ExchangeStatus, RawLineRecord, RawStream, RecordOp,
     RunRecord, RunState, RunSummary, TypedError, UpstreamAttempt, Usage, ingress, new_record_id,
 };
-pub use recorder::{Recorder, RecorderOptions, RecorderStats};
+pub use recorder::{DeferredExchange, Queued, Recorder, RecorderOptions, RecorderStats};
 pub use redact::{REDACTED, Redactor};
 pub use sqlite::SqliteStore;
 pub use store::{ExchangeFilter, RecordStore, RecoveryReport};

@@ -1,10 +1,14 @@
 //! The [`Recorder`]: a cheap, cloneable handle that queues record ops for one writer thread.
 //!
 //! The queue is bounded ([`RecorderOptions::queue_capacity`]); when it is full, `record` blocks until
-//! the writer catches up (backpressure) instead of dropping records. The writer drains the queue in
-//! batches, redacts every op (exchanges given as text are prepared by [`crate::document`]), and
-//! applies each batch in one transaction; after a batch that did not fill up it lingers a few
-//! milliseconds so ops gather instead of waking it one by one. `flush` waits until
+//! the writer catches up (backpressure) instead of dropping records; async producers use
+//! [`Recorder::try_record_deferred`] and wait on their side. The writer drains the queue in
+//! batches, builds the [`DeferredExchange`]s (a producer hands over what a record is made of, the
+//! writer thread makes it), skips an exchange write that a later write of the same exchange in
+//! the batch replaces (every exchange op is an upsert of the whole record), redacts every op
+//! (exchanges given as text are prepared by [`crate::document`]), and applies each batch in one
+//! transaction; after a batch that did not fill up it lingers a few milliseconds so ops gather
+//! instead of waking it one by one. `flush` waits until
 //! everything queued before it is committed; `close` (or dropping the last handle) flushes and stops
 //! the writer. [`Recorder::disabled`] is the "records off" recorder: it accepts and discards.
 
@@ -20,6 +24,27 @@ use crate::model::{EventRecord, ExchangeRecord, RawLineRecord, RecordOp, RunReco
 use crate::redact::Redactor;
 use crate::sqlite::SqliteStore;
 use crate::store::RecordStore;
+
+/// An exchange write whose op is built on the recorder's writer thread, not by the producer:
+/// the producer keeps its request path to handing over cheap handles (shared bytes, the parts
+/// the record is derived from), and the writer builds, redacts and stores in one place.
+pub trait DeferredExchange: Send {
+    /// The exchange the built op upserts.
+    fn exchange_id(&self) -> uuid::Uuid;
+
+    /// Builds the op: an exchange upsert ([`RecordOp::UpsertExchange`] or
+    /// [`RecordOp::UpsertExchangeText`]) of [`DeferredExchange::exchange_id`]. Runs on the writer
+    /// thread, before redaction.
+    fn build(self: Box<Self>) -> RecordOp;
+}
+
+/// What [`Recorder::try_record_deferred`] did with a write.
+pub enum Queued {
+    /// Queued (or discarded by a disabled recorder).
+    Yes,
+    /// The queue is full: the write is handed back; try again later.
+    Full(Box<dyn DeferredExchange>),
+}
 
 /// Tuning of the writer queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,10 +76,14 @@ pub struct RecorderStats {
     /// Exchange texts stored as text (the fast path of [`crate::document`]); the others were
     /// parsed because redaction could change them.
     pub exchanges_as_text: u64,
+    /// Exchange writes skipped because a later write of the same exchange in the same batch
+    /// replaced them (an exchange that began and ended within one batch is stored once).
+    pub replaced_ops: u64,
 }
 
 enum Message {
     Op(RecordOp),
+    Deferred(Box<dyn DeferredExchange>),
     Flush(SyncSender<()>),
     Close,
 }
@@ -66,6 +95,7 @@ struct WriterStatus {
     failed_since_flush: AtomicU64,
     batches: AtomicU64,
     exchanges_as_text: AtomicU64,
+    replaced_ops: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
@@ -191,6 +221,28 @@ impl Recorder {
             .map_err(|_| RecordError::Closed)
     }
 
+    /// Queues an exchange write to be built on the writer thread, without waiting: when the
+    /// queue is full the write comes back as [`Queued::Full`] (for producers that must not block,
+    /// e.g. on an async runtime's worker threads).
+    pub fn try_record_deferred(
+        &self,
+        write: Box<dyn DeferredExchange>,
+    ) -> Result<Queued, RecordError> {
+        let Some(shared) = &self.shared else {
+            return Ok(Queued::Yes);
+        };
+        if shared.closed.load(Ordering::Acquire) {
+            return Err(RecordError::Closed);
+        }
+        match shared.sender.try_send(Message::Deferred(write)) {
+            Ok(()) => Ok(Queued::Yes),
+            Err(std::sync::mpsc::TrySendError::Full(Message::Deferred(write))) => {
+                Ok(Queued::Full(write))
+            }
+            Err(_) => Err(RecordError::Closed),
+        }
+    }
+
     /// Queues an upsert of `run`.
     pub fn record_run(&self, run: RunRecord) -> Result<(), RecordError> {
         self.record(RecordOp::UpsertRun(Box::new(run)))
@@ -264,6 +316,7 @@ impl Recorder {
             failed_ops: shared.status.failed_ops.load(Ordering::Relaxed),
             batches: shared.status.batches.load(Ordering::Relaxed),
             exchanges_as_text: shared.status.exchanges_as_text.load(Ordering::Relaxed),
+            replaced_ops: shared.status.replaced_ops.load(Ordering::Relaxed),
         }
     }
 }
@@ -341,27 +394,36 @@ impl Writer {
     fn take(
         &self,
         message: Message,
-        batch: &mut Vec<RecordOp>,
+        batch: &mut Vec<Pending>,
         flushes: &mut Vec<SyncSender<()>>,
     ) -> bool {
         match message {
-            Message::Op(op) => batch.push(op),
+            Message::Op(op) => batch.push(Pending::Op(op)),
+            Message::Deferred(write) => batch.push(Pending::Deferred(write)),
             Message::Flush(done) => flushes.push(done),
             Message::Close => return true,
         }
         false
     }
 
-    fn write(&mut self, batch: &mut Vec<RecordOp>) {
-        if batch.is_empty() {
+    fn write(&mut self, pending: &mut Vec<Pending>) {
+        if pending.is_empty() {
             return;
         }
-        {
+        let before = pending.len();
+        let kept = without_replaced_writes(std::mem::take(pending));
+        self.status
+            .replaced_ops
+            .fetch_add((before - kept.len()) as u64, Ordering::Relaxed);
+        let batch: Vec<RecordOp> = {
             let redactor = self.redactor.read().unwrap_or_else(PoisonError::into_inner);
             let shared_blobs = &mut self.shared_blobs;
             let status = &self.status;
-            *batch = batch
-                .drain(..)
+            kept.into_iter()
+                .map(|pending| match pending {
+                    Pending::Op(op) => op,
+                    Pending::Deferred(write) => write.build(),
+                })
                 .map(|op| match op {
                     RecordOp::UpsertExchangeText(text) => {
                         let op = document::prepare(*text, &redactor, shared_blobs);
@@ -375,9 +437,9 @@ impl Writer {
                         op
                     }
                 })
-                .collect();
-        }
-        match self.store.apply(batch) {
+                .collect()
+        };
+        match self.store.apply(&batch) {
             Ok(()) => self.count_written(batch.len()),
             Err(_) => {
                 // Retry one op per transaction so one bad op cannot sink the others.
@@ -389,7 +451,6 @@ impl Writer {
                 }
             }
         }
-        batch.clear();
     }
 
     fn count_written(&self, ops: usize) {
@@ -410,6 +471,39 @@ impl Writer {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
     }
+}
+
+/// A queued write: an op as given, or an exchange still to be built.
+enum Pending {
+    Op(RecordOp),
+    Deferred(Box<dyn DeferredExchange>),
+}
+
+impl Pending {
+    /// The exchange a write upserts (whole-record upserts only).
+    fn exchange_id(&self) -> Option<uuid::Uuid> {
+        match self {
+            Pending::Deferred(write) => Some(write.exchange_id()),
+            Pending::Op(RecordOp::UpsertExchange(record)) => Some(record.id),
+            Pending::Op(RecordOp::UpsertExchangeText(text)) => Some(text.record.id),
+            Pending::Op(RecordOp::UpsertExchangeDocument(document)) => Some(document.record().id),
+            Pending::Op(RecordOp::UpsertRun(_) | RecordOp::Event(_) | RecordOp::RawLine(_)) => None,
+        }
+    }
+}
+
+/// `batch` without the exchange writes that a later write of the same exchange in it replaces
+/// (each is an upsert of the whole record, and the batch is one transaction: the stored result
+/// is the same, built and redacted once).
+fn without_replaced_writes(batch: Vec<Pending>) -> Vec<Pending> {
+    let mut later = std::collections::HashSet::new();
+    let mut kept: Vec<Pending> = batch
+        .into_iter()
+        .rev()
+        .filter(|pending| pending.exchange_id().is_none_or(|id| later.insert(id)))
+        .collect();
+    kept.reverse();
+    kept
 }
 
 #[cfg(test)]
@@ -531,6 +625,191 @@ mod tests {
         );
         let stats = recorder.stats();
         assert_eq!((stats.written_ops, stats.failed_ops), (5, 1));
+    }
+
+    /// An exchange write built on the writer thread: the record with `note` added.
+    struct NoteOnBuild {
+        record: ExchangeRecord,
+        note: &'static str,
+        built_on: Arc<Mutex<Vec<std::thread::ThreadId>>>,
+    }
+
+    impl DeferredExchange for NoteOnBuild {
+        fn exchange_id(&self) -> Uuid {
+            self.record.id
+        }
+        fn build(self: Box<Self>) -> RecordOp {
+            self.built_on
+                .lock()
+                .unwrap()
+                .push(std::thread::current().id());
+            let mut record = self.record;
+            record
+                .notes
+                .push(format!("{} uses secret-token-123", self.note));
+            RecordOp::UpsertExchange(Box::new(record))
+        }
+    }
+
+    fn exchange_notes(op: &RecordOp) -> String {
+        match op {
+            RecordOp::UpsertExchange(record) => record.notes.join(","),
+            other => panic!("expected an exchange upsert, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn deferred_exchanges_are_built_on_the_writer_thread_and_redacted() {
+        let store = PickyStore::default();
+        let applied = Arc::clone(&store.applied);
+        let recorder = Recorder::start(
+            Box::new(store),
+            Redactor::new(["secret-token-123"]),
+            RecorderOptions::default(),
+        )
+        .unwrap();
+        let built_on = Arc::new(Mutex::new(Vec::new()));
+        let write = NoteOnBuild {
+            record: ExchangeRecord::begin(None, "ingress", "m", serde_json::Value::Null),
+            note: "end",
+            built_on: Arc::clone(&built_on),
+        };
+        assert!(matches!(
+            recorder.try_record_deferred(Box::new(write)),
+            Ok(Queued::Yes)
+        ));
+        recorder.flush().unwrap();
+        let applied = applied.lock().unwrap();
+        assert_eq!(applied.len(), 1);
+        assert_eq!(exchange_notes(&applied[0]), "end uses [REDACTED]");
+        let built_on = built_on.lock().unwrap();
+        assert_eq!(built_on.len(), 1);
+        assert_ne!(built_on[0], std::thread::current().id());
+        recorder.close().unwrap();
+        let write = NoteOnBuild {
+            record: ExchangeRecord::begin(None, "ingress", "m", serde_json::Value::Null),
+            note: "late",
+            built_on: Arc::new(Mutex::new(Vec::new())),
+        };
+        assert!(matches!(
+            recorder.try_record_deferred(Box::new(write)),
+            Err(RecordError::Closed)
+        ));
+    }
+
+    #[test]
+    fn a_full_queue_hands_a_deferred_write_back() {
+        // A store that blocks until released keeps the writer busy while the queue fills.
+        struct Gate(Arc<std::sync::Barrier>);
+        impl RecordStore for Gate {
+            fn apply(&mut self, _: &[RecordOp]) -> Result<(), StoreError> {
+                self.0.wait();
+                Ok(())
+            }
+            fn recover(&mut self) -> Result<RecoveryReport, StoreError> {
+                Ok(RecoveryReport::default())
+            }
+            fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+                Ok(Vec::new())
+            }
+            fn run(&self, _: Uuid) -> Result<Option<RunRecord>, StoreError> {
+                Ok(None)
+            }
+            fn resolve_run(&self, id: &str) -> Result<RunRecord, StoreError> {
+                Err(StoreError::RunNotFound(id.into()))
+            }
+            fn events(&self, _: Uuid) -> Result<Vec<EventRecord>, StoreError> {
+                Ok(Vec::new())
+            }
+            fn raw_lines(&self, _: Uuid) -> Result<Vec<RawLineRecord>, StoreError> {
+                Ok(Vec::new())
+            }
+            fn raw_line_count(&self, _: Uuid) -> Result<u64, StoreError> {
+                Ok(0)
+            }
+            fn exchanges(&self, _: ExchangeFilter) -> Result<Vec<ExchangeRecord>, StoreError> {
+                Ok(Vec::new())
+            }
+            fn exchange(&self, _: Uuid) -> Result<Option<ExchangeRecord>, StoreError> {
+                Ok(None)
+            }
+        }
+        let gate = Arc::new(std::sync::Barrier::new(2));
+        let recorder = Recorder::start(
+            Box::new(Gate(Arc::clone(&gate))),
+            Redactor::default(),
+            RecorderOptions {
+                queue_capacity: 1,
+                max_batch: 1,
+            },
+        )
+        .unwrap();
+        let write = || {
+            Box::new(NoteOnBuild {
+                record: ExchangeRecord::begin(None, "ingress", "m", serde_json::Value::Null),
+                note: "n",
+                built_on: Arc::new(Mutex::new(Vec::new())),
+            })
+        };
+        // The writer takes the first write and blocks in `apply`; the second fills the queue.
+        let mut queued = 0;
+        let handed_back = loop {
+            match recorder.try_record_deferred(write()).unwrap() {
+                Queued::Yes => queued += 1,
+                Queued::Full(back) => break back,
+            }
+            assert!(queued <= 2, "a queue of one took {queued} writes");
+        };
+        assert!(queued >= 1);
+        let id = handed_back.exchange_id();
+        drop(handed_back);
+        for _ in 0..queued {
+            gate.wait();
+        }
+        assert_ne!(id, Uuid::nil());
+        drop(recorder);
+    }
+
+    #[test]
+    fn only_exchange_writes_replaced_later_in_the_batch_are_skipped() {
+        let a = ExchangeRecord::begin(None, "x", "m", serde_json::Value::Null);
+        let b = ExchangeRecord::begin(None, "x", "m", serde_json::Value::Null);
+        let upsert = |record: &ExchangeRecord, note: &str| {
+            let mut record = record.clone();
+            record.notes.push(note.into());
+            Pending::Op(RecordOp::UpsertExchange(Box::new(record)))
+        };
+        let deferred = |record: &ExchangeRecord, note: &'static str| {
+            Pending::Deferred(Box::new(NoteOnBuild {
+                record: record.clone(),
+                note,
+                built_on: Arc::new(Mutex::new(Vec::new())),
+            }))
+        };
+        let batch = vec![
+            upsert(&a, "a-begin"),
+            deferred(&b, "b-begin"),
+            Pending::Op(RecordOp::Event(event(1, "kept"))),
+            deferred(&a, "a-end"),
+            Pending::Op(RecordOp::Event(event(2, "kept"))),
+        ];
+        let kept: Vec<String> = without_replaced_writes(batch)
+            .into_iter()
+            .map(|pending| match pending {
+                Pending::Op(RecordOp::Event(e)) => format!("event {}", e.seq),
+                Pending::Op(op) => exchange_notes(&op),
+                Pending::Deferred(write) => exchange_notes(&write.build()),
+            })
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                "b-begin uses secret-token-123",
+                "event 1",
+                "a-end uses secret-token-123",
+                "event 2"
+            ]
+        );
     }
 
     #[test]
