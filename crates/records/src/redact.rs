@@ -110,6 +110,11 @@ impl Redactor {
 
     /// `text` with every known secret and credential-shaped substring replaced.
     pub fn redact_str<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        // One pass decides for most strings: the screen holds every secret and every trigger of
+        // the generic patterns (and a few more needles, which only cost the slow path).
+        if !self.screen_json_text(text) {
+            return Cow::Borrowed(text);
+        }
         let mut out = Cow::Borrowed(text);
         for secret in &self.secrets {
             if out.contains(secret.as_str()) {
