@@ -23,19 +23,15 @@
 //! piece is a whole value at a blob place (the guest request's `systemInstruction` or `tools`,
 //! an upstream request's `tools` or leading system message).
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use crate::blobs::{self, Blob};
-use crate::error::StoreError;
 use crate::model::{ExchangeRecord, RecordOp, UpstreamAttempt};
 use crate::redact::Redactor;
 
@@ -207,176 +203,111 @@ const SHARED_ENTRIES: usize = 64;
 #[derive(Debug, Default)]
 pub struct SharedBlobs {
     generation: u64,
-    by_key: HashMap<[u8; 32], Arc<Blob>>,
+    by_key: HashMap<[u8; 32], SharedBlob>,
+}
+
+/// A shared value's blob and the marker text that stands for it.
+#[derive(Debug)]
+struct SharedBlob {
+    blob: Arc<Blob>,
+    marker: String,
 }
 
 impl SharedBlobs {
     /// The redacted blob of `shared`, made on first use. `None` when its text is not JSON.
-    fn blob(&mut self, shared: &SharedJson, redactor: &Redactor) -> Option<Arc<Blob>> {
+    fn blob(&mut self, shared: &SharedJson, redactor: &Redactor) -> Option<&SharedBlob> {
         if self.generation != redactor.generation() {
             self.by_key.clear();
             self.generation = redactor.generation();
         }
-        if let Some(blob) = self.by_key.get(&shared.key) {
-            return Some(Arc::clone(blob));
+        if !self.by_key.contains_key(&shared.key) {
+            let mut value: Value = serde_json::from_slice(&shared.text).ok()?;
+            redactor.redact_value(&mut value);
+            let body = serde_json::to_string(&value).ok()?;
+            let hash = blobs::hash_body(&body);
+            let marker = blobs::marker_text(&hash);
+            if self.by_key.len() >= SHARED_ENTRIES {
+                self.by_key.clear();
+            }
+            let blob = Arc::new(Blob { hash, body });
+            self.by_key.insert(shared.key, SharedBlob { blob, marker });
         }
-        let mut value: Value = serde_json::from_slice(&shared.text).ok()?;
-        redactor.redact_value(&mut value);
-        let body = serde_json::to_string(&value).ok()?;
-        let blob = Arc::new(Blob {
-            hash: blobs::hash_body(&body),
-            body,
-        });
-        if self.by_key.len() >= SHARED_ENTRIES {
-            self.by_key.clear();
-        }
-        self.by_key.insert(shared.key, Arc::clone(&blob));
-        Some(blob)
+        self.by_key.get(&shared.key)
     }
 }
 
 /// Turns `text` into the op the store writes, redacted: an [`RecordOp::UpsertExchangeDocument`]
-/// when every text piece passes the redactor's screen, else the parsed exchange
+/// when every request text piece passes the redactor's screen, else the parsed exchange
 /// ([`RecordOp::UpsertExchange`], already redacted).
+///
+/// The record's own fields are written as they are when their text passes the screen too (the
+/// common case: nothing in them to redact); otherwise they are redacted first.
 pub fn prepare(text: ExchangeText, redactor: &Redactor, shared: &mut SharedBlobs) -> RecordOp {
-    let Some(RenderedRequests {
-        guest,
-        attempts,
-        blobs,
-    }) = render_requests(&text, redactor, shared)
-    else {
-        let mut op = RecordOp::UpsertExchange(Box::new(text.into_record()));
-        redactor.redact_op(&mut op);
-        return op;
+    let written = match write_document(&text, redactor, shared, Screen::Everything) {
+        Err(Dirty::Record) => {
+            let mut op = RecordOp::UpsertExchange(Box::new(text.record));
+            redactor.redact_op(&mut op);
+            let RecordOp::UpsertExchange(record) = op else {
+                unreachable!("redaction keeps the op's kind")
+            };
+            let text = ExchangeText {
+                record: *record,
+                ..text
+            };
+            let written = write_document(&text, redactor, shared, Screen::RequestsOnly);
+            (text, written)
+        }
+        written => (text, written),
     };
-    let mut op = RecordOp::UpsertExchange(Box::new(text.record));
-    redactor.redact_op(&mut op);
-    let RecordOp::UpsertExchange(mut record) = op else {
-        unreachable!("redaction keeps the op's kind")
-    };
-    match assemble(&record, &guest, &attempts) {
-        Ok(json) => RecordOp::UpsertExchangeDocument(Box::new(ExchangeDocument {
-            record: *record,
+    match written {
+        (text, Ok((json, blobs))) => RecordOp::UpsertExchangeDocument(Box::new(ExchangeDocument {
+            record: text.record,
             json,
             blobs,
         })),
-        // Not expected (the parts are valid JSON): store the parsed record instead.
-        Err(_) => {
-            let parse = |raw: &RawValue| serde_json::from_str(raw.get()).unwrap_or(Value::Null);
-            record.guest_request = parse(&guest);
-            for (attempt, raw) in record.attempts.iter_mut().zip(&attempts) {
-                attempt.request = parse(raw);
-            }
-            RecordOp::UpsertExchange(record)
+        (text, Err(_)) => {
+            let mut op = RecordOp::UpsertExchange(Box::new(text.into_record()));
+            redactor.redact_op(&mut op);
+            op
         }
     }
 }
 
-/// The stored text of the guest request and of each attempt's request, and the blobs they
-/// refer to; `None` when the exchange must take the value path.
-fn render_requests(
+/// What [`write_document`] screens.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Screen {
+    /// The request text pieces and the record's own fields.
+    Everything,
+    /// The request text pieces only (the record is already redacted).
+    RequestsOnly,
+}
+
+/// Why an exchange cannot be stored as written by [`write_document`].
+#[derive(Debug, PartialEq, Eq)]
+enum Dirty {
+    /// A request text piece may need redaction, is not UTF-8, or the requests are not JSON: the
+    /// exchange takes the value path.
+    Requests,
+    /// The record's own fields may need redaction: redact them, then write again.
+    Record,
+}
+
+/// The stored JSON of `text`'s exchange, written in one buffer: the record's fields in their
+/// order (what `serde_json::to_string(&record)` writes; a test holds the two together), with
+/// the request texts spliced in (shared pieces as blob markers) as they are, and the blobs the
+/// markers refer to.
+fn write_document(
     text: &ExchangeText,
     redactor: &Redactor,
     shared: &mut SharedBlobs,
-) -> Option<RenderedRequests> {
-    let mut blobs = Vec::new();
-    let mut render_one = |json: &JsonText| -> Option<Box<RawValue>> {
-        let inline: usize = json
-            .pieces()
-            .iter()
-            .map(|p| match p {
-                JsonPiece::Text(bytes) => bytes.len(),
-                JsonPiece::Shared(_) => 80,
-            })
-            .sum();
-        let mut out = String::with_capacity(inline);
-        for piece in json.pieces() {
-            match piece {
-                JsonPiece::Text(bytes) => {
-                    let text = std::str::from_utf8(bytes).ok()?;
-                    if redactor.screen_json_text(text) {
-                        return None;
-                    }
-                    out.push_str(text);
-                }
-                JsonPiece::Shared(value) => {
-                    let blob = shared.blob(value, redactor)?;
-                    out.push_str(&blobs::marker_text(&blob.hash));
-                    blobs.push(blob);
-                }
-            }
-        }
-        RawValue::from_string(out).ok()
-    };
-    let guest = render_one(&text.guest_request)?;
-    let attempts = text
-        .attempt_requests
-        .iter()
-        .map(&mut render_one)
-        .collect::<Option<Vec<_>>>()?;
-    Some(RenderedRequests {
-        guest,
-        attempts,
-        blobs,
-    })
-}
-
-/// The stored form of an exchange's requests (see [`render_requests`]).
-struct RenderedRequests {
-    guest: Box<RawValue>,
-    attempts: Vec<Box<RawValue>>,
-    blobs: Vec<Arc<Blob>>,
-}
-
-/// An [`ExchangeRecord`] as stored, with its requests as JSON text: serializes exactly like the
-/// record itself (same fields, same order; a test holds the two together).
-#[derive(Serialize)]
-struct StoredExchange<'a> {
-    id: &'a uuid::Uuid,
-    run_id: &'a Option<uuid::Uuid>,
-    ingress_api: &'a str,
-    requested_model: &'a str,
-    upstream_url: &'a str,
-    upstream_model: &'a str,
-    guest_request: &'a RawValue,
-    context_request: &'a Option<Value>,
-    attempts: Vec<StoredAttempt<'a>>,
-    upstream_message: &'a Option<Value>,
-    guest_response: &'a Option<Value>,
-    status: &'a crate::model::ExchangeStatus,
-    error: &'a Option<crate::model::TypedError>,
-    retries: u32,
-    received_at: &'a DateTime<Utc>,
-    first_byte_at: &'a Option<DateTime<Utc>>,
-    last_byte_at: &'a Option<DateTime<Utc>>,
-    delivered_at: &'a Option<DateTime<Utc>>,
-    usage: &'a crate::model::Usage,
-    function_calls: &'a [crate::model::DeliveredCall],
-    notes: &'a [String],
-}
-
-/// An [`UpstreamAttempt`] as stored (see [`StoredExchange`]).
-#[derive(Serialize)]
-struct StoredAttempt<'a> {
-    request: Cow<'a, RawValue>,
-    status: &'a Option<u16>,
-    raw_events: &'a [String],
-    error: &'a Option<crate::model::TypedError>,
-    started_at: &'a DateTime<Utc>,
-    first_byte_at: &'a Option<DateTime<Utc>>,
-    last_byte_at: &'a Option<DateTime<Utc>>,
-}
-
-/// The JSON text of `record` with `guest` as its `guest_request` and `attempts[i]` as the
-/// `request` of attempt `i` (attempts without a text keep theirs).
-fn assemble(
-    record: &ExchangeRecord,
-    guest: &RawValue,
-    attempts: &[Box<RawValue>],
-) -> Result<String, StoreError> {
-    let invalid = |source| StoreError::Serde {
-        what: "an exchange".to_owned(),
-        source,
+    screen: Screen,
+) -> Result<(String, Vec<Arc<Blob>>), Dirty> {
+    let mut doc = DocumentWriter {
+        out: Vec::with_capacity(1024 + text.guest_request.len() / 4),
+        spliced: Vec::new(),
+        blobs: Vec::new(),
+        redactor,
+        shared,
     };
     // Every field listed (no `..`): a new field is a compile error here, not a silent loss.
     let ExchangeRecord {
@@ -388,7 +319,7 @@ fn assemble(
         upstream_model,
         guest_request: _,
         context_request,
-        attempts: record_attempts,
+        attempts,
         upstream_message,
         guest_response,
         status,
@@ -401,59 +332,149 @@ fn assemble(
         usage,
         function_calls,
         notes,
-    } = record;
-    let mut texts = attempts.iter();
-    let attempts = record_attempts
-        .iter()
-        .map(|attempt| {
-            let UpstreamAttempt {
-                request,
-                status,
-                raw_events,
-                error,
-                started_at,
-                first_byte_at,
-                last_byte_at,
-            } = attempt;
-            let request = match texts.next() {
-                Some(text) => Cow::Borrowed(&**text),
-                None => Cow::Owned(serde_json::value::to_raw_value(request).map_err(invalid)?),
-            };
-            Ok(StoredAttempt {
-                request,
-                status,
-                raw_events,
-                error,
-                started_at,
-                first_byte_at,
-                last_byte_at,
-            })
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
-    serde_json::to_string(&StoredExchange {
-        id,
-        run_id,
-        ingress_api,
-        requested_model,
-        upstream_url,
-        upstream_model,
-        guest_request: guest,
-        context_request,
-        attempts,
-        upstream_message,
-        guest_response,
-        status,
-        error,
-        retries: *retries,
-        received_at,
-        first_byte_at,
-        last_byte_at,
-        delivered_at,
-        usage,
-        function_calls,
-        notes,
-    })
-    .map_err(invalid)
+    } = &text.record;
+    doc.out.push(b'{');
+    doc.field("id", id)?;
+    doc.field("run_id", run_id)?;
+    doc.field("ingress_api", ingress_api)?;
+    doc.field("requested_model", requested_model)?;
+    doc.field("upstream_url", upstream_url)?;
+    doc.field("upstream_model", upstream_model)?;
+    doc.key("guest_request");
+    doc.splice(&text.guest_request)?;
+    doc.field("context_request", context_request)?;
+    doc.key("attempts");
+    doc.out.push(b'[');
+    let mut requests = text.attempt_requests.iter();
+    for (index, attempt) in attempts.iter().enumerate() {
+        let UpstreamAttempt {
+            request,
+            status,
+            raw_events,
+            error,
+            started_at,
+            first_byte_at,
+            last_byte_at,
+        } = attempt;
+        if index > 0 {
+            doc.out.push(b',');
+        }
+        doc.out.push(b'{');
+        doc.out.extend_from_slice(b"\"request\":");
+        match requests.next() {
+            Some(request_text) => doc.splice(request_text)?,
+            None => doc.value(request)?,
+        }
+        doc.field("status", status)?;
+        doc.field("raw_events", raw_events)?;
+        doc.field("error", error)?;
+        doc.field("started_at", started_at)?;
+        doc.field("first_byte_at", first_byte_at)?;
+        doc.field("last_byte_at", last_byte_at)?;
+        doc.out.push(b'}');
+    }
+    doc.out.push(b']');
+    doc.field("upstream_message", upstream_message)?;
+    doc.field("guest_response", guest_response)?;
+    doc.field("status", status)?;
+    doc.field("error", error)?;
+    doc.field("retries", retries)?;
+    doc.field("received_at", received_at)?;
+    doc.field("first_byte_at", first_byte_at)?;
+    doc.field("last_byte_at", last_byte_at)?;
+    doc.field("delivered_at", delivered_at)?;
+    doc.field("usage", usage)?;
+    doc.field("function_calls", function_calls)?;
+    doc.field("notes", notes)?;
+    doc.out.push(b'}');
+    let DocumentWriter {
+        out,
+        spliced,
+        blobs,
+        ..
+    } = doc;
+    // The spliced requests must be JSON (pieces of a document, as producers promise); checked
+    // without building anything.
+    for range in &spliced {
+        serde_json::from_slice::<serde::de::IgnoredAny>(&out[range.clone()])
+            .map_err(|_| Dirty::Requests)?;
+    }
+    let json = String::from_utf8(out).map_err(|_| Dirty::Requests)?;
+    if screen == Screen::Everything {
+        // Everything outside the spliced requests is the record's own text.
+        let mut at = 0;
+        for range in spliced
+            .iter()
+            .chain(std::iter::once(&(json.len()..json.len())))
+        {
+            if redactor.screen_json_text(&json[at..range.start]) {
+                return Err(Dirty::Record);
+            }
+            at = range.end;
+        }
+    }
+    Ok((json, blobs))
+}
+
+/// The buffer [`write_document`] writes into, and what it learned on the way.
+struct DocumentWriter<'a> {
+    out: Vec<u8>,
+    /// Where the request texts are in `out` (screened piece by piece, not with the record).
+    spliced: Vec<std::ops::Range<usize>>,
+    blobs: Vec<Arc<Blob>>,
+    redactor: &'a Redactor,
+    shared: &'a mut SharedBlobs,
+}
+
+impl DocumentWriter<'_> {
+    /// `"name":` (after a comma unless it is the object's first member).
+    fn key(&mut self, name: &str) {
+        if self.out.last() != Some(&b'{') {
+            self.out.push(b',');
+        }
+        self.out.push(b'"');
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.extend_from_slice(b"\":");
+    }
+
+    fn value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Dirty> {
+        serde_json::to_writer(&mut self.out, value).map_err(|_| Dirty::Record)
+    }
+
+    fn field<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) -> Result<(), Dirty> {
+        self.key(name);
+        self.value(value)
+    }
+
+    /// Writes a request's text: text pieces as they are (each must pass the screen), shared
+    /// pieces as their blob's marker.
+    fn splice(&mut self, json: &JsonText) -> Result<(), Dirty> {
+        let start = self.out.len();
+        for piece in json.pieces() {
+            match piece {
+                JsonPiece::Text(bytes) => {
+                    let text = std::str::from_utf8(bytes).map_err(|_| Dirty::Requests)?;
+                    if self.redactor.screen_json_text(text) {
+                        return Err(Dirty::Requests);
+                    }
+                    self.out.extend_from_slice(bytes);
+                }
+                JsonPiece::Shared(value) => {
+                    let shared = self
+                        .shared
+                        .blob(value, self.redactor)
+                        .ok_or(Dirty::Requests)?;
+                    self.out.extend_from_slice(shared.marker.as_bytes());
+                    self.blobs.push(Arc::clone(&shared.blob));
+                }
+            }
+        }
+        if self.out.len() == start {
+            return Err(Dirty::Requests);
+        }
+        self.spliced.push(start..self.out.len());
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -633,6 +654,22 @@ mod tests {
     }
 
     #[test]
+    fn request_text_that_is_not_json_is_kept_on_the_value_path() {
+        let redactor = Redactor::default();
+        let mut exchange = exchange_text("[]");
+        exchange.guest_request = JsonText::whole(text(r#"{"contents":[1,"#));
+        let op = prepare(exchange.clone(), &redactor, &mut SharedBlobs::default());
+        let RecordOp::UpsertExchange(record) = &op else {
+            panic!("expected the value path: {op:?}");
+        };
+        assert_eq!(record.guest_request, json!(r#"{"contents":[1,"#));
+        let (_dir, mut store) = store();
+        store.apply(&[op]).unwrap();
+        let stored = store.exchange(exchange.record.id).unwrap().unwrap();
+        assert_eq!(stored.guest_request, json!(r#"{"contents":[1,"#));
+    }
+
+    #[test]
     fn inline_text_shaped_like_a_blob_marker_is_kept_as_it_was() {
         let redactor = Redactor::default();
         let mut exchange = exchange_text("[]");
@@ -691,15 +728,40 @@ mod tests {
         });
         record.notes.push("note".into());
         record.attempts.push(record.attempts[0].clone());
-        let texts: Vec<Box<RawValue>> = record
-            .attempts
-            .iter()
-            .take(1)
-            .map(|a| serde_json::value::to_raw_value(&a.request).unwrap())
-            .collect();
-        let guest = serde_json::value::to_raw_value(&record.guest_request).unwrap();
-        let stored = assemble(&record, &guest, &texts).unwrap();
+        // The first attempt's request given as text, the second's as a value in the record.
+        let as_text =
+            |value: &Value| JsonText::whole(Bytes::from(serde_json::to_vec(value).unwrap()));
+        let text = ExchangeText {
+            guest_request: as_text(&record.guest_request),
+            attempt_requests: vec![as_text(&record.attempts[0].request)],
+            record: record.clone(),
+        };
+        let redactor = Redactor::default();
+        let (stored, blobs) = write_document(
+            &text,
+            &redactor,
+            &mut SharedBlobs::default(),
+            Screen::Everything,
+        )
+        .unwrap();
+        assert!(blobs.is_empty());
         assert_eq!(stored, serde_json::to_string(&record).unwrap());
+        // And with no attempts at all.
+        let mut bare = record.clone();
+        bare.attempts.clear();
+        let text = ExchangeText {
+            guest_request: as_text(&bare.guest_request),
+            attempt_requests: Vec::new(),
+            record: bare.clone(),
+        };
+        let (stored, _) = write_document(
+            &text,
+            &redactor,
+            &mut SharedBlobs::default(),
+            Screen::Everything,
+        )
+        .unwrap();
+        assert_eq!(stored, serde_json::to_string(&bare).unwrap());
     }
 
     #[test]
