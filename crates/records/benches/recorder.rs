@@ -220,3 +220,14 @@ fn prepare_gemini_text(bencher: Bencher) {
             switchyard_records::document::prepare(text, &redactor, &mut blobs)
         });
 }
+
+/// The redaction screen over the whole Gemini CLI request text (~47 KB of JSON): bytes per
+/// second of the one pass that decides whether text can be stored as it is.
+#[divan::bench]
+fn screen_gemini_request(bencher: Bencher) {
+    let redactor = Redactor::new(["bench-secret-key"]);
+    let text = std::str::from_utf8(GEMINI_REQUEST).unwrap();
+    bencher
+        .counter(divan::counter::BytesCount::new(text.len()))
+        .bench_local(|| redactor.screen_json_text(divan::black_box(text)));
+}
