@@ -62,18 +62,18 @@
 //!
 //! ## Records
 //! With a recorder, every exchange is upserted when it begins and when it ends. The request path
-//! only hands shared byte handles to a record-writer thread, which parses the guest and upstream
-//! requests (unless the translation cache supplied the system prompt and tools: then they go to
-//! the recorder as text pieces, unparsed), assembles `upstream_message` (the upstream's assistant
-//! message as an OpenAI chat message: `content`, `reasoning_content`, `tool_calls` with the
-//! upstream's ids and argument strings) and `guest_response` (the chunks the guest received merged
-//! into one GenerateContent response), then queues the record; the recorder's writer redacts and
-//! stores it. The notes carry the request translation's report and, per attempt, the response
-//! translation's (upstream fields the gateway does not model, with counts, synthesized ids,
-//! reasoning not forwarded, ...). Both record threads run at nice +10
+//! only hands shared byte handles to the recorder, as deferred writes its writer thread builds:
+//! it parses the guest and upstream requests (unless the translation cache supplied the system
+//! prompt and tools: then they are stored as text pieces, unparsed), assembles `upstream_message`
+//! (the upstream's assistant message as an OpenAI chat message: `content`, `reasoning_content`,
+//! `tool_calls` with the upstream's ids and argument strings) and `guest_response` (the chunks
+//! the guest received merged into one GenerateContent response), then redacts and stores it. The
+//! notes carry the request translation's report and, per attempt, the response translation's
+//! (upstream fields the gateway does not model, with counts, synthesized ids, reasoning not
+//! forwarded, ...). The writer runs in the idle scheduling class while it keeps up
 //! (`switchyard_records::background`): a request does not wait behind a record batch for a core.
-//! When the recorder falls behind, a begin write that the same exchange's end write already
-//! replaces is skipped, and exchanges wait (asynchronously) for room: memory stays bounded and
+//! A begin write that the same exchange's end write replaces within one batch is skipped, and
+//! when records fall behind exchanges wait (asynchronously) for room: memory stays bounded and
 //! nothing is dropped. `context_request` is always `None` (the gateway applies no context policy).
 //! The store keeps the system prompt and tool declarations every request repeats only once (as
 //! content-addressed blobs), so recording a long session does not store them per exchange.

@@ -1,25 +1,28 @@
 //! Record threads yield the CPU to the request path.
 //!
 //! Recording is background work: an exchange's record may land milliseconds later, but a guest
-//! request should not wait behind a record batch. The recorder's writer thread therefore runs at
-//! a lower scheduling priority (nice +10) than the threads that serve requests: when a request
-//! and a record batch want a core at the same moment, the request gets it. The writer still gets
-//! every idle cycle, and under full load the bounded queues make producers wait for it instead
-//! of dropping anything.
+//! request should not wait behind a record batch. The recorder's writer thread therefore runs
+//! below the threads that serve requests, in two steps:
 //!
-//! Measured (when the gateway still had a record thread of its own next to the recorder's) with
-//! `switchyard bench gateway --latency-requests 8000` (records on minus off, p99
-//! at concurrency 1): without it +680 … +988 µs, with it +202 … +626 µs over 4 runs; the batch a
-//! record thread runs after lingering is what the slowest requests had waited for. At full load
-//! the same work is done in another order: in 3 alternating runs the records-on/off CPU per
-//! request was 1.39–1.63 with it and 1.34–1.62 without (the throughput ratio 0–3 points lower,
-//! within this machine's noise).
+//! * **Keeping up:** Linux's idle scheduling class (`SCHED_IDLE`): the thread runs only on a
+//!   core nothing else wants, and any request-path thread that wakes takes the core at once.
+//! * **Falling behind** (a full batch waiting, or someone waiting on a flush or close): back to
+//!   the normal class at nice +10, so a machine kept busy by other work cannot starve records
+//!   (the bounded queue would then hold producers back for as long as it is starved). The next
+//!   batch that does not fill up returns it to the idle class.
+//!
+//! Measured with `switchyard bench gateway` (records on minus off, p99 added at concurrency 1,
+//! unary / stream, 2 runs each): nice +10 alone +497 / +23 and +391 / +364 µs; idle class while
+//! keeping up −38 / +65 and +334 / +168 µs; the throughput ratios within noise of each other.
+//! Earlier, nice +10 against no change: +202 … +626 against +680 … +988 µs (unary, 4 runs); the
+//! batch a record thread runs after lingering is what the slowest requests had waited for.
 
 /// Nice increment for record threads.
 pub const RECORD_THREAD_NICE: i32 = 10;
 
 /// Lowers the calling thread's scheduling priority by [`RECORD_THREAD_NICE`] (on Linux the nice
-/// value belongs to the thread). Best effort: where that is not possible nothing changes.
+/// value belongs to the thread) and puts it in the idle class ([`set_this_thread_behind`] with
+/// `false`). Best effort: where that is not possible nothing changes.
 pub fn lower_this_threads_priority() {
     #[cfg(target_os = "linux")]
     {
@@ -27,6 +30,27 @@ pub fn lower_this_threads_priority() {
         // (a failure, e.g. a sandbox refusing it, leaves the priority as it was).
         let _ = unsafe { libc::nice(RECORD_THREAD_NICE) };
     }
+    set_this_thread_behind(false);
+}
+
+/// Moves the calling record thread to the normal scheduling class (at its nice value) while it
+/// is `behind`, else to the idle class. Best effort, as [`lower_this_threads_priority`].
+pub fn set_this_thread_behind(behind: bool) {
+    #[cfg(target_os = "linux")]
+    {
+        let policy = if behind {
+            libc::SCHED_OTHER
+        } else {
+            libc::SCHED_IDLE
+        };
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` is a valid `sched_param` for the call's duration; pid 0 is the calling
+        // thread. Moving between the two fair-share classes keeps the nice value, and needs no
+        // privilege for the calling thread itself (a refusal leaves the class as it was).
+        let _ = unsafe { libc::sched_setscheduler(0, policy, &param) };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = behind;
 }
 
 #[cfg(all(test, target_os = "linux"))]
@@ -42,21 +66,48 @@ mod tests {
         }
     }
 
+    /// The calling thread's scheduling policy.
+    fn this_threads_policy() -> i32 {
+        // SAFETY: plain syscall without memory arguments (pid 0: the calling thread).
+        unsafe { libc::sched_getscheduler(0) }
+    }
+
     #[test]
     fn only_the_calling_thread_is_lowered() {
-        let before = this_threads_nice();
+        let before = (this_threads_nice(), this_threads_policy());
         let lowered = std::thread::spawn(move || {
             let start = this_threads_nice();
             lower_this_threads_priority();
-            (start, this_threads_nice())
+            (start, this_threads_nice(), this_threads_policy())
         })
         .join()
         .unwrap();
         assert_eq!(lowered.1, (lowered.0 + RECORD_THREAD_NICE).min(19));
+        assert_eq!(lowered.2, libc::SCHED_IDLE);
         assert_eq!(
-            this_threads_nice(),
+            (this_threads_nice(), this_threads_policy()),
             before,
             "other threads keep their priority"
         );
+    }
+
+    #[test]
+    fn a_thread_behind_runs_in_the_normal_class_at_its_nice_value_and_back() {
+        let (behind, caught_up) = std::thread::spawn(|| {
+            lower_this_threads_priority();
+            set_this_thread_behind(true);
+            let behind = (this_threads_policy(), this_threads_nice());
+            set_this_thread_behind(false);
+            (behind, this_threads_policy())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(behind.0, libc::SCHED_OTHER);
+        assert!(
+            behind.1 >= RECORD_THREAD_NICE.min(19),
+            "nice kept: {}",
+            behind.1
+        );
+        assert_eq!(caught_up, libc::SCHED_IDLE);
     }
 }

@@ -8,9 +8,10 @@
 //! the batch replaces (every exchange op is an upsert of the whole record), redacts every op
 //! (exchanges given as text are prepared by [`crate::document`]), and applies each batch in one
 //! transaction; after a batch that did not fill up it lingers a few milliseconds so ops gather
-//! instead of waking it one by one. `flush` waits until
-//! everything queued before it is committed; `close` (or dropping the last handle) flushes and stops
-//! the writer. [`Recorder::disabled`] is the "records off" recorder: it accepts and discards.
+//! instead of waking it one by one. It runs in the idle scheduling class while it keeps up, and
+//! at nice +10 while it is behind or someone waits on it ([`crate::background`]). `flush` waits
+//! until everything queued before it is committed; `close` (or dropping the last handle) flushes
+//! and stops the writer. [`Recorder::disabled`] is the "records off" recorder: it accepts and discards.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -357,6 +358,7 @@ impl Writer {
         let mut batch = Vec::with_capacity(self.max_batch);
         let mut flushes = Vec::new();
         let mut closing = false;
+        let mut behind = false;
         while !closing {
             match self.receiver.recv() {
                 Ok(message) => closing = self.take(message, &mut batch, &mut flushes),
@@ -378,6 +380,13 @@ impl Writer {
                 }
             }
             let full = batch.len() >= self.max_batch;
+            // Behind, or someone waits: run as normal (nice) work until a batch does not fill
+            // up (see `crate::background`).
+            let now_behind = full || !flushes.is_empty() || closing;
+            if now_behind != behind {
+                crate::background::set_this_thread_behind(now_behind);
+                behind = now_behind;
+            }
             self.write(&mut batch);
             let flushed = !flushes.is_empty();
             for flush in flushes.drain(..) {
