@@ -23,7 +23,7 @@
 //!   [`PINNED_BUDGET_KIB`] of them wait: this bounds the memory records can pin under overload.
 //!   Beyond it exchanges wait (asynchronously: the runtime's worker threads are never blocked)
 //!   for room, and again when the recorder's own queue is full, so nothing is dropped.
-//! * [`RecordWriter::flush`] returns once every write queued before it is stored.
+//! * The gateway's shutdown flushes the recorder: every write queued before it is then stored.
 
 use std::sync::{Arc, OnceLock};
 

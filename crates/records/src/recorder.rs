@@ -424,15 +424,34 @@ impl Writer {
         self.status
             .replaced_ops
             .fetch_add((before - kept.len()) as u64, Ordering::Relaxed);
+        let built: Vec<RecordOp> = kept
+            .into_iter()
+            .filter_map(|pending| match pending {
+                Pending::Op(op) => Some(op),
+                // A producer's code: if it panics, that write fails alone, not the writer.
+                Pending::Deferred(write) => {
+                    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write.build())) {
+                        Ok(op) => Some(op),
+                        Err(_) => {
+                            self.count_failed(&StoreError::Backend {
+                                context: "building a deferred exchange write",
+                                message: "the producer's build panicked".to_owned(),
+                            });
+                            None
+                        }
+                    }
+                }
+            })
+            .collect();
+        if built.is_empty() {
+            return;
+        }
         let batch: Vec<RecordOp> = {
             let redactor = self.redactor.read().unwrap_or_else(PoisonError::into_inner);
             let shared_blobs = &mut self.shared_blobs;
             let status = &self.status;
-            kept.into_iter()
-                .map(|pending| match pending {
-                    Pending::Op(op) => op,
-                    Pending::Deferred(write) => write.build(),
-                })
+            built
+                .into_iter()
                 .map(|op| match op {
                     RecordOp::UpsertExchangeText(text) => {
                         let op = document::prepare(*text, &redactor, shared_blobs);
@@ -777,6 +796,51 @@ mod tests {
         }
         assert_ne!(id, Uuid::nil());
         drop(recorder);
+    }
+
+    #[test]
+    fn a_deferred_write_whose_build_panics_fails_alone() {
+        struct Panics(Uuid);
+        impl DeferredExchange for Panics {
+            fn exchange_id(&self) -> Uuid {
+                self.0
+            }
+            fn build(self: Box<Self>) -> RecordOp {
+                panic!("producer bug")
+            }
+        }
+        let store = PickyStore::default();
+        let applied = Arc::clone(&store.applied);
+        let recorder = Recorder::start(
+            Box::new(store),
+            Redactor::default(),
+            RecorderOptions::default(),
+        )
+        .unwrap();
+        let exchange = ExchangeRecord::begin(None, "ingress", "m", serde_json::Value::Null);
+        let queued = recorder.try_record_deferred(Box::new(Panics(exchange.id)));
+        assert!(matches!(queued, Ok(Queued::Yes)));
+        recorder.record_event(event(1, "after")).unwrap();
+        match recorder.flush() {
+            Err(RecordError::WriteFailed {
+                failed_ops: 1,
+                last_error,
+            }) => assert!(last_error.contains("panicked"), "{last_error}"),
+            other => panic!("expected one failed op, got {other:?}"),
+        }
+        // The writer lives on: later ops are stored.
+        recorder.record_event(event(2, "later")).unwrap();
+        recorder.flush().unwrap();
+        let seqs: Vec<u64> = applied
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|op| match op {
+                RecordOp::Event(e) => e.seq,
+                other => panic!("unexpected op {other:?}"),
+            })
+            .collect();
+        assert_eq!(seqs, [1, 2]);
     }
 
     #[test]
