@@ -11,6 +11,12 @@
 //!   (the bounded queue would then hold producers back for as long as it is starved). The next
 //!   batch that does not fill up returns it to the idle class.
 //!
+//! Leaving the idle class needs privilege (`CAP_SYS_NICE`) or an `RLIMIT_NICE` that allows the
+//! thread's nice value; an ordinary user has neither by default. A thread that could not leave
+//! it again must never enter it, so the first use tries the round trip on a throw-away thread
+//! ([`idle_class_is_reversible`]); where it fails, record threads stay in the normal class at
+//! nice +10 throughout.
+//!
 //! Measured with `switchyard bench gateway` (records on minus off, p99 added at concurrency 1,
 //! unary / stream, 2 runs each): nice +10 alone +497 / +23 and +391 / +364 µs; idle class while
 //! keeping up −38 / +65 and +334 / +168 µs; the throughput ratios within noise of each other.
@@ -21,8 +27,9 @@
 pub const RECORD_THREAD_NICE: i32 = 10;
 
 /// Lowers the calling thread's scheduling priority by [`RECORD_THREAD_NICE`] (on Linux the nice
-/// value belongs to the thread) and puts it in the idle class ([`set_this_thread_behind`] with
-/// `false`). Best effort: where that is not possible nothing changes.
+/// value belongs to the thread) and, where that can be undone ([`idle_class_is_reversible`]),
+/// puts it in the idle class ([`set_this_thread_behind`] with `false`). Best effort: where that
+/// is not possible nothing changes.
 pub fn lower_this_threads_priority() {
     #[cfg(target_os = "linux")]
     {
@@ -34,23 +41,55 @@ pub fn lower_this_threads_priority() {
 }
 
 /// Moves the calling record thread to the normal scheduling class (at its nice value) while it
-/// is `behind`, else to the idle class. Best effort, as [`lower_this_threads_priority`].
+/// is `behind`, else to the idle class; does nothing where the idle class could not be left
+/// again ([`idle_class_is_reversible`]). Best effort, as [`lower_this_threads_priority`].
 pub fn set_this_thread_behind(behind: bool) {
     #[cfg(target_os = "linux")]
-    {
+    if idle_class_is_reversible() {
         let policy = if behind {
             libc::SCHED_OTHER
         } else {
             libc::SCHED_IDLE
         };
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: `param` is a valid `sched_param` for the call's duration; pid 0 is the calling
-        // thread. Moving between the two fair-share classes keeps the nice value, and needs no
-        // privilege for the calling thread itself (a refusal leaves the class as it was).
-        let _ = unsafe { libc::sched_setscheduler(0, policy, &param) };
+        // Moving between the two fair-share classes keeps the nice value.
+        let _ = set_this_threads_policy(policy);
     }
     #[cfg(not(target_os = "linux"))]
     let _ = behind;
+}
+
+/// True when a record thread at nice +[`RECORD_THREAD_NICE`] may enter the idle class and leave
+/// it again. Found out once per process, on a throw-away thread (whose scheduling then does not
+/// matter).
+pub fn idle_class_is_reversible() -> bool {
+    static REVERSIBLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *REVERSIBLE.get_or_init(|| {
+        #[cfg(target_os = "linux")]
+        {
+            std::thread::Builder::new()
+                .name("switchyard-sched-probe".into())
+                .spawn(|| {
+                    // SAFETY: as in `lower_this_threads_priority`.
+                    let _ = unsafe { libc::nice(RECORD_THREAD_NICE) };
+                    set_this_threads_policy(libc::SCHED_IDLE)
+                        && set_this_threads_policy(libc::SCHED_OTHER)
+                })
+                .ok()
+                .and_then(|probe| probe.join().ok())
+                .unwrap_or(false)
+        }
+        #[cfg(not(target_os = "linux"))]
+        false
+    })
+}
+
+/// Sets the calling thread's scheduling policy (priority 0); true when the kernel accepted it.
+#[cfg(target_os = "linux")]
+fn set_this_threads_policy(policy: libc::c_int) -> bool {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid `sched_param` for the call's duration; pid 0 is the calling
+    // thread. A refusal leaves the policy as it was.
+    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
 }
 
 #[cfg(all(test, target_os = "linux"))]
@@ -83,7 +122,12 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(lowered.1, (lowered.0 + RECORD_THREAD_NICE).min(19));
-        assert_eq!(lowered.2, libc::SCHED_IDLE);
+        let expected = if idle_class_is_reversible() {
+            libc::SCHED_IDLE
+        } else {
+            libc::SCHED_OTHER
+        };
+        assert_eq!(lowered.2, expected);
         assert_eq!(
             (this_threads_nice(), this_threads_policy()),
             before,
@@ -108,6 +152,14 @@ mod tests {
             "nice kept: {}",
             behind.1
         );
-        assert_eq!(caught_up, libc::SCHED_IDLE);
+        if idle_class_is_reversible() {
+            assert_eq!(caught_up, libc::SCHED_IDLE);
+        } else {
+            assert_eq!(
+                caught_up,
+                libc::SCHED_OTHER,
+                "never enters a class it cannot leave"
+            );
+        }
     }
 }
