@@ -545,14 +545,6 @@ impl ReadBuffer {
     }
 }
 
-impl Drop for Http1Body {
-    fn drop(&mut self) {
-        if self.stream.is_some() && self.framing != Framing::UntilClose {
-            self.drain_arrived();
-        }
-    }
-}
-
 /// The body of an [`Http1Response`].
 pub(crate) struct Http1Body {
     /// `None` once the body ended (the connection went back to the pool or was closed).
@@ -574,11 +566,7 @@ impl Http1Body {
                     return None;
                 }
                 Ok(None) => {}
-                Err(e) => {
-                    self.stream = None;
-                    self.framing = Framing::Done;
-                    return Some(Err(e));
-                }
+                Err(e) => return Some(Err(self.fail(e))),
             }
             let stream = self.stream.as_ref()?;
             match self.buffer.read(stream).await {
@@ -587,21 +575,23 @@ impl Http1Body {
                     self.keep_alive = false;
                 }
                 Ok(0) => {
-                    self.stream = None;
-                    self.framing = Framing::Done;
-                    return Some(Err(Http1Error::Receive(io::Error::new(
+                    let cut = io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         "the connection closed before the body ended",
-                    ))));
+                    );
+                    return Some(Err(self.fail(Http1Error::Receive(cut))));
                 }
                 Ok(_) => {}
-                Err(e) => {
-                    self.stream = None;
-                    self.framing = Framing::Done;
-                    return Some(Err(Http1Error::Receive(e)));
-                }
+                Err(e) => return Some(Err(self.fail(Http1Error::Receive(e)))),
             }
         }
+    }
+
+    /// Ends the body with `error`; the connection is closed (never reused).
+    fn fail(&mut self, error: Http1Error) -> Http1Error {
+        self.stream = None;
+        self.framing = Framing::Done;
+        error
     }
 
     /// Advances through what is buffered: body bytes, or `None` when more must be read (or
@@ -721,6 +711,14 @@ impl Http1Body {
         // Bytes after the body would be read as the next response: do not reuse.
         if self.keep_alive && self.buffer.bytes().is_empty() {
             self.client.put_idle(stream);
+        }
+    }
+}
+
+impl Drop for Http1Body {
+    fn drop(&mut self) {
+        if self.stream.is_some() && self.framing != Framing::UntilClose {
+            self.drain_arrived();
         }
     }
 }

@@ -70,8 +70,9 @@
 //! the guest received merged into one GenerateContent response), then redacts and stores it. The
 //! notes carry the request translation's report and, per attempt, the response translation's
 //! (upstream fields the gateway does not model, with counts, synthesized ids, reasoning not
-//! forwarded, ...). The writer runs in the idle scheduling class while it keeps up
-//! (`switchyard_records::background`): a request does not wait behind a record batch for a core.
+//! forwarded, ...). The writer runs below the request threads (`switchyard_records::background`:
+//! the idle scheduling class while it keeps up, where the process may leave that class again;
+//! else nice +10): a request does not wait behind a record batch for a core.
 //! A begin write that the same exchange's end write replaces within one batch is skipped, and
 //! when records fall behind exchanges wait (asynchronously) for room: memory stays bounded and
 //! nothing is dropped. `context_request` is always `None` (the gateway applies no context policy).

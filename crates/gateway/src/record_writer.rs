@@ -148,7 +148,7 @@ impl RecordWriter {
 
 /// Fills in the large parts of the record: as text pieces when the guest request has shared
 /// pieces (nothing parsed), else as parsed values.
-pub(crate) fn build(write: PendingWrite) -> RecordOp {
+fn build(write: PendingWrite) -> RecordOp {
     let PendingWrite {
         mut record,
         guest,

@@ -125,7 +125,7 @@ pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, UpstreamError>> + 
 enum Transport {
     /// `http://` upstreams: the lean client of [`crate::http1`].
     Http1(Http1Client),
-    /// `https://` upstreams (and `http://` when [`UpstreamClient::with_reqwest`] asks for it).
+    /// `https://` upstreams (and `http://` in the test that compares the two clients).
     Reqwest {
         http: reqwest::Client,
         /// The URL, parsed once (not on every request).
@@ -186,10 +186,8 @@ impl UpstreamClient {
     }
 
     /// As [`UpstreamClient::new`], but reqwest for every scheme (to compare the two clients).
-    pub fn with_reqwest(
-        config: &GatewayConfig,
-        api_key: Option<String>,
-    ) -> Result<Self, ClientError> {
+    #[cfg(test)]
+    fn with_reqwest(config: &GatewayConfig, api_key: Option<String>) -> Result<Self, ClientError> {
         Self::build(config, api_key, true)
     }
 

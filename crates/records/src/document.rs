@@ -242,30 +242,19 @@ impl SharedBlobs {
 ///
 /// The record's own fields are written as they are when their text passes the screen too (the
 /// common case: nothing in them to redact); otherwise they are redacted first.
-pub fn prepare(text: ExchangeText, redactor: &Redactor, shared: &mut SharedBlobs) -> RecordOp {
-    let written = match write_document(&text, redactor, shared, Screen::Everything) {
-        Err(Dirty::Record) => {
-            let mut op = RecordOp::UpsertExchange(Box::new(text.record));
-            redactor.redact_op(&mut op);
-            let RecordOp::UpsertExchange(record) = op else {
-                unreachable!("redaction keeps the op's kind")
-            };
-            let text = ExchangeText {
-                record: *record,
-                ..text
-            };
-            let written = write_document(&text, redactor, shared, Screen::RequestsOnly);
-            (text, written)
-        }
-        written => (text, written),
-    };
+pub fn prepare(mut text: ExchangeText, redactor: &Redactor, shared: &mut SharedBlobs) -> RecordOp {
+    let mut written = write_document(&text, redactor, shared, Screen::Everything);
+    if matches!(written, Err(Dirty::Record)) {
+        redactor.redact_exchange(&mut text.record);
+        written = write_document(&text, redactor, shared, Screen::RequestsOnly);
+    }
     match written {
-        (text, Ok((json, blobs))) => RecordOp::UpsertExchangeDocument(Box::new(ExchangeDocument {
+        Ok((json, blobs)) => RecordOp::UpsertExchangeDocument(Box::new(ExchangeDocument {
             record: text.record,
             json,
             blobs,
         })),
-        (text, Err(_)) => {
+        Err(_) => {
             let mut op = RecordOp::UpsertExchange(Box::new(text.into_record()));
             redactor.redact_op(&mut op);
             op
@@ -402,15 +391,15 @@ fn write_document(
     let json = String::from_utf8(out).map_err(|_| Dirty::Requests)?;
     if screen == Screen::Everything {
         // Everything outside the spliced requests is the record's own text.
+        let mut own_text = Vec::with_capacity(spliced.len() + 1);
         let mut at = 0;
-        for range in spliced
-            .iter()
-            .chain(std::iter::once(&(json.len()..json.len())))
-        {
-            if redactor.screen_json_text(&json[at..range.start]) {
-                return Err(Dirty::Record);
-            }
+        for range in &spliced {
+            own_text.push(&json[at..range.start]);
             at = range.end;
+        }
+        own_text.push(&json[at..]);
+        if own_text.iter().any(|text| redactor.screen_json_text(text)) {
+            return Err(Dirty::Record);
         }
     }
     Ok((json, blobs))
@@ -737,13 +726,16 @@ mod tests {
             record: record.clone(),
         };
         let redactor = Redactor::default();
-        let (stored, blobs) = write_document(
-            &text,
-            &redactor,
-            &mut SharedBlobs::default(),
-            Screen::Everything,
-        )
-        .unwrap();
+        let write = |text: &ExchangeText| {
+            write_document(
+                text,
+                &redactor,
+                &mut SharedBlobs::default(),
+                Screen::Everything,
+            )
+            .unwrap()
+        };
+        let (stored, blobs) = write(&text);
         assert!(blobs.is_empty());
         assert_eq!(stored, serde_json::to_string(&record).unwrap());
         // And with no attempts at all.
@@ -754,13 +746,7 @@ mod tests {
             attempt_requests: Vec::new(),
             record: bare.clone(),
         };
-        let (stored, _) = write_document(
-            &text,
-            &redactor,
-            &mut SharedBlobs::default(),
-            Screen::Everything,
-        )
-        .unwrap();
+        let (stored, _) = write(&text);
         assert_eq!(stored, serde_json::to_string(&bare).unwrap());
     }
 

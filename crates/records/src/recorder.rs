@@ -9,7 +9,8 @@
 //! (exchanges given as text are prepared by [`crate::document`]), and applies each batch in one
 //! transaction; after a batch that did not fill up it lingers a few milliseconds so ops gather
 //! instead of waking it one by one. It runs in the idle scheduling class while it keeps up, and
-//! at nice +10 while it is behind or someone waits on it ([`crate::background`]). `flush` waits
+//! at nice +10 while it is behind or someone waits on it (at nice +10 throughout where the
+//! process could not leave the idle class again; [`crate::background`]). `flush` waits
 //! until everything queued before it is committed; `close` (or dropping the last handle) flushes
 //! and stops the writer. [`Recorder::disabled`] is the "records off" recorder: it accepts and discards.
 
@@ -544,13 +545,18 @@ mod tests {
     use uuid::Uuid;
 
     /// Keeps applied ops in memory; refuses any batch containing an event with `seq == 13`.
+    /// With a `gate`, each `apply` first waits for the test at that barrier.
     #[derive(Clone, Default)]
     struct PickyStore {
         applied: Arc<Mutex<Vec<RecordOp>>>,
+        gate: Option<Arc<std::sync::Barrier>>,
     }
 
     impl RecordStore for PickyStore {
         fn apply(&mut self, ops: &[RecordOp]) -> Result<(), StoreError> {
+            if let Some(gate) = &self.gate {
+                gate.wait();
+            }
             if ops
                 .iter()
                 .any(|op| matches!(op, RecordOp::Event(e) if e.seq == 13))
@@ -662,6 +668,17 @@ mod tests {
         built_on: Arc<Mutex<Vec<std::thread::ThreadId>>>,
     }
 
+    impl NoteOnBuild {
+        /// A write of a fresh exchange (where it is built is kept but not looked at).
+        fn new(note: &'static str) -> Self {
+            Self {
+                record: ExchangeRecord::begin(None, "ingress", "m", serde_json::Value::Null),
+                note,
+                built_on: Arc::new(Mutex::new(Vec::new())),
+            }
+        }
+    }
+
     impl DeferredExchange for NoteOnBuild {
         fn exchange_id(&self) -> Uuid {
             self.record.id
@@ -698,9 +715,8 @@ mod tests {
         .unwrap();
         let built_on = Arc::new(Mutex::new(Vec::new()));
         let write = NoteOnBuild {
-            record: ExchangeRecord::begin(None, "ingress", "m", serde_json::Value::Null),
-            note: "end",
             built_on: Arc::clone(&built_on),
+            ..NoteOnBuild::new("end")
         };
         assert!(matches!(
             recorder.try_record_deferred(Box::new(write)),
@@ -714,13 +730,8 @@ mod tests {
         assert_eq!(built_on.len(), 1);
         assert_ne!(built_on[0], std::thread::current().id());
         recorder.close().unwrap();
-        let write = NoteOnBuild {
-            record: ExchangeRecord::begin(None, "ingress", "m", serde_json::Value::Null),
-            note: "late",
-            built_on: Arc::new(Mutex::new(Vec::new())),
-        };
         assert!(matches!(
-            recorder.try_record_deferred(Box::new(write)),
+            recorder.try_record_deferred(Box::new(NoteOnBuild::new("late"))),
             Err(RecordError::Closed)
         ));
     }
@@ -728,43 +739,13 @@ mod tests {
     #[test]
     fn a_full_queue_hands_a_deferred_write_back() {
         // A store that blocks until released keeps the writer busy while the queue fills.
-        struct Gate(Arc<std::sync::Barrier>);
-        impl RecordStore for Gate {
-            fn apply(&mut self, _: &[RecordOp]) -> Result<(), StoreError> {
-                self.0.wait();
-                Ok(())
-            }
-            fn recover(&mut self) -> Result<RecoveryReport, StoreError> {
-                Ok(RecoveryReport::default())
-            }
-            fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-                Ok(Vec::new())
-            }
-            fn run(&self, _: Uuid) -> Result<Option<RunRecord>, StoreError> {
-                Ok(None)
-            }
-            fn resolve_run(&self, id: &str) -> Result<RunRecord, StoreError> {
-                Err(StoreError::RunNotFound(id.into()))
-            }
-            fn events(&self, _: Uuid) -> Result<Vec<EventRecord>, StoreError> {
-                Ok(Vec::new())
-            }
-            fn raw_lines(&self, _: Uuid) -> Result<Vec<RawLineRecord>, StoreError> {
-                Ok(Vec::new())
-            }
-            fn raw_line_count(&self, _: Uuid) -> Result<u64, StoreError> {
-                Ok(0)
-            }
-            fn exchanges(&self, _: ExchangeFilter) -> Result<Vec<ExchangeRecord>, StoreError> {
-                Ok(Vec::new())
-            }
-            fn exchange(&self, _: Uuid) -> Result<Option<ExchangeRecord>, StoreError> {
-                Ok(None)
-            }
-        }
         let gate = Arc::new(std::sync::Barrier::new(2));
+        let store = PickyStore {
+            gate: Some(Arc::clone(&gate)),
+            ..PickyStore::default()
+        };
         let recorder = Recorder::start(
-            Box::new(Gate(Arc::clone(&gate))),
+            Box::new(store),
             Redactor::default(),
             RecorderOptions {
                 queue_capacity: 1,
@@ -772,29 +753,27 @@ mod tests {
             },
         )
         .unwrap();
-        let write = || {
-            Box::new(NoteOnBuild {
-                record: ExchangeRecord::begin(None, "ingress", "m", serde_json::Value::Null),
-                note: "n",
-                built_on: Arc::new(Mutex::new(Vec::new())),
-            })
-        };
         // The writer takes the first write and blocks in `apply`; the second fills the queue.
         let mut queued = 0;
-        let handed_back = loop {
-            match recorder.try_record_deferred(write()).unwrap() {
+        let (offered, handed_back) = loop {
+            let write = NoteOnBuild::new("n");
+            let offered = write.record.id;
+            match recorder.try_record_deferred(Box::new(write)).unwrap() {
                 Queued::Yes => queued += 1,
-                Queued::Full(back) => break back,
+                Queued::Full(back) => break (offered, back),
             }
             assert!(queued <= 2, "a queue of one took {queued} writes");
         };
         assert!(queued >= 1);
-        let id = handed_back.exchange_id();
+        assert_eq!(
+            handed_back.exchange_id(),
+            offered,
+            "the refused write comes back"
+        );
         drop(handed_back);
         for _ in 0..queued {
             gate.wait();
         }
-        assert_ne!(id, Uuid::nil());
         drop(recorder);
     }
 
@@ -855,8 +834,7 @@ mod tests {
         let deferred = |record: &ExchangeRecord, note: &'static str| {
             Pending::Deferred(Box::new(NoteOnBuild {
                 record: record.clone(),
-                note,
-                built_on: Arc::new(Mutex::new(Vec::new())),
+                ..NoteOnBuild::new(note)
             }))
         };
         let batch = vec![

@@ -191,7 +191,7 @@ impl Redactor {
         }
     }
 
-    fn redact_exchange(&self, exchange: &mut ExchangeRecord) {
+    pub(crate) fn redact_exchange(&self, exchange: &mut ExchangeRecord) {
         self.redact_string(&mut exchange.ingress_api);
         self.redact_string(&mut exchange.requested_model);
         self.redact_string(&mut exchange.upstream_url);
