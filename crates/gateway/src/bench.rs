@@ -26,7 +26,10 @@
 //!   (`exchanges_as_text`). What records still cost (the CPU-per-request difference) is spent on
 //!   the request path (keeping the record's parts) and on the recorder's writer thread (building
 //!   the ~4 KB stored record, screening ~2 KB of request text, one SQLite upsert), all on the
-//!   same two cores as the client, gateway and upstream.
+//!   same two cores as the client, gateway and upstream. A records-on throughput series ends
+//!   only once every exchange it sent is stored (its time and CPU include the writer's
+//!   backlog); after a records-on latency round the backlog is stored untimed, so it never
+//!   lands on the next target's round.
 //!
 //! Build with `--release` for meaningful numbers. The in-process memory figures are the whole
 //! process (client, upstream and gateway); the gateway's share is the difference to the direct
@@ -50,6 +53,7 @@ use switchyard_translate::TranslateOptions;
 
 use switchyard_records::{Recorder, Redactor};
 
+use crate::record_writer::RecordWriter;
 use crate::upstream::describe;
 use crate::{Gateway, GatewayConfig, GatewayDeps, GatewayHandle};
 
@@ -519,6 +523,9 @@ impl GatewayChild {
 struct Target {
     url: String,
     body: Bytes,
+    /// The records of the gateway behind this target: a throughput series ends only once
+    /// every exchange it sent is stored (see [`throughput`]).
+    records: Option<RecordWriter>,
 }
 
 impl Target {
@@ -527,6 +534,7 @@ impl Target {
         Self {
             url: format!("{base_url}/chat/completions"),
             body: chat_body,
+            records: None,
         }
     }
 
@@ -541,6 +549,15 @@ impl Target {
         Self {
             url: format!("{base_url}/v1beta/models/gemini-2.5-flash:{method}"),
             body: google_body,
+            records: None,
+        }
+    }
+
+    /// The same target, whose gateway's records a series waits for.
+    fn recorded_by(self, gateway: &GatewayHandle) -> Self {
+        Self {
+            records: gateway.record_writer(),
+            ..self
         }
     }
 
@@ -549,6 +566,7 @@ impl Target {
         Self {
             url: self.url.clone(),
             body,
+            records: self.records.clone(),
         }
     }
 
@@ -617,9 +635,23 @@ async fn latency_rounds(
                 send_and_drain(client, target).await?;
                 samples.push(started.elapsed());
             }
+            // Untimed: a backlog of records must not slow the next target's round.
+            settle_records(target).await?;
         }
     }
     Ok(samples.map(percentiles))
+}
+
+/// Waits until the records of every exchange sent to `target` so far are stored (at once for
+/// targets without records).
+async fn settle_records(target: &Target) -> Result<(), BenchError> {
+    match &target.records {
+        Some(records) => records
+            .settle()
+            .await
+            .map_err(|e| BenchError::Request(format!("records flush: {e}"))),
+        None => Ok(()),
+    }
 }
 
 /// Rounds the latency series are split into (see [`latency_rounds`]).
@@ -666,6 +698,9 @@ async fn throughput(
     for w in workers {
         w.await.map_err(|e| BenchError::Request(e.to_string()))??;
     }
+    // Records still queued were caused by this series: storing them counts in its time and CPU
+    // (else the writer's backlog would be paid for by the series after it).
+    settle_records(target).await?;
     let requests = done.load(Ordering::Relaxed).max(1) as f64;
     let cpu = process_cpu_time().saturating_sub(cpu_started);
     Ok(Throughput {
@@ -911,9 +946,11 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
     let stream_direct = Target::direct(&stream_upstream.base_url(), chat_stream_body.clone());
     let unary_via = Target::via_gateway(&unary_gateway.base_url(), false, google.clone());
     let stream_via = Target::via_gateway(&stream_gateway.base_url(), true, google.clone());
-    let unary_recorded_via = Target::via_gateway(&unary_recorded.base_url(), false, google.clone());
+    let unary_recorded_via = Target::via_gateway(&unary_recorded.base_url(), false, google.clone())
+        .recorded_by(&unary_recorded);
     let stream_recorded_via =
-        Target::via_gateway(&stream_recorded.base_url(), true, google.clone());
+        Target::via_gateway(&stream_recorded.base_url(), true, google.clone())
+            .recorded_by(&stream_recorded);
 
     let mut report = BenchReport {
         request_bytes: GEMINI_CLI_FIRST_REQUEST.len(),

@@ -123,6 +123,19 @@ impl RecordWriter {
         }
     }
 
+    /// Waits until every write queued so far (and every write already waiting for room) is
+    /// stored: takes the whole budget back (a write's room returns once it is built; the
+    /// semaphore is fair, so writes already waiting go first), then flushes the recorder.
+    pub async fn settle(&self) -> Result<(), switchyard_records::RecordError> {
+        if let Ok(all) = self.room.acquire_many(PINNED_BUDGET_KIB).await {
+            drop(all);
+        }
+        let recorder = self.recorder.clone();
+        tokio::task::spawn_blocking(move || recorder.flush())
+            .await
+            .unwrap_or(Err(switchyard_records::RecordError::Closed))
+    }
+
     /// Queues one write (waits for room in the budget, and in the recorder's queue).
     pub async fn write(&self, write: PendingWrite) {
         let kib = write.pinned_kib().min(PINNED_BUDGET_KIB);
@@ -351,6 +364,142 @@ mod tests {
             .write(pending(guest_body(huge), Vec::new()))
             .now_or_never()
             .expect("a write larger than the budget still goes");
+    }
+
+    /// A SQLite store whose writes wait while the test holds its gate, and are slow.
+    struct GatedStore {
+        inner: switchyard_records::SqliteStore,
+        gate: Arc<std::sync::Mutex<()>>,
+    }
+
+    impl switchyard_records::RecordStore for GatedStore {
+        fn apply(&mut self, ops: &[RecordOp]) -> Result<(), switchyard_records::StoreError> {
+            let _open = self.gate.lock().unwrap();
+            // Slow enough that reading the store right after the last write was built would
+            // miss it: settling must wait for the store, not only for the builds.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            self.inner.apply(ops)
+        }
+        fn recover(
+            &mut self,
+        ) -> Result<switchyard_records::RecoveryReport, switchyard_records::StoreError> {
+            self.inner.recover()
+        }
+        fn runs(
+            &self,
+        ) -> Result<Vec<switchyard_records::RunRecord>, switchyard_records::StoreError> {
+            self.inner.runs()
+        }
+        fn run(
+            &self,
+            id: uuid::Uuid,
+        ) -> Result<Option<switchyard_records::RunRecord>, switchyard_records::StoreError> {
+            self.inner.run(id)
+        }
+        fn resolve_run(
+            &self,
+            id_or_prefix: &str,
+        ) -> Result<switchyard_records::RunRecord, switchyard_records::StoreError> {
+            self.inner.resolve_run(id_or_prefix)
+        }
+        fn events(
+            &self,
+            run_id: uuid::Uuid,
+        ) -> Result<Vec<switchyard_records::EventRecord>, switchyard_records::StoreError> {
+            self.inner.events(run_id)
+        }
+        fn raw_lines(
+            &self,
+            run_id: uuid::Uuid,
+        ) -> Result<Vec<switchyard_records::RawLineRecord>, switchyard_records::StoreError>
+        {
+            self.inner.raw_lines(run_id)
+        }
+        fn raw_line_count(
+            &self,
+            run_id: uuid::Uuid,
+        ) -> Result<u64, switchyard_records::StoreError> {
+            self.inner.raw_line_count(run_id)
+        }
+        fn exchanges(
+            &self,
+            filter: switchyard_records::ExchangeFilter,
+        ) -> Result<Vec<ExchangeRecord>, switchyard_records::StoreError> {
+            self.inner.exchanges(filter)
+        }
+        fn exchange(
+            &self,
+            id: uuid::Uuid,
+        ) -> Result<Option<ExchangeRecord>, switchyard_records::StoreError> {
+            self.inner.exchange(id)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[expect(
+        clippy::await_holding_lock,
+        reason = "the gate is held on purpose while the writes are handed over"
+    )]
+    async fn settle_returns_once_every_write_handed_over_is_stored() {
+        use switchyard_records::{ExchangeFilter, RecordStore, RecorderOptions, Redactor};
+        let dir = tempfile::tempdir().unwrap();
+        let path = switchyard_records::store_path(dir.path());
+        let gate = Arc::new(std::sync::Mutex::new(()));
+        let store = GatedStore {
+            inner: switchyard_records::SqliteStore::open(&path).unwrap(),
+            gate: Arc::clone(&gate),
+        };
+        // A small queue, so that some writes wait in the gateway for room in it.
+        let options = RecorderOptions {
+            queue_capacity: 8,
+            ..RecorderOptions::default()
+        };
+        let recorder = Recorder::start(Box::new(store), Redactor::default(), options).unwrap();
+        let writer = RecordWriter::new(recorder);
+        let body = Bytes::from_static(br#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#);
+        let held = gate.lock().unwrap();
+        let mut ids = Vec::new();
+        let mut writes = Vec::new();
+        for _ in 0..100 {
+            let write = pending(guest_body(body.clone()), Vec::new());
+            ids.push(write.record.id);
+            let writer = writer.clone();
+            let mut handing_over = Box::pin(async move { writer.write(write).await });
+            // One poll takes the write's room (there is plenty) and queues it or, once the
+            // recorder's queue is full, leaves it waiting for room there: handed over either way.
+            if futures_util::poll!(&mut handing_over).is_pending() {
+                writes.push(tokio::spawn(handing_over));
+            }
+        }
+        assert!(
+            !writes.is_empty(),
+            "some writes wait for the recorder's queue"
+        );
+        let settled = tokio::spawn({
+            let writer = writer.clone();
+            async move { writer.settle().await }
+        });
+        // Nothing can be stored while the gate is held, so settling cannot have finished.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert!(!settled.is_finished(), "settled before anything was stored");
+        drop(held);
+        settled.await.unwrap().unwrap();
+        let stored: Vec<_> = switchyard_records::SqliteStore::open(&path)
+            .unwrap()
+            .exchanges(ExchangeFilter::All)
+            .unwrap()
+            .into_iter()
+            .map(|exchange| exchange.id)
+            .collect();
+        ids.sort();
+        assert_eq!(
+            stored, ids,
+            "every write handed over before settling is stored"
+        );
+        for write in writes {
+            write.await.unwrap();
+        }
+        assert_eq!(writer.room.available_permits(), PINNED_BUDGET_KIB as usize);
     }
 
     #[test]

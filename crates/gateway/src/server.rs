@@ -329,6 +329,11 @@ impl GatewayHandle {
         )
     }
 
+    /// The gateway's record writer (`None` with records off).
+    pub(crate) fn record_writer(&self) -> Option<RecordWriter> {
+        self.state.as_ref().and_then(|state| state.records.clone())
+    }
+
     /// Stop accepting, cancel in-flight upstream requests, wait (bounded) for exchanges to end,
     /// flush records. Returns within about `timeouts.shutdown_ms`.
     pub async fn shutdown(mut self) -> Result<(), GatewayError> {
