@@ -176,7 +176,10 @@ fn build(write: PendingWrite) -> RecordOp {
         return RecordOp::UpsertExchangeText(Box::new(ExchangeText {
             record: *record,
             guest_request,
-            attempt_requests: attempt_bodies.iter().map(|b| b.text().clone()).collect(),
+            attempt_requests: attempt_bodies
+                .into_iter()
+                .map(ChatBody::into_text)
+                .collect(),
         }));
     }
     parsed.get_or_init(|| JsonText::whole(body).to_value());

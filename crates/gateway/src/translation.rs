@@ -72,6 +72,11 @@ impl ChatBody {
     pub fn text(&self) -> &JsonText {
         &self.text
     }
+
+    /// The body as record pieces, taken (no piece is cloned).
+    pub fn into_text(self) -> JsonText {
+        self.text
+    }
 }
 
 /// An upstream request body that sends the segments as they are (shared, not concatenated),

@@ -442,8 +442,8 @@ impl DocumentWriter<'_> {
         for piece in json.pieces() {
             match piece {
                 JsonPiece::Text(bytes) => {
-                    let text = std::str::from_utf8(bytes).map_err(|_| Dirty::Requests)?;
-                    if self.redactor.screen_json_text(text) {
+                    // UTF-8 is checked once, for the whole document, when it is written.
+                    if self.redactor.screen_json_text(bytes) {
                         return Err(Dirty::Requests);
                     }
                     self.out.extend_from_slice(bytes);
@@ -656,6 +656,24 @@ mod tests {
         store.apply(&[op]).unwrap();
         let stored = store.exchange(exchange.record.id).unwrap().unwrap();
         assert_eq!(stored.guest_request, json!(r#"{"contents":[1,"#));
+    }
+
+    #[test]
+    fn request_text_that_is_not_utf8_is_kept_lossily_on_the_value_path() {
+        let redactor = Redactor::default();
+        let mut exchange = exchange_text("[]");
+        // JSON in shape, with a byte that is not UTF-8 inside a string.
+        exchange.guest_request = JsonText::whole(Bytes::from_static(b"{\"contents\":\"a\xffb\"}"));
+        let op = prepare(exchange.clone(), &redactor, &mut SharedBlobs::default());
+        let RecordOp::UpsertExchange(record) = &op else {
+            panic!("expected the value path: {op:?}");
+        };
+        let lossy = json!("{\"contents\":\"a\u{fffd}b\"}");
+        assert_eq!(record.guest_request, lossy);
+        let (_dir, mut store) = store();
+        store.apply(&[op]).unwrap();
+        let stored = store.exchange(exchange.record.id).unwrap().unwrap();
+        assert_eq!(stored.guest_request, lossy);
     }
 
     #[test]

@@ -97,10 +97,10 @@ impl Redactor {
     /// patterns or credential member names, no blob marker key, and no escape (`\/`, `\u0020`
     /// to `\u007f`) that could spell one of those. ASCII case-insensitive, so it may say true
     /// for text that redaction leaves alone; never false for text it would change.
-    pub fn screen_json_text(&self, json_text: &str) -> bool {
+    pub fn screen_json_text(&self, json_text: impl AsRef<[u8]>) -> bool {
         self.screen
             .get_or_init(|| Arc::new(build_screen(&self.secrets)))
-            .is_match(json_text)
+            .is_match(json_text.as_ref())
     }
 
     /// How many literal secrets are registered.
