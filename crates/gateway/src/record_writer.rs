@@ -168,9 +168,7 @@ fn build(write: PendingWrite) -> RecordOp {
         attempt_bodies,
         delivered,
     } = write;
-    if let Some(delivered) = &delivered {
-        finish(&mut record, delivered);
-    }
+    let guest_response = delivered.and_then(|delivered| finish(&mut record, delivered));
     let GuestRequest { body, parsed, text } = guest;
     if let Some(guest_request) = text {
         return RecordOp::UpsertExchangeText(Box::new(ExchangeText {
@@ -180,8 +178,11 @@ fn build(write: PendingWrite) -> RecordOp {
                 .into_iter()
                 .map(ChatBody::into_text)
                 .collect(),
+            // Written straight from the typed response: no JSON tree built.
+            guest_response: guest_response.and_then(|r| serde_json::to_string(&r).ok()),
         }));
     }
+    record.guest_response = guest_response.map(|r| serde_json::to_value(r).unwrap_or(Value::Null));
     parsed.get_or_init(|| JsonText::whole(body).to_value());
     record.guest_request = match Arc::try_unwrap(parsed) {
         Ok(slot) => slot.into_inner().unwrap_or(Value::Null),
@@ -195,8 +196,12 @@ fn build(write: PendingWrite) -> RecordOp {
     RecordOp::UpsertExchange(record)
 }
 
-/// The end-of-exchange parts: delivered calls, usage, guest response, upstream message.
-fn finish(record: &mut ExchangeRecord, delivered: &[GenerateContentResponse]) {
+/// The end-of-exchange parts: delivered calls, usage and upstream message go into `record`; the
+/// guest response (the delivered chunks merged) is returned.
+fn finish(
+    record: &mut ExchangeRecord,
+    delivered: Vec<GenerateContentResponse>,
+) -> Option<GenerateContentResponse> {
     record.function_calls = delivered
         .iter()
         .flat_map(|chunk| chunk.parts())
@@ -214,8 +219,6 @@ fn finish(record: &mut ExchangeRecord, delivered: &[GenerateContentResponse]) {
             reasoning: u64::from(u.thoughts_token_count.unwrap_or(0)),
         };
     }
-    record.guest_response =
-        merge_chunks(delivered).map(|merged| serde_json::to_value(merged).unwrap_or(Value::Null));
     if record.upstream_message.is_none() {
         record.upstream_message = record
             .attempts
@@ -224,6 +227,7 @@ fn finish(record: &mut ExchangeRecord, delivered: &[GenerateContentResponse]) {
             .find(|a| a.error.is_none() && !a.raw_events.is_empty())
             .and_then(|a| switchyard_records::export::assemble_upstream_message(&a.raw_events));
     }
+    merge_chunks(delivered)
 }
 
 fn call_of(part: &Part) -> Option<DeliveredCall> {
@@ -266,10 +270,11 @@ fn text_only(part: &Part) -> bool {
 /// The GenerateContent response the guest received, as one response: the chunks' parts in
 /// order (adjacent text parts of the same kind joined), the last chunk's finish reason, usage,
 /// model version and response id. `None` when nothing was delivered.
-pub(crate) fn merge_chunks(chunks: &[GenerateContentResponse]) -> Option<GenerateContentResponse> {
-    let (last, _) = chunks.split_last()?;
-    if chunks.len() == 1 {
-        return Some(last.clone());
+pub(crate) fn merge_chunks(
+    mut chunks: Vec<GenerateContentResponse>,
+) -> Option<GenerateContentResponse> {
+    if chunks.len() <= 1 {
+        return chunks.pop();
     }
     let mut parts: Vec<Part> = Vec::new();
     for part in chunks.iter().flat_map(|c| c.parts()) {
@@ -284,21 +289,32 @@ pub(crate) fn merge_chunks(chunks: &[GenerateContentResponse]) -> Option<Generat
             _ => parts.push(part.clone()),
         }
     }
-    let mut merged = last.clone();
-    merged.usage_metadata = chunks.iter().rev().find_map(|c| c.usage_metadata.clone());
-    merged.model_version = chunks.iter().rev().find_map(|c| c.model_version.clone());
-    merged.response_id = chunks.iter().rev().find_map(|c| c.response_id.clone());
-    match merged.candidates.first_mut() {
-        Some(candidate) => {
-            candidate.content.parts = parts;
-            candidate.finish_reason = chunks.iter().rev().find_map(|c| c.finish_reason());
-        }
-        None => {
-            let mut candidate = chunks
+    let usage_metadata = chunks.iter().rev().find_map(|c| c.usage_metadata.clone());
+    let model_version = chunks.iter().rev().find_map(|c| c.model_version.clone());
+    let response_id = chunks.iter().rev().find_map(|c| c.response_id.clone());
+    let finish_reason = chunks.iter().rev().find_map(|c| c.finish_reason());
+    // Only needed (and cloned) when the last chunk has no candidate.
+    let earlier_candidate = chunks
+        .last()
+        .is_some_and(|last| last.candidates.is_empty())
+        .then(|| {
+            chunks
                 .iter()
                 .rev()
                 .find_map(|c| c.candidates.first().cloned())
-                .unwrap_or_default();
+        })
+        .flatten();
+    let mut merged = chunks.pop()?;
+    merged.usage_metadata = usage_metadata;
+    merged.model_version = model_version;
+    merged.response_id = response_id;
+    match merged.candidates.first_mut() {
+        Some(candidate) => {
+            candidate.content.parts = parts;
+            candidate.finish_reason = finish_reason;
+        }
+        None => {
+            let mut candidate = earlier_candidate.unwrap_or_default();
             candidate.content.parts = parts;
             merged.candidates.push(candidate);
         }
@@ -523,7 +539,7 @@ mod tests {
                 "usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2,"totalTokenCount":5},"modelVersion":"m"}),
             ),
         ];
-        let merged = serde_json::to_value(merge_chunks(&chunks).unwrap()).unwrap();
+        let merged = serde_json::to_value(merge_chunks(chunks.to_vec()).unwrap()).unwrap();
         assert_eq!(
             merged["candidates"][0]["content"]["parts"],
             json!([{"text":"a","thought":true},{"text":"bc"},{"functionCall":{"id":"c1","name":"ls","args":{}}}])
@@ -531,6 +547,6 @@ mod tests {
         assert_eq!(merged["candidates"][0]["finishReason"], "STOP");
         assert_eq!(merged["usageMetadata"]["promptTokenCount"], 3);
         assert_eq!(merged["modelVersion"], "m");
-        assert!(merge_chunks(&[]).is_none());
+        assert!(merge_chunks(Vec::new()).is_none());
     }
 }

@@ -123,6 +123,7 @@ fn gemini_exchange_op(as_text: bool, shared: &(SharedJson, SharedJson)) -> Recor
         record: exchange,
         guest_request: text.clone(),
         attempt_requests: vec![text],
+        guest_response: None,
     }))
 }
 

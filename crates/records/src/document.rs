@@ -148,23 +148,39 @@ impl JsonText {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExchangeText {
     /// Everything else. Its `guest_request` and the attempts' `request` are ignored (replaced by
-    /// the texts below).
+    /// the texts below), and so is its `guest_response` when [`ExchangeText::guest_response`]
+    /// is set.
     pub record: ExchangeRecord,
     /// The guest request as received.
     pub guest_request: JsonText,
     /// The upstream request of each attempt, by attempt index.
     pub attempt_requests: Vec<JsonText>,
+    /// The response sent to the guest as JSON text, when the producer serialized it itself
+    /// (cheaper than a [`Value`] tree: one buffer instead of one allocation per member). It is
+    /// screened and redacted with the record's own fields; text that is not JSON is kept as a
+    /// JSON string.
+    pub guest_response: Option<String>,
 }
 
 impl ExchangeText {
-    /// The same exchange as a plain record, requests parsed (the value path).
-    pub fn into_record(self) -> ExchangeRecord {
+    /// The same exchange as a plain record, requests and response parsed (the value path).
+    pub fn into_record(mut self) -> ExchangeRecord {
+        self.parse_guest_response();
         let mut record = self.record;
         record.guest_request = self.guest_request.to_value();
         for (attempt, text) in record.attempts.iter_mut().zip(&self.attempt_requests) {
             attempt.request = text.to_value();
         }
         record
+    }
+
+    /// Moves [`ExchangeText::guest_response`] into the record as a value (a JSON string when
+    /// it is not JSON: nothing is lost).
+    fn parse_guest_response(&mut self) {
+        if let Some(text) = self.guest_response.take() {
+            let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+            self.record.guest_response = Some(value);
+        }
     }
 }
 
@@ -179,7 +195,8 @@ pub struct ExchangeDocument {
 }
 
 impl ExchangeDocument {
-    /// The record without its requests (for the store's index columns).
+    /// The record without its requests (and without its guest response when that came as
+    /// text), for the store's index columns.
     pub fn record(&self) -> &ExchangeRecord {
         &self.record
     }
@@ -245,6 +262,7 @@ impl SharedBlobs {
 pub fn prepare(mut text: ExchangeText, redactor: &Redactor, shared: &mut SharedBlobs) -> RecordOp {
     let mut written = write_document(&text, redactor, shared, Screen::Everything);
     if matches!(written, Err(Dirty::Record)) {
+        text.parse_guest_response();
         redactor.redact_exchange(&mut text.record);
         written = write_document(&text, redactor, shared, Screen::RequestsOnly);
     }
@@ -277,7 +295,8 @@ enum Dirty {
     /// A request text piece may need redaction, is not UTF-8, or the requests are not JSON: the
     /// exchange takes the value path.
     Requests,
-    /// The record's own fields may need redaction: redact them, then write again.
+    /// The record's own fields may need redaction, or the guest response text is not JSON:
+    /// redact them (the response as a value), then write again.
     Record,
 }
 
@@ -294,6 +313,7 @@ fn write_document(
     let mut doc = DocumentWriter {
         out: Vec::with_capacity(1024 + text.guest_request.len() / 4),
         spliced: Vec::new(),
+        verbatim: None,
         blobs: Vec::new(),
         redactor,
         shared,
@@ -364,7 +384,15 @@ fn write_document(
     }
     doc.out.push(b']');
     doc.field("upstream_message", upstream_message)?;
-    doc.field("guest_response", guest_response)?;
+    match &text.guest_response {
+        Some(response) => {
+            doc.key("guest_response");
+            let start = doc.out.len();
+            doc.out.extend_from_slice(response.as_bytes());
+            doc.verbatim = Some(start..doc.out.len());
+        }
+        None => doc.field("guest_response", guest_response)?,
+    }
     doc.field("status", status)?;
     doc.field("error", error)?;
     doc.field("retries", retries)?;
@@ -379,14 +407,18 @@ fn write_document(
     let DocumentWriter {
         out,
         spliced,
+        verbatim,
         blobs,
         ..
     } = doc;
-    // The spliced requests must be JSON (pieces of a document, as producers promise); checked
+    // The spliced requests and the response text must be JSON (as producers promise); checked
     // without building anything.
     for range in &spliced {
         serde_json::from_slice::<serde::de::IgnoredAny>(&out[range.clone()])
             .map_err(|_| Dirty::Requests)?;
+    }
+    if let Some(range) = verbatim {
+        serde_json::from_slice::<serde::de::IgnoredAny>(&out[range]).map_err(|_| Dirty::Record)?;
     }
     let json = String::from_utf8(out).map_err(|_| Dirty::Requests)?;
     if screen == Screen::Everything {
@@ -410,6 +442,8 @@ struct DocumentWriter<'a> {
     out: Vec<u8>,
     /// Where the request texts are in `out` (screened piece by piece, not with the record).
     spliced: Vec<std::ops::Range<usize>>,
+    /// Where the guest response text is in `out` (screened with the record).
+    verbatim: Option<std::ops::Range<usize>>,
     blobs: Vec<Arc<Blob>>,
     redactor: &'a Redactor,
     shared: &'a mut SharedBlobs,
@@ -526,6 +560,7 @@ mod tests {
             record,
             guest_request: guest,
             attempt_requests: vec![upstream],
+            guest_response: None,
         }
     }
 
@@ -742,6 +777,7 @@ mod tests {
             guest_request: as_text(&record.guest_request),
             attempt_requests: vec![as_text(&record.attempts[0].request)],
             record: record.clone(),
+            guest_response: None,
         };
         let redactor = Redactor::default();
         let write = |text: &ExchangeText| {
@@ -763,9 +799,51 @@ mod tests {
             guest_request: as_text(&bare.guest_request),
             attempt_requests: Vec::new(),
             record: bare.clone(),
+            guest_response: None,
         };
         let (stored, _) = write(&text);
         assert_eq!(stored, serde_json::to_string(&bare).unwrap());
+        // And with the guest response given as text (the record's own value is then ignored).
+        let mut text = ExchangeText {
+            guest_request: as_text(&record.guest_request),
+            attempt_requests: Vec::new(),
+            record: record.clone(),
+            guest_response: Some(r#"{"candidates":[{"index":0}]}"#.into()),
+        };
+        text.record.attempts.clear();
+        text.record.guest_response = Some(json!("ignored"));
+        let mut expected = text.record.clone();
+        expected.guest_response = Some(json!({"candidates": [{"index": 0}]}));
+        let (stored, _) = write(&text);
+        assert_eq!(stored, serde_json::to_string(&expected).unwrap());
+    }
+
+    #[test]
+    fn a_guest_response_text_is_redacted_or_kept_as_a_string_when_not_json() {
+        let redactor = Redactor::new([SECRET]);
+        let (_dir, mut store) = store();
+        let mut with_secret = exchange_text("[]");
+        with_secret.guest_response = Some(format!(
+            r#"{{"candidates":[{{"content":{{"parts":[{{"text":"key {SECRET}"}}]}}}}]}}"#
+        ));
+        let mut not_json = exchange_text("[]");
+        not_json.guest_response = Some(r#"{"candidates":["#.into());
+        let ops: Vec<RecordOp> = [&with_secret, &not_json]
+            .into_iter()
+            .map(|text| prepare(text.clone(), &redactor, &mut SharedBlobs::default()))
+            .collect();
+        // Both stay on the text path: only the record's own fields needed a second look.
+        for op in &ops {
+            assert!(matches!(op, RecordOp::UpsertExchangeDocument(_)), "{op:?}");
+        }
+        store.apply(&ops).unwrap();
+        let stored = |id| store.exchange(id).unwrap().unwrap().guest_response.unwrap();
+        let redacted = stored(with_secret.record.id);
+        assert_eq!(
+            redacted["candidates"][0]["content"]["parts"][0]["text"],
+            json!(format!("key {}", crate::REDACTED))
+        );
+        assert_eq!(stored(not_json.record.id), json!(r#"{"candidates":["#));
     }
 
     #[test]
