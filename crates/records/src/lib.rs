@@ -34,6 +34,7 @@ pub mod html;
 pub mod model;
 pub mod recorder;
 pub mod redact;
+mod screen;
 pub mod sqlite;
 pub mod store;
 pub mod timeline;

@@ -14,6 +14,7 @@ use aho_corasick::AhoCorasick;
 use serde_json::Value;
 
 use crate::model::{ExchangeRecord, RecordOp, TypedError, UpstreamAttempt};
+use crate::screen::Screen;
 
 /// What a redacted secret is replaced with.
 pub const REDACTED: &str = "[REDACTED]";
@@ -57,7 +58,7 @@ pub struct Redactor {
     /// Counts changes to `secrets` (what was redacted with an older generation may differ).
     generation: u64,
     /// The screen for JSON text of these secrets, built on first use.
-    screen: OnceLock<Arc<AhoCorasick>>,
+    screen: OnceLock<Arc<Screen>>,
 }
 
 impl Redactor {
@@ -281,8 +282,8 @@ fn trigger_words() -> Vec<String> {
     words
 }
 
-/// The automaton behind [`Redactor::screen_json_text`].
-fn build_screen(secrets: &[String]) -> AhoCorasick {
+/// The screen behind [`Redactor::screen_json_text`]: every needle redaction could act on.
+fn build_screen(secrets: &[String]) -> Screen {
     let mut needles: Vec<String> = trigger_words();
     // Credential member names, as `is_secret_member` reads them (`_` as `-`): both spellings.
     for member in SECRET_MEMBERS {
@@ -301,10 +302,10 @@ fn build_screen(secrets: &[String]) -> AhoCorasick {
             needles.push("\\u".to_owned());
         }
     }
-    AhoCorasick::builder()
-        .ascii_case_insensitive(true)
-        .build(needles)
-        .expect("redaction screen builds")
+    needles.sort();
+    needles.dedup();
+    let needles: Vec<Vec<u8>> = needles.into_iter().map(String::into_bytes).collect();
+    Screen::new(&needles)
 }
 
 /// `text` with the credential values found by the generic patterns replaced by [`REDACTED`], or
