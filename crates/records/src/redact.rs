@@ -5,6 +5,10 @@
 //! (`Authorization`, `x-goog-api-key`, `api-key`, ...), credential query parameters (`?key=...`) and
 //! JSON object members whose name is a credential header. A string holding none of the patterns'
 //! trigger words (one Aho-Corasick pass) skips the pattern scan entirely.
+//!
+//! In front of both sits the **screen** ([`Redactor::screen_json_text`]): one search for every
+//! secret, trigger word and escape that redaction could act on (the private `screen` module says
+//! how it searches). Text it passes is stored as it is; most record text passes.
 
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock, OnceLock};
