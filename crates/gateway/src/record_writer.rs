@@ -548,5 +548,20 @@ mod tests {
         assert_eq!(merged["usageMetadata"]["promptTokenCount"], 3);
         assert_eq!(merged["modelVersion"], "m");
         assert!(merge_chunks(Vec::new()).is_none());
+        // A last chunk without a candidate (usage only): the earlier candidate carries the parts.
+        let usage_last = [
+            chunk(
+                json!({"candidates":[{"content":{"role":"model","parts":[{"text":"x"}]},"index":0}]}),
+            ),
+            chunk(
+                json!({"candidates":[],"usageMetadata":{"promptTokenCount":1,"candidatesTokenCount":1,"totalTokenCount":2}}),
+            ),
+        ];
+        let merged = serde_json::to_value(merge_chunks(usage_last.to_vec()).unwrap()).unwrap();
+        assert_eq!(
+            merged["candidates"][0]["content"],
+            json!({"role":"model","parts":[{"text":"x"}]})
+        );
+        assert_eq!(merged["usageMetadata"]["totalTokenCount"], 2);
     }
 }
