@@ -330,6 +330,7 @@ impl GatewayHandle {
     }
 
     /// The gateway's record writer (`None` with records off).
+    #[cfg(feature = "bench")]
     pub(crate) fn record_writer(&self) -> Option<RecordWriter> {
         self.state.as_ref().and_then(|state| state.records.clone())
     }
