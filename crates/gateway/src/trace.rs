@@ -266,6 +266,14 @@ mod tests {
     use super::*;
     use switchyard_records::Recorder;
 
+    /// The guest request pieces a trace with records on keeps.
+    fn guest_text(trace: &Trace) -> &JsonText {
+        let Some(active) = &trace.0 else {
+            panic!("records are on")
+        };
+        active.guest.text.as_ref().expect("recorded as text")
+    }
+
     #[test]
     fn a_cache_hit_record_keeps_copies_of_its_pieces_not_the_guest_body() {
         let writer = RecordWriter::new(Recorder::disabled());
@@ -281,11 +289,11 @@ mod tests {
             body.is_unique(),
             "the trace still holds the guest body: a queued record would pin it"
         );
-        let Some(active) = &trace.0 else {
-            panic!("records are on")
-        };
-        let text = active.guest.text.as_ref().expect("recorded as text");
-        assert_eq!(text.to_bytes(), body, "the pieces still make up the body");
+        assert_eq!(
+            guest_text(&trace).to_bytes(),
+            body,
+            "the pieces still make up the body"
+        );
     }
 
     #[test]
@@ -297,10 +305,6 @@ mod tests {
         let mut trace = Trace::begin(Some(&writer), None, "ingress", "model", &body);
         trace.guest_shared(&[(tools, SharedJson::new(Bytes::from_static(b"[2]")))]);
         assert!(!body.is_unique(), "slices of the body, not copies");
-        let Some(active) = &trace.0 else {
-            panic!("records are on")
-        };
-        let text = active.guest.text.as_ref().expect("recorded as text");
-        assert_eq!(text.to_bytes(), body);
+        assert_eq!(guest_text(&trace).to_bytes(), body);
     }
 }
