@@ -4,9 +4,10 @@
 //! request of every exchange into values, redacting every string in them, and serializing them
 //! again; that is nearly all of what recording costs. A producer that already holds those requests
 //! as bytes (the gateway) hands over an [`ExchangeText`] instead: the record without its requests,
-//! plus each request as [`JsonText`] pieces. Pieces that every exchange of a session repeats (the
-//! system prompt and the tool declarations, which the gateway's translation cache already knows)
-//! are [`SharedJson`]: keyed by the SHA-256 of their text, computed once by the producer.
+//! plus each request as [`JsonText`] pieces (and, optionally, the guest response as JSON text it
+//! serialized itself). Pieces that every exchange of a session repeats (the system prompt and the
+//! tool declarations, which the gateway's translation cache already knows) are [`SharedJson`]:
+//! keyed by the SHA-256 of their text, computed once by the producer.
 //!
 //! The recorder's writer [`prepare`]s each one into an [`ExchangeDocument`], the exact text the
 //! store keeps:
