@@ -1,12 +1,17 @@
 //! Hands exchange records to the [`Recorder`], which builds them on its writer thread.
 //!
 //! Building an [`ExchangeRecord`] means assembling the upstream assistant message from the raw
-//! upstream events and the guest response from the delivered chunks, and (when the translation
-//! cache did not supply the request's system prompt and tools) turning the ~47 KB guest request
-//! and upstream request into JSON values. None of that is needed to answer the guest, so the
-//! exchange code only hands over cheap handles (reference-counted [`Bytes`], the record
-//! skeleton, the delivered chunks) as a [`DeferredExchange`]; the recorder's writer thread
-//! builds it ([`build`]), redacts and stores it, in order, in one place.
+//! upstream events and (when the translation cache did not supply the request's system prompt and
+//! tools) turning the ~47 KB guest request and upstream request into JSON values. None of that is
+//! needed to answer the guest, so the exchange code only hands over cheap handles
+//! (reference-counted [`Bytes`], the record skeleton) as a [`DeferredExchange`]; the recorder's
+//! writer thread builds it ([`build`]), redacts and stores it, in order, in one place.
+//!
+//! The delivered chunks are the exception: the request's thread reduces them to a [`Delivery`]
+//! (calls, usage, the merged response as JSON text) when the exchange ends. Each chunk is a
+//! handful of small allocations, and the writer thread freeing memory the request threads
+//! allocated contends for their allocator's locks: in `switchyard bench gateway`, reducing them
+//! there raised records-on throughput by ~9 % (3 alternating runs each).
 //!
 //! * When the translation cache supplied the request's system prompt and tools, nothing is parsed:
 //!   the exchange goes to the store as text pieces (slices of the guest body and the upstream
@@ -63,7 +68,48 @@ pub(crate) struct PendingWrite {
     /// The upstream request body of each attempt, by attempt index.
     pub attempt_bodies: Vec<ChatBody>,
     /// What the guest received, when the exchange ended (`None` for the begin write).
-    pub delivered: Option<Vec<GenerateContentResponse>>,
+    pub delivered: Option<Delivery>,
+}
+
+/// What the guest received, reduced on the request's own thread to what the record keeps: the
+/// delivered calls, the usage and the merged response as JSON text. The delivered chunks (a
+/// handful of allocations each, hundreds of chunks for a long answer) are freed where they were
+/// made; only this goes to the recorder's thread.
+pub(crate) struct Delivery {
+    function_calls: Vec<DeliveredCall>,
+    usage: Option<Usage>,
+    /// The chunks merged into one response ([`merge_chunks`]), serialized.
+    guest_response: Option<String>,
+}
+
+impl Delivery {
+    pub fn of(delivered: std::borrow::Cow<'_, [GenerateContentResponse]>) -> Self {
+        let function_calls = delivered
+            .iter()
+            .flat_map(|chunk| chunk.parts())
+            .filter_map(call_of)
+            .collect();
+        let usage = delivered
+            .iter()
+            .rev()
+            .find_map(|c| c.usage_metadata.as_ref())
+            .map(|u| Usage {
+                input: u64::from(u.prompt_token_count),
+                cached: u64::from(u.cached_content_token_count.unwrap_or(0)),
+                output: u64::from(u.candidates_token_count),
+                reasoning: u64::from(u.thoughts_token_count.unwrap_or(0)),
+            });
+        // Written straight from the typed response: no JSON tree built.
+        let guest_response = match &*delivered {
+            [one] => serde_json::to_string(one).ok(),
+            _ => merge_chunks(delivered.into_owned()).and_then(|r| serde_json::to_string(&r).ok()),
+        };
+        Delivery {
+            function_calls,
+            usage,
+            guest_response,
+        }
+    }
 }
 
 impl PendingWrite {
@@ -170,7 +216,7 @@ fn build(write: PendingWrite) -> RecordOp {
         attempt_bodies,
         delivered,
     } = write;
-    let guest_response = delivered.and_then(|delivered| finish(&mut record, delivered));
+    let guest_response = delivered.and_then(|delivery| finish(&mut record, delivery));
     let GuestRequest { body, parsed, text } = guest;
     if let Some(guest_request) = text {
         return RecordOp::UpsertExchangeText(Box::new(ExchangeText {
@@ -180,11 +226,11 @@ fn build(write: PendingWrite) -> RecordOp {
                 .into_iter()
                 .map(ChatBody::into_text)
                 .collect(),
-            // Written straight from the typed response: no JSON tree built.
-            guest_response: guest_response.and_then(|r| serde_json::to_string(&r).ok()),
+            guest_response,
         }));
     }
-    record.guest_response = guest_response.map(|r| serde_json::to_value(r).unwrap_or(Value::Null));
+    record.guest_response =
+        guest_response.map(|text| serde_json::from_str(&text).unwrap_or(Value::String(text)));
     parsed.get_or_init(|| JsonText::whole(body).to_value());
     record.guest_request = match Arc::try_unwrap(parsed) {
         Ok(slot) => slot.into_inner().unwrap_or(Value::Null),
@@ -199,27 +245,11 @@ fn build(write: PendingWrite) -> RecordOp {
 }
 
 /// The end-of-exchange parts: delivered calls, usage and upstream message go into `record`; the
-/// guest response (the delivered chunks merged) is returned.
-fn finish(
-    record: &mut ExchangeRecord,
-    delivered: Vec<GenerateContentResponse>,
-) -> Option<GenerateContentResponse> {
-    record.function_calls = delivered
-        .iter()
-        .flat_map(|chunk| chunk.parts())
-        .filter_map(call_of)
-        .collect();
-    if let Some(u) = delivered
-        .iter()
-        .rev()
-        .find_map(|c| c.usage_metadata.as_ref())
-    {
-        record.usage = Usage {
-            input: u64::from(u.prompt_token_count),
-            cached: u64::from(u.cached_content_token_count.unwrap_or(0)),
-            output: u64::from(u.candidates_token_count),
-            reasoning: u64::from(u.thoughts_token_count.unwrap_or(0)),
-        };
+/// guest response text is returned.
+fn finish(record: &mut ExchangeRecord, delivery: Delivery) -> Option<String> {
+    record.function_calls = delivery.function_calls;
+    if let Some(usage) = delivery.usage {
+        record.usage = usage;
     }
     if record.upstream_message.is_none() {
         record.upstream_message = record
@@ -229,7 +259,7 @@ fn finish(
             .find(|a| a.error.is_none() && !a.raw_events.is_empty())
             .and_then(|a| switchyard_records::export::assemble_upstream_message(&a.raw_events));
     }
-    merge_chunks(delivered)
+    delivery.guest_response
 }
 
 fn call_of(part: &Part) -> Option<DeliveredCall> {
@@ -521,6 +551,45 @@ mod tests {
             write.await.unwrap();
         }
         assert_eq!(writer.room.available_permits(), PINNED_BUDGET_KIB as usize);
+    }
+
+    #[test]
+    fn a_delivery_keeps_calls_usage_and_the_merged_response_as_text() {
+        let chunk = |v: Value| serde_json::from_value::<GenerateContentResponse>(v).unwrap();
+        let only = chunk(json!({
+            "candidates":[{"content":{"role":"model","parts":[
+                {"functionCall":{"id":"c1","name":"ls","args":{"dir":"."}}}]},
+                "finishReason":"STOP","index":0}],
+            "usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":2,"totalTokenCount":7,
+                "cachedContentTokenCount":1,"thoughtsTokenCount":3}
+        }));
+        let one = std::slice::from_ref(&only);
+        let delivery = Delivery::of(std::borrow::Cow::Borrowed(one));
+        assert_eq!(
+            delivery.guest_response.as_deref(),
+            Some(serde_json::to_string(&only).unwrap().as_str()),
+            "one chunk is the response as it is"
+        );
+        assert_eq!(delivery.function_calls.len(), 1);
+        assert_eq!(delivery.function_calls[0].id, "c1");
+        assert_eq!(delivery.function_calls[0].arguments, json!({"dir": "."}));
+        let usage = delivery.usage.unwrap();
+        assert_eq!(
+            (usage.input, usage.cached, usage.output, usage.reasoning),
+            (5, 1, 2, 3)
+        );
+        let text = chunk(
+            json!({"candidates":[{"content":{"role":"model","parts":[{"text":"a"}]},"index":0}]}),
+        );
+        let two = Delivery::of(std::borrow::Cow::Owned(vec![text, only.clone()]));
+        let merged: Value = serde_json::from_str(two.guest_response.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            merged["candidates"][0]["content"]["parts"][0],
+            json!({"text": "a"}),
+            "several chunks are merged"
+        );
+        let nothing = Delivery::of(std::borrow::Cow::Owned(Vec::new()));
+        assert!(nothing.guest_response.is_none() && nothing.usage.is_none());
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! The request path only keeps cheap handles: the guest body (or, when the translation cache
 //! supplied a system prompt and tools that are most of it, copies of the few bytes around them)
 //! and each attempt's upstream body are shared `Bytes`, the raw upstream events are kept as
-//! received; JSON parsing, assembling the upstream message and the guest response, redaction
-//! and storing happen on the recorder's writer thread. With records off nothing is kept at all.
+//! received. When the exchange ends, what was delivered is reduced here to a [`Delivery`] (see
+//! `record_writer`); JSON parsing, assembling the upstream message, redaction and storing happen
+//! on the recorder's writer thread. With records off nothing is kept at all.
 //!
 //! `context_request` stays `None`: the gateway applies no context policy, so the request sent
 //! upstream is the translation of the guest request as received (see each attempt's `request`).
@@ -24,7 +25,7 @@ use switchyard_translate::ResponseReport;
 use switchyard_translate::google::GenerateContentResponse;
 use uuid::Uuid;
 
-use crate::record_writer::{GuestRequest, PendingWrite, RecordWriter};
+use crate::record_writer::{Delivery, GuestRequest, PendingWrite, RecordWriter};
 use crate::translation::ChatBody;
 
 /// What the guest received in an exchange, as [`Trace::finish_ok`] / [`Trace::finish_error`]
@@ -230,9 +231,9 @@ impl Trace {
         .await;
     }
 
-    /// The last write: hands the record over (no copy); delivered calls, usage, the merged guest
-    /// response and the upstream message are filled in on the recorder's thread. Later calls do
-    /// nothing.
+    /// The last write: reduces what was delivered to a [`Delivery`] here and hands the record
+    /// over (no copy); the upstream message is assembled on the recorder's thread. Later calls
+    /// do nothing.
     async fn finish(&mut self, delivered: Delivered<'_>, error: Option<TypedError>) {
         let Some(Active {
             writer,
@@ -255,7 +256,7 @@ impl Trace {
                 record,
                 guest,
                 attempt_bodies,
-                delivered: Some(delivered.into_owned()),
+                delivered: Some(Delivery::of(delivered)),
             })
             .await;
     }
