@@ -15,6 +15,9 @@
 //! * the window around a position spans, on each side, the longest needle containing an anchor
 //!   that can start there (anchors where one is a prefix of another share their widest span).
 //!
+//! Where anchors come so densely that the windows would cover more bytes than the text has, the
+//! automaton searches the rest of the text in one pass instead.
+//!
 //! When no anchor set can be built (a needle shorter than two bytes, too many spellings for the
 //! packed searcher, or a CPU without the SIMD it needs), the automaton searches the whole text.
 
@@ -46,6 +49,8 @@ struct Anchors {
     searcher: packed::Searcher,
     /// Window half-width for each spelling, by pattern id.
     spans: Vec<usize>,
+    /// The largest of `spans`.
+    widest_reach: usize,
 }
 
 impl Screen {
@@ -67,6 +72,9 @@ impl Screen {
             return self.automaton.is_match(text);
         };
         let mut from = 0;
+        // Windows may cover as many bytes as the text has; past that (anchors packed densely,
+        // e.g. text full of `\u` escapes) one pass of the automaton over the rest is cheaper.
+        let mut budget = text.len();
         while from < text.len() {
             let span = Span {
                 start: from,
@@ -78,10 +86,17 @@ impl Screen {
             let reach = anchors.spans[found.pattern().as_usize()];
             let window =
                 found.start().saturating_sub(reach)..(found.start() + reach).min(text.len());
+            budget = budget.saturating_sub(window.len());
             if self.automaton.is_match(&text[window]) {
                 return true;
             }
             from = found.start() + 1;
+            if budget == 0 {
+                // A needle not checked yet has its anchor at `from` or later, so it starts at
+                // most the widest reach before it.
+                let rest = from.saturating_sub(anchors.widest_reach).min(text.len());
+                return self.automaton.is_match(&text[rest..]);
+            }
         }
         false
     }
@@ -136,7 +151,12 @@ impl Anchors {
             }
         }
         let searcher = builder.build()?;
-        Some(Anchors { searcher, spans })
+        let widest_reach = spans.iter().copied().max().unwrap_or(0);
+        Some(Anchors {
+            searcher,
+            spans,
+            widest_reach,
+        })
     }
 }
 
@@ -238,6 +258,39 @@ mod tests {
             "\\U0027",
         ] {
             assert!(screen.is_match(text.as_bytes()), "{text}");
+        }
+    }
+
+    #[test]
+    fn densely_packed_anchors_end_in_one_pass_over_the_rest() {
+        let screen = Screen::new(&redactor_needles());
+        // `\u` every six bytes, none of them a needle, then a needle: the windows soon cover
+        // the text, and the rest (including the needle's start before that point) is searched
+        // whole.
+        let mut text = "\\u4e2d".repeat(200);
+        assert!(!screen.is_match(text.as_bytes()));
+        text.push_str("x-api-KEY");
+        assert!(screen.is_match(text.as_bytes()));
+        let cut = text.len() - "KEY".len();
+        assert!(!screen.is_match(&text.as_bytes()[..cut]));
+    }
+
+    #[test]
+    fn a_needle_begun_before_the_one_pass_starts_is_found() {
+        // `\uqqqqqqqkey` is anchored on `key` but starts with `\u`, another anchor: when the
+        // windows' budget runs out at that `\u`, the one pass must start early enough to see
+        // the needle's beginning. Some prefix and padding lengths put that point right there.
+        let screen = Screen::new(&needles(&["\\u002", "\\uqqqqqqqkey"]));
+        assert!(screen.uses_anchors());
+        for repeats in 0..20 {
+            for pad in 0..60 {
+                let text = format!(
+                    "{}\\uqqqqqqqkey{}",
+                    "\\uzz".repeat(repeats),
+                    "z".repeat(pad)
+                );
+                assert!(screen.is_match(text.as_bytes()), "{repeats} {pad}");
+            }
         }
     }
 
