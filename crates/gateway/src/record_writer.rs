@@ -83,7 +83,9 @@ pub(crate) struct Delivery {
 }
 
 impl Delivery {
-    pub fn of(delivered: std::borrow::Cow<'_, [GenerateContentResponse]>) -> Self {
+    /// Reduces the chunks delivered in one exchange (one chunk is serialized as it is; several
+    /// are merged first).
+    pub fn of(delivered: crate::trace::Delivered<'_>) -> Self {
         let function_calls = delivered
             .iter()
             .flat_map(|chunk| chunk.parts())
