@@ -24,9 +24,10 @@
 //!   records off, records on), so machine noise spreads over all three. Every exchange after the
 //!   first reuses the cached system prompt and tools, so it is recorded as text
 //!   (`exchanges_as_text`). What records still cost (the CPU-per-request difference) is spent on
-//!   the request path (keeping the record's parts) and on the recorder's writer thread (building
-//!   the ~4 KB stored record, screening ~2 KB of request text, one SQLite upsert), all on the
-//!   same two cores as the client, gateway and upstream. A records-on throughput series ends
+//!   the request path (keeping the record's parts, merging and serializing what was delivered)
+//!   and on the recorder's writer thread (building the ~4 KB stored record, screening ~2 KB of
+//!   request text, one SQLite upsert), all on the same two cores as the client, gateway and
+//!   upstream. A records-on throughput series ends
 //!   only once every exchange it sent is stored (its time and CPU include the writer's
 //!   backlog); after a records-on latency round the backlog is stored untimed, so it never
 //!   lands on the next target's round.

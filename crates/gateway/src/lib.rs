@@ -62,12 +62,14 @@
 //!
 //! ## Records
 //! With a recorder, every exchange is upserted when it begins and when it ends. The request path
-//! only hands shared byte handles to the recorder, as deferred writes its writer thread builds:
-//! it parses the guest and upstream requests (unless the translation cache supplied the system
-//! prompt and tools: then they are stored as text pieces, unparsed), assembles `upstream_message`
-//! (the upstream's assistant message as an OpenAI chat message: `content`, `reasoning_content`,
-//! `tool_calls` with the upstream's ids and argument strings) and `guest_response` (the chunks
-//! the guest received merged into one GenerateContent response), then redacts and stores it. The
+//! only hands shared byte handles to the recorder, as deferred writes its writer thread builds,
+//! plus, when the exchange ends, `guest_response` (the chunks the guest received merged into one
+//! GenerateContent response, serialized there so the chunks are freed where they were made). The
+//! writer parses the guest and upstream requests (unless the translation cache supplied the
+//! system prompt and tools: then they are stored as text pieces, unparsed), assembles
+//! `upstream_message` (the upstream's assistant message as an OpenAI chat message: `content`,
+//! `reasoning_content`, `tool_calls` with the upstream's ids and argument strings), then redacts
+//! and stores it. The
 //! notes carry the request translation's report and, per attempt, the response translation's
 //! (upstream fields the gateway does not model, with counts, synthesized ids, reasoning not
 //! forwarded, ...). The writer runs below the request threads (`switchyard_records::background`:

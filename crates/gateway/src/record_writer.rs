@@ -35,7 +35,7 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use serde_json::Value;
 use switchyard_records::model::{DeliveredCall, ExchangeRecord, RecordOp, Usage};
-use switchyard_records::{DeferredExchange, ExchangeText, JsonPiece, JsonText, Queued, Recorder};
+use switchyard_records::{DeferredExchange, ExchangeText, JsonText, Queued, Recorder};
 use switchyard_translate::google::{GenerateContentResponse, Part};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -118,20 +118,15 @@ impl PendingWrite {
     /// KiB of bodies this write keeps alive (shared cached parts are not counted: the
     /// translation cache holds them anyway), at least 1.
     fn pinned_kib(&self) -> u32 {
-        let own_text = |text: &JsonText| -> usize {
-            text.pieces()
-                .iter()
-                .filter_map(|piece| match piece {
-                    JsonPiece::Text(bytes) => Some(bytes.len()),
-                    JsonPiece::Shared(_) => None,
-                })
-                .sum()
-        };
         let guest = match &self.guest.text {
-            Some(text) => own_text(text).max(self.guest.body.len()),
+            Some(text) => text.text_len().max(self.guest.body.len()),
             None => self.guest.body.len(),
         };
-        let attempts: usize = self.attempt_bodies.iter().map(|b| own_text(b.text())).sum();
+        let attempts: usize = self
+            .attempt_bodies
+            .iter()
+            .map(|b| b.text().text_len())
+            .sum();
         let kib = (guest + attempts).div_ceil(1024).max(1);
         u32::try_from(kib).unwrap_or(u32::MAX)
     }

@@ -113,6 +113,17 @@ impl JsonText {
         self.pieces.iter().map(|p| p.bytes().len()).sum()
     }
 
+    /// Bytes in its own text pieces (shared pieces not counted).
+    pub fn text_len(&self) -> usize {
+        self.pieces
+            .iter()
+            .map(|piece| match piece {
+                JsonPiece::Text(bytes) => bytes.len(),
+                JsonPiece::Shared(_) => 0,
+            })
+            .sum()
+    }
+
     /// True when there is no text at all.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -311,8 +322,15 @@ fn write_document(
     shared: &mut SharedBlobs,
     screen: Screen,
 ) -> Result<(String, Vec<Arc<Blob>>), Dirty> {
+    // The requests' own text, plus room for the record's fields and the blob markers.
+    let request_text = text.guest_request.text_len()
+        + text
+            .attempt_requests
+            .iter()
+            .map(JsonText::text_len)
+            .sum::<usize>();
     let mut doc = DocumentWriter {
-        out: Vec::with_capacity(1024 + text.guest_request.len() / 4),
+        out: Vec::with_capacity(request_text + 4096),
         spliced: Vec::new(),
         verbatim: None,
         blobs: Vec::new(),
@@ -370,7 +388,7 @@ fn write_document(
             doc.out.push(b',');
         }
         doc.out.push(b'{');
-        doc.out.extend_from_slice(b"\"request\":");
+        doc.key("request");
         match requests.next() {
             Some(request_text) => doc.splice(request_text)?,
             None => doc.value(request)?,

@@ -12,7 +12,8 @@
 //! at nice +10 while it is behind or someone waits on it (at nice +10 throughout where the
 //! process could not leave the idle class again; [`crate::background`]). `flush` waits
 //! until everything queued before it is committed; `close` (or dropping the last handle) flushes
-//! and stops the writer. [`Recorder::disabled`] is the "records off" recorder: it accepts and discards.
+//! and stops the writer. [`Recorder::disabled`] is the "records off" recorder: it accepts and
+//! discards.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -425,34 +426,27 @@ impl Writer {
         self.status
             .replaced_ops
             .fetch_add((before - kept.len()) as u64, Ordering::Relaxed);
-        let built: Vec<RecordOp> = kept
-            .into_iter()
-            .filter_map(|pending| match pending {
-                Pending::Op(op) => Some(op),
-                // A producer's code: if it panics, that write fails alone, not the writer.
-                Pending::Deferred(write) => {
-                    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write.build())) {
-                        Ok(op) => Some(op),
-                        Err(_) => {
-                            self.count_failed(&StoreError::Backend {
-                                context: "building a deferred exchange write",
-                                message: "the producer's build panicked".to_owned(),
-                            });
-                            None
-                        }
-                    }
-                }
-            })
-            .collect();
-        if built.is_empty() {
-            return;
-        }
         let batch: Vec<RecordOp> = {
             let redactor = self.redactor.read().unwrap_or_else(PoisonError::into_inner);
             let shared_blobs = &mut self.shared_blobs;
             let status = &self.status;
-            built
-                .into_iter()
+            kept.into_iter()
+                .filter_map(|pending| match pending {
+                    Pending::Op(op) => Some(op),
+                    // A producer's code: if it panics, that write fails alone, not the writer.
+                    Pending::Deferred(write) => {
+                        let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            write.build()
+                        }));
+                        if built.is_err() {
+                            status.count_failed(&StoreError::Backend {
+                                context: "building a deferred exchange write",
+                                message: "the producer's build panicked".to_owned(),
+                            });
+                        }
+                        built.ok()
+                    }
+                })
                 .map(|op| match op {
                     RecordOp::UpsertExchangeText(text) => {
                         let op = document::prepare(*text, &redactor, shared_blobs);
@@ -468,34 +462,34 @@ impl Writer {
                 })
                 .collect()
         };
+        if batch.is_empty() {
+            return;
+        }
         match self.store.apply(&batch) {
-            Ok(()) => self.count_written(batch.len()),
+            Ok(()) => self.status.count_written(batch.len()),
             Err(_) => {
                 // Retry one op per transaction so one bad op cannot sink the others.
                 for op in batch.iter() {
                     match self.store.apply(std::slice::from_ref(op)) {
-                        Ok(()) => self.count_written(1),
-                        Err(error) => self.count_failed(&error),
+                        Ok(()) => self.status.count_written(1),
+                        Err(error) => self.status.count_failed(&error),
                     }
                 }
             }
         }
     }
+}
 
+impl WriterStatus {
     fn count_written(&self, ops: usize) {
-        self.status
-            .written_ops
-            .fetch_add(ops as u64, Ordering::Relaxed);
-        self.status.batches.fetch_add(1, Ordering::Relaxed);
+        self.written_ops.fetch_add(ops as u64, Ordering::Relaxed);
+        self.batches.fetch_add(1, Ordering::Relaxed);
     }
 
     fn count_failed(&self, error: &StoreError) {
-        self.status.failed_ops.fetch_add(1, Ordering::Relaxed);
-        self.status
-            .failed_since_flush
-            .fetch_add(1, Ordering::AcqRel);
+        self.failed_ops.fetch_add(1, Ordering::Relaxed);
+        self.failed_since_flush.fetch_add(1, Ordering::AcqRel);
         *self
-            .status
             .last_error
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
@@ -598,6 +592,17 @@ mod tests {
         }
     }
 
+    /// A recorder writing into a [`PickyStore`], and what that store applied.
+    fn picky_recorder(
+        redactor: Redactor,
+        options: RecorderOptions,
+    ) -> (Recorder, Arc<Mutex<Vec<RecordOp>>>) {
+        let store = PickyStore::default();
+        let applied = Arc::clone(&store.applied);
+        let recorder = Recorder::start(Box::new(store), redactor, options).unwrap();
+        (recorder, applied)
+    }
+
     fn event(seq: u64, text: &str) -> EventRecord {
         EventRecord {
             run_id: Uuid::nil(),
@@ -616,17 +621,13 @@ mod tests {
 
     #[test]
     fn one_bad_op_fails_alone_and_is_reported_by_flush() {
-        let store = PickyStore::default();
-        let applied = Arc::clone(&store.applied);
-        let recorder = Recorder::start(
-            Box::new(store),
+        let (recorder, applied) = picky_recorder(
             Redactor::new(["secret-token-123"]),
             RecorderOptions {
                 queue_capacity: 64,
                 max_batch: 64,
             },
-        )
-        .unwrap();
+        );
         for seq in 10..16 {
             recorder
                 .record_event(event(seq, "uses secret-token-123"))
@@ -705,14 +706,10 @@ mod tests {
 
     #[test]
     fn deferred_exchanges_are_built_on_the_writer_thread_and_redacted() {
-        let store = PickyStore::default();
-        let applied = Arc::clone(&store.applied);
-        let recorder = Recorder::start(
-            Box::new(store),
+        let (recorder, applied) = picky_recorder(
             Redactor::new(["secret-token-123"]),
             RecorderOptions::default(),
-        )
-        .unwrap();
+        );
         let built_on = Arc::new(Mutex::new(Vec::new()));
         let write = NoteOnBuild {
             built_on: Arc::clone(&built_on),
@@ -788,14 +785,7 @@ mod tests {
                 panic!("producer bug")
             }
         }
-        let store = PickyStore::default();
-        let applied = Arc::clone(&store.applied);
-        let recorder = Recorder::start(
-            Box::new(store),
-            Redactor::default(),
-            RecorderOptions::default(),
-        )
-        .unwrap();
+        let (recorder, applied) = picky_recorder(Redactor::default(), RecorderOptions::default());
         let exchange = ExchangeRecord::begin(None, "ingress", "m", serde_json::Value::Null);
         let queued = recorder.try_record_deferred(Box::new(Panics(exchange.id)));
         assert!(matches!(queued, Ok(Queued::Yes)));
@@ -865,14 +855,7 @@ mod tests {
 
     #[test]
     fn dropping_the_last_handle_flushes() {
-        let store = PickyStore::default();
-        let applied = Arc::clone(&store.applied);
-        let recorder = Recorder::start(
-            Box::new(store),
-            Redactor::default(),
-            RecorderOptions::default(),
-        )
-        .unwrap();
+        let (recorder, applied) = picky_recorder(Redactor::default(), RecorderOptions::default());
         let clone = recorder.clone();
         recorder.record_event(event(1, "a")).unwrap();
         clone.record_event(event(2, "b")).unwrap();

@@ -286,8 +286,13 @@ fn trigger_words() -> Vec<String> {
     words
 }
 
-/// The screen behind [`Redactor::screen_json_text`]: every needle redaction could act on.
+/// The screen behind [`Redactor::screen_json_text`].
 fn build_screen(secrets: &[String]) -> Screen {
+    Screen::new(&screen_needles(secrets))
+}
+
+/// Every needle redaction could act on, for these secrets (sorted, no duplicates).
+pub(crate) fn screen_needles(secrets: &[String]) -> Vec<Vec<u8>> {
     let mut needles: Vec<String> = trigger_words();
     // Credential member names, as `is_secret_member` reads them (`_` as `-`): both spellings.
     for member in SECRET_MEMBERS {
@@ -308,8 +313,7 @@ fn build_screen(secrets: &[String]) -> Screen {
     }
     needles.sort();
     needles.dedup();
-    let needles: Vec<Vec<u8>> = needles.into_iter().map(String::into_bytes).collect();
-    Screen::new(&needles)
+    needles.into_iter().map(String::into_bytes).collect()
 }
 
 /// `text` with the credential values found by the generic patterns replaced by [`REDACTED`], or

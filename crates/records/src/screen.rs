@@ -198,30 +198,9 @@ mod tests {
         list.iter().map(|n| n.as_bytes().to_vec()).collect()
     }
 
-    /// The redactor's needles with one registered secret.
+    /// The redactor's needles with one registered secret (its escaped spelling is a needle too).
     fn redactor_needles() -> Vec<Vec<u8>> {
-        needles(&[
-            "bearer",
-            "authorization",
-            "proxy-authorization",
-            "x-goog-api-key",
-            "x_goog_api_key",
-            "api-key",
-            "api_key",
-            "apikey",
-            "access-token",
-            "access_token",
-            "bearer-token",
-            "bearer_token",
-            "?key=",
-            "&access_token=",
-            "$blob",
-            "\\/",
-            "\\u002",
-            "\\u007",
-            "sk-Secret\"Value-0123",
-            "sk-Secret\\\"Value-0123",
-        ])
+        crate::redact::screen_needles(&["sk-Secret\"Value-0123".to_owned()])
     }
 
     #[test]
