@@ -45,6 +45,17 @@ pub enum StoreError {
         /// How many runs match.
         count: usize,
     },
+    /// No exchange matches the given id or prefix.
+    #[error("no exchange matches {0:?}")]
+    ExchangeNotFound(String),
+    /// More than one exchange matches the given prefix.
+    #[error("exchange prefix {prefix:?} is ambiguous: {count} exchanges match")]
+    AmbiguousExchangePrefix {
+        /// The prefix given.
+        prefix: String,
+        /// How many exchanges match.
+        count: usize,
+    },
     /// An exchange refers to a deduplicated sub-value (blob) the store does not hold.
     #[error("exchange {exchange} refers to blob {hash}, which the store does not hold")]
     MissingBlob {

@@ -42,8 +42,9 @@ pub mod timeline;
 pub use document::{ExchangeDocument, ExchangeText, JsonPiece, JsonText, SharedJson};
 pub use error::{RecordError, StoreError};
 pub use model::{
-    DeliveredCall, EventRecord, ExchangeRecord, ExchangeStatus, RawLineRecord, RawStream, RecordOp,
-    RunRecord, RunState, RunSummary, TypedError, UpstreamAttempt, Usage, ingress, new_record_id,
+    DeliveredCall, EventRecord, ExchangeRecord, ExchangeStatus, ExchangeSummary, RawLineRecord,
+    RawStream, RecordOp, RunRecord, RunState, RunSummary, TypedError, UpstreamAttempt, Usage,
+    ingress, new_record_id,
 };
 pub use recorder::{DeferredExchange, Queued, Recorder, RecorderOptions, RecorderStats};
 pub use redact::{REDACTED, Redactor};

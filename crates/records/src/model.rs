@@ -293,6 +293,57 @@ pub struct UpstreamAttempt {
     pub last_byte_at: Option<DateTime<Utc>>,
 }
 
+/// What a listing of exchanges shows of one [`ExchangeRecord`]: its identity, route, outcome,
+/// timings and counts, without the requests and responses (a store can read it without loading
+/// them; see [`crate::RecordStore::exchange_summaries`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExchangeSummary {
+    /// Exchange id (UUID v7).
+    pub id: Uuid,
+    /// The run it belongs to, if any (exchanges of a standalone `switchyard gateway` have none).
+    pub run_id: Option<Uuid>,
+    /// Ingress API, one of the [`ingress`] constants.
+    pub ingress_api: String,
+    /// Model name the guest asked for.
+    pub requested_model: String,
+    /// Upstream model the exchange was routed to.
+    pub upstream_model: String,
+    /// Exchange status.
+    pub status: ExchangeStatus,
+    /// Kind of the typed error, when there is one.
+    pub error_kind: Option<String>,
+    /// Upstream retries.
+    pub retries: u32,
+    /// When the gateway received the guest request.
+    pub received_at: DateTime<Utc>,
+    /// When the response was fully delivered to the guest.
+    pub delivered_at: Option<DateTime<Utc>>,
+    /// Token usage reported upstream.
+    pub usage: Usage,
+    /// How many function calls were delivered to the guest.
+    pub function_calls: u64,
+}
+
+impl ExchangeSummary {
+    /// The summary of `record`.
+    pub fn of(record: &ExchangeRecord) -> Self {
+        ExchangeSummary {
+            id: record.id,
+            run_id: record.run_id,
+            ingress_api: record.ingress_api.clone(),
+            requested_model: record.requested_model.clone(),
+            upstream_model: record.upstream_model.clone(),
+            status: record.status,
+            error_kind: record.error.as_ref().map(|error| error.kind.clone()),
+            retries: record.retries,
+            received_at: record.received_at,
+            delivered_at: record.delivered_at,
+            usage: record.usage,
+            function_calls: record.function_calls.len() as u64,
+        }
+    }
+}
+
 /// Status of an [`ExchangeRecord`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -23,10 +23,10 @@ use uuid::Uuid;
 use crate::blobs;
 use crate::error::StoreError;
 use crate::model::{
-    EventRecord, ExchangeRecord, ExchangeStatus, RawLineRecord, RawStream, RecordOp, RunRecord,
-    RunState, TypedError,
+    EventRecord, ExchangeRecord, ExchangeStatus, ExchangeSummary, RawLineRecord, RawStream,
+    RecordOp, RunRecord, RunState, TypedError, Usage,
 };
-use crate::store::{ExchangeFilter, RecordStore, RecoveryReport};
+use crate::store::{ExchangeFilter, IdPrefix, RecordStore, RecoveryReport};
 
 /// Schema version stored in `PRAGMA user_version`. v1: runs, events, raw lines, exchanges.
 /// v2: the `blobs` table of deduplicated exchange sub-values.
@@ -679,14 +679,8 @@ impl RecordStore for SqliteStore {
     }
 
     fn resolve_run(&self, id_or_prefix: &str) -> Result<RunRecord, StoreError> {
-        let needle: String = id_or_prefix
-            .chars()
-            .filter(|c| *c != '-')
-            .collect::<String>()
-            .to_ascii_lowercase();
-        if needle.is_empty() || !needle.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(StoreError::RunNotFound(id_or_prefix.to_owned()));
-        }
+        let needle = IdPrefix::parse(id_or_prefix)
+            .ok_or_else(|| StoreError::RunNotFound(id_or_prefix.to_owned()))?;
         let mut statement = self
             .conn
             .prepare(
@@ -694,7 +688,7 @@ impl RecordStore for SqliteStore {
             )
             .map_err(backend("resolving a run prefix"))?;
         let rows: Vec<String> = statement
-            .query_map([&needle], |row| row.get(0))
+            .query_map([needle.digits()], |row| row.get(0))
             .and_then(Iterator::collect)
             .map_err(backend("resolving a run prefix"))?;
         match rows.as_slice() {
@@ -778,18 +772,83 @@ impl RecordStore for SqliteStore {
     }
 
     fn exchanges(&self, filter: ExchangeFilter) -> Result<Vec<ExchangeRecord>, StoreError> {
-        match filter {
-            ExchangeFilter::All => {
-                self.read_exchanges("SELECT record FROM exchanges ORDER BY id", None)
-            }
-            ExchangeFilter::Run(run_id) => self.read_exchanges(
-                "SELECT record FROM exchanges WHERE run_id = ?1 ORDER BY id",
-                Some(run_id.to_string()),
-            ),
-            ExchangeFilter::Unattributed => self.read_exchanges(
-                "SELECT record FROM exchanges WHERE run_id IS NULL ORDER BY id",
-                None,
-            ),
+        let (condition, param) = exchange_condition(filter);
+        self.read_exchanges(
+            &format!("SELECT record FROM exchanges WHERE {condition} ORDER BY id"),
+            param,
+        )
+    }
+
+    fn exchange_summaries(
+        &self,
+        filter: ExchangeFilter,
+        limit: Option<usize>,
+    ) -> Result<Vec<ExchangeSummary>, StoreError> {
+        let (condition, param) = exchange_condition(filter);
+        // Read from the stored JSON in place: requests and responses are never parsed.
+        let sql = format!(
+            "SELECT id, run_id, status, ingress_api, upstream_model, received_at, \
+                    json_extract(record, '$.requested_model'), \
+                    json_extract(record, '$.error.kind'), \
+                    json_extract(record, '$.retries'), \
+                    json_extract(record, '$.delivered_at'), \
+                    json_extract(record, '$.usage.input'), \
+                    json_extract(record, '$.usage.cached'), \
+                    json_extract(record, '$.usage.output'), \
+                    json_extract(record, '$.usage.reasoning'), \
+                    json_array_length(record, '$.function_calls') \
+             FROM exchanges WHERE {condition} ORDER BY id DESC LIMIT {limit}",
+            // SQLite reads a negative limit as "no limit".
+            limit = limit.map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX)),
+        );
+        let mut statement = self
+            .conn
+            .prepare_cached(&sql)
+            .map_err(backend("reading exchange summaries"))?;
+        let rows: Vec<SummaryRow> = statement
+            .query_map(rusqlite::params_from_iter(param), SummaryRow::read)
+            .and_then(Iterator::collect)
+            .map_err(backend("reading exchange summaries"))?;
+        let mut summaries = rows
+            .into_iter()
+            .map(SummaryRow::into_summary)
+            .collect::<Result<Vec<_>, _>>()?;
+        summaries.reverse();
+        Ok(summaries)
+    }
+
+    fn exchange_count(&self, filter: ExchangeFilter) -> Result<u64, StoreError> {
+        let (condition, param) = exchange_condition(filter);
+        let count: i64 = self
+            .conn
+            .prepare_cached(&format!("SELECT COUNT(*) FROM exchanges WHERE {condition}"))
+            .and_then(|mut statement| {
+                statement.query_row(rusqlite::params_from_iter(param), |row| row.get(0))
+            })
+            .map_err(backend("counting exchanges"))?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
+    fn resolve_exchange(&self, id_or_prefix: &str) -> Result<ExchangeRecord, StoreError> {
+        let needle = IdPrefix::parse(id_or_prefix)
+            .ok_or_else(|| StoreError::ExchangeNotFound(id_or_prefix.to_owned()))?;
+        let mut statement = self
+            .conn
+            .prepare("SELECT id FROM exchanges WHERE replace(id, '-', '') LIKE ?1 || '%'")
+            .map_err(backend("resolving an exchange prefix"))?;
+        let ids: Vec<String> = statement
+            .query_map([needle.digits()], |row| row.get(0))
+            .and_then(Iterator::collect)
+            .map_err(backend("resolving an exchange prefix"))?;
+        match ids.as_slice() {
+            [] => Err(StoreError::ExchangeNotFound(id_or_prefix.to_owned())),
+            [id] => self
+                .exchange(parse_uuid(id)?)?
+                .ok_or_else(|| StoreError::ExchangeNotFound(id_or_prefix.to_owned())),
+            many => Err(StoreError::AmbiguousExchangePrefix {
+                prefix: id_or_prefix.to_owned(),
+                count: many.len(),
+            }),
         }
     }
 
@@ -807,6 +866,94 @@ impl RecordStore for SqliteStore {
             .map(|record| self.exchange_from_row(&record, &mut HashMap::new()))
             .transpose()
     }
+}
+
+/// The `WHERE` condition of the `exchanges` rows `filter` selects, and its one parameter if any.
+fn exchange_condition(filter: ExchangeFilter) -> (&'static str, Option<String>) {
+    match filter {
+        ExchangeFilter::All => ("1", None),
+        ExchangeFilter::Run(run_id) => ("run_id = ?1", Some(run_id.to_string())),
+        ExchangeFilter::Unattributed => ("run_id IS NULL", None),
+    }
+}
+
+/// One row of [`SqliteStore::exchange_summaries`]' query, as SQLite returns it.
+struct SummaryRow {
+    id: String,
+    run_id: Option<String>,
+    status: String,
+    ingress_api: String,
+    upstream_model: String,
+    received_at: String,
+    requested_model: Option<String>,
+    error_kind: Option<String>,
+    retries: Option<i64>,
+    delivered_at: Option<String>,
+    usage: [Option<i64>; 4],
+    function_calls: Option<i64>,
+}
+
+impl SummaryRow {
+    fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(SummaryRow {
+            id: row.get(0)?,
+            run_id: row.get(1)?,
+            status: row.get(2)?,
+            ingress_api: row.get(3)?,
+            upstream_model: row.get(4)?,
+            received_at: row.get(5)?,
+            requested_model: row.get(6)?,
+            error_kind: row.get(7)?,
+            retries: row.get(8)?,
+            delivered_at: row.get(9)?,
+            usage: [row.get(10)?, row.get(11)?, row.get(12)?, row.get(13)?],
+            function_calls: row.get(14)?,
+        })
+    }
+
+    fn into_summary(self) -> Result<ExchangeSummary, StoreError> {
+        let count = |value: Option<i64>| value.and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
+        let [input, cached, output, reasoning] = self.usage.map(count);
+        Ok(ExchangeSummary {
+            id: parse_uuid(&self.id)?,
+            run_id: self.run_id.as_deref().map(parse_uuid).transpose()?,
+            status: parse_exchange_status(&self.status)?,
+            ingress_api: self.ingress_api,
+            requested_model: self.requested_model.unwrap_or_default(),
+            upstream_model: self.upstream_model,
+            error_kind: self.error_kind,
+            retries: u32::try_from(count(self.retries)).unwrap_or(u32::MAX),
+            received_at: parse_timestamp(&self.received_at)?,
+            delivered_at: self
+                .delivered_at
+                .as_deref()
+                .map(parse_timestamp)
+                .transpose()?,
+            usage: Usage {
+                input,
+                cached,
+                output,
+                reasoning,
+            },
+            function_calls: count(self.function_calls),
+        })
+    }
+}
+
+/// The [`ExchangeStatus`] stored as `name` ([`ExchangeStatus::as_str`]).
+fn parse_exchange_status(name: &str) -> Result<ExchangeStatus, StoreError> {
+    [
+        ExchangeStatus::InFlight,
+        ExchangeStatus::Ok,
+        ExchangeStatus::Error,
+        ExchangeStatus::Incomplete,
+    ]
+    .into_iter()
+    .find(|status| status.as_str() == name)
+    .ok_or_else(|| StoreError::Backend {
+        context: "reading an exchange status",
+        message: format!("unknown status {name:?}"),
+    })
 }
 
 /// Parses a stored id column (exposed for tests and tools that read the database directly).

@@ -4,7 +4,9 @@
 use uuid::Uuid;
 
 use crate::error::StoreError;
-use crate::model::{EventRecord, ExchangeRecord, RawLineRecord, RecordOp, RunRecord};
+use crate::model::{
+    EventRecord, ExchangeRecord, ExchangeSummary, RawLineRecord, RecordOp, RunRecord,
+};
 
 /// Which exchanges to read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,4 +65,71 @@ pub trait RecordStore: Send {
 
     /// One exchange by id.
     fn exchange(&self, id: Uuid) -> Result<Option<ExchangeRecord>, StoreError>;
+
+    /// Summaries of the exchanges matching `filter`, ordered by id (receive time); with a
+    /// `limit`, only the newest `limit` of them (still oldest first). The default reads whole
+    /// exchanges; a store should answer without loading requests and responses.
+    fn exchange_summaries(
+        &self,
+        filter: ExchangeFilter,
+        limit: Option<usize>,
+    ) -> Result<Vec<ExchangeSummary>, StoreError> {
+        let exchanges = self.exchanges(filter)?;
+        let skip = limit.map_or(0, |limit| exchanges.len().saturating_sub(limit));
+        Ok(exchanges[skip..].iter().map(ExchangeSummary::of).collect())
+    }
+
+    /// How many exchanges match `filter`. The default reads whole exchanges; a store should count
+    /// without loading them.
+    fn exchange_count(&self, filter: ExchangeFilter) -> Result<u64, StoreError> {
+        Ok(self.exchanges(filter)?.len() as u64)
+    }
+
+    /// The exchange whose id is `id_or_prefix` or uniquely starts with it (hyphens optional,
+    /// any case). The default reads whole exchanges; a store should look the prefix up.
+    fn resolve_exchange(&self, id_or_prefix: &str) -> Result<ExchangeRecord, StoreError> {
+        let needle = IdPrefix::parse(id_or_prefix)
+            .ok_or_else(|| StoreError::ExchangeNotFound(id_or_prefix.to_owned()))?;
+        let mut matching: Vec<ExchangeRecord> = self
+            .exchanges(ExchangeFilter::All)?
+            .into_iter()
+            .filter(|exchange| needle.matches(exchange.id))
+            .collect();
+        match matching.len() {
+            0 => Err(StoreError::ExchangeNotFound(id_or_prefix.to_owned())),
+            1 => Ok(matching.remove(0)),
+            count => Err(StoreError::AmbiguousExchangePrefix {
+                prefix: id_or_prefix.to_owned(),
+                count,
+            }),
+        }
+    }
+}
+
+/// A record id or the start of one, as a user types it: hex digits, hyphens anywhere (ignored),
+/// any case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdPrefix(String);
+
+impl IdPrefix {
+    /// The prefix's hex digits in lower case; `None` when it is empty or not hex.
+    pub fn parse(text: &str) -> Option<Self> {
+        let digits: String = text
+            .chars()
+            .filter(|c| *c != '-')
+            .collect::<String>()
+            .to_ascii_lowercase();
+        (!digits.is_empty() && digits.len() <= 32 && digits.chars().all(|c| c.is_ascii_hexdigit()))
+            .then_some(IdPrefix(digits))
+    }
+
+    /// The lower-case hex digits (no hyphens).
+    pub fn digits(&self) -> &str {
+        &self.0
+    }
+
+    /// True when `id`, written without hyphens, starts with this prefix.
+    pub fn matches(&self, id: Uuid) -> bool {
+        id.simple().to_string().starts_with(&self.0)
+    }
 }

@@ -1,5 +1,5 @@
 //! A run as one ordered timeline (canonical events and model exchanges merged by time), with the
-//! plain-text renderings used by `switchyard records list` and `switchyard records show`.
+//! plain-text renderings used by `switchyard records list`, `show`, `exchanges` and `exchange`.
 
 use std::fmt::Write as _;
 
@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::error::StoreError;
-use crate::model::{EventRecord, ExchangeRecord, RunRecord, RunSummary, Usage};
+use crate::model::{EventRecord, ExchangeRecord, ExchangeSummary, RunRecord, RunSummary, Usage};
 use crate::store::{ExchangeFilter, RecordStore};
 
 /// Everything stored about one run.
@@ -290,6 +290,119 @@ pub fn describe_exchange(exchange: &ExchangeRecord) -> String {
         );
     }
     line
+}
+
+/// The table printed by `switchyard records exchanges`: one exchange per line, with the start of
+/// its run id (`-` for none), its route, outcome, latency (receipt to delivery), tokens, calls
+/// and retries.
+pub fn render_exchange_list(exchanges: &[ExchangeSummary]) -> String {
+    let mut out = String::new();
+    let row = |out: &mut String, cells: [&str; 10]| {
+        let [
+            id,
+            received,
+            run,
+            api,
+            model,
+            status,
+            latency,
+            tokens,
+            calls,
+            retries,
+        ] = cells;
+        let _ = writeln!(
+            out,
+            "{id:<36}  {received:<23}  {run:<8}  {api:<28}  {model:<36}  {status:<24}  \
+             {latency:>9}  {tokens:>15}  {calls:>5}  {retries:>7}"
+        );
+    };
+    row(
+        &mut out,
+        [
+            "EXCHANGE",
+            "RECEIVED (UTC)",
+            "RUN",
+            "API",
+            "MODEL (ASKED -> ROUTED)",
+            "STATUS",
+            "LATENCY",
+            "TOKENS IN/OUT",
+            "CALLS",
+            "RETRIES",
+        ],
+    );
+    for exchange in exchanges {
+        let run = exchange
+            .run_id
+            .map(|id| id.simple().to_string()[..8].to_owned())
+            .unwrap_or_else(|| "-".into());
+        let status = match &exchange.error_kind {
+            Some(kind) => format!("{}: {kind}", exchange.status.as_str()),
+            None => exchange.status.as_str().to_owned(),
+        };
+        let latency = exchange
+            .delivered_at
+            .map(|at| seconds_between(exchange.received_at, at))
+            .unwrap_or_else(|| "-".into());
+        row(
+            &mut out,
+            [
+                &exchange.id.to_string(),
+                &exchange
+                    .received_at
+                    .format("%Y-%m-%d %H:%M:%S%.3f")
+                    .to_string(),
+                &run,
+                &one_line(&exchange.ingress_api, 28),
+                &one_line(
+                    &format!(
+                        "{} -> {}",
+                        exchange.requested_model, exchange.upstream_model
+                    ),
+                    36,
+                ),
+                &one_line(&status, 24),
+                &latency,
+                &format!("{}/{}", exchange.usage.input, exchange.usage.output),
+                &exchange.function_calls.to_string(),
+                &exchange.retries.to_string(),
+            ],
+        );
+    }
+    out
+}
+
+/// One exchange as printed by `switchyard records exchange ID`: a summary line, the calls it
+/// delivered with their arguments, its notes, then the whole stored record as indented JSON
+/// (requests and responses included, as redacted when stored).
+pub fn render_exchange(exchange: &ExchangeRecord) -> String {
+    let mut out = String::new();
+    let run = exchange
+        .run_id
+        .map(|id| id.to_string())
+        .unwrap_or_else(|| "- (recorded outside a run)".into());
+    let _ = writeln!(out, "{}", describe_exchange(exchange));
+    let _ = writeln!(out, "run       {run}");
+    let _ = writeln!(out, "received  {}", exchange.received_at.to_rfc3339());
+    let _ = writeln!(out, "upstream  {}", exchange.upstream_url);
+    let _ = writeln!(out, "attempts  {}", exchange.attempts.len());
+    for call in &exchange.function_calls {
+        let _ = writeln!(
+            out,
+            "call      {} [{}] {}",
+            call.name,
+            call.id,
+            one_line(&call.arguments.to_string(), 200)
+        );
+    }
+    for note in &exchange.notes {
+        let _ = writeln!(out, "note      {}", one_line(note, 200));
+    }
+    let _ = writeln!(out);
+    let json = serde_json::to_string_pretty(exchange)
+        .unwrap_or_else(|error| format!("(cannot serialize the record: {error})"));
+    let _ = writeln!(out, "{json}");
+    out
 }
 
 /// The readable timeline printed by `switchyard records show RUN`.

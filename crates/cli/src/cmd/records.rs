@@ -9,8 +9,10 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use switchyard_records::export::{export_jsonl, export_sft};
 use switchyard_records::html::render_html;
-use switchyard_records::timeline::{RunView, render_run_list, render_timeline};
-use switchyard_records::{RecordStore, SqliteStore, store_path};
+use switchyard_records::timeline::{
+    RunView, render_exchange, render_exchange_list, render_run_list, render_timeline,
+};
+use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore, store_path};
 
 /// `switchyard records` flags.
 #[derive(Debug, clap::Args)]
@@ -36,6 +38,24 @@ pub enum RecordsCommand {
         #[arg(long, value_name = "FILE")]
         html: Option<PathBuf>,
     },
+    /// List model exchanges: id, receive time, run, API, models, status, latency, tokens, calls.
+    /// Exchanges of a standalone `switchyard gateway` belong to no run; `list` does not show them.
+    Exchanges {
+        /// Only this run's exchanges (run id, or a unique prefix of it).
+        #[arg(long, value_name = "RUN", conflicts_with = "unattributed")]
+        run: Option<String>,
+        /// Only exchanges that belong to no run.
+        #[arg(long)]
+        unattributed: bool,
+        /// Show the newest N (0: all).
+        #[arg(long, value_name = "N", default_value_t = 50)]
+        limit: usize,
+    },
+    /// Show one model exchange: summary, delivered calls, notes and the whole stored record.
+    Exchange {
+        /// Exchange id, or a unique prefix of it.
+        id: String,
+    },
     /// Export the store as JSON lines.
     Export {
         /// `jsonl`: every record; `sft`: validated OpenAI chat fine-tuning examples.
@@ -56,15 +76,81 @@ pub enum ExportFormat {
     Sft,
 }
 
-/// Entry point.
+/// Entry point. A reader that goes away early (e.g. `| head`) ends the output quietly: what it
+/// read is all it wanted.
 pub fn run(args: RecordsArgs) -> Result<()> {
+    match run_command(args) {
+        Err(error) if reader_went_away(&error) => Ok(()),
+        result => result,
+    }
+}
+
+/// True when `error` comes from writing to a pipe whose reader is gone.
+fn reader_went_away(error: &anyhow::Error) -> bool {
+    let broken = Some(std::io::ErrorKind::BrokenPipe);
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind)
+            == broken
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind)
+                == broken
+    })
+}
+
+fn run_command(args: RecordsArgs) -> Result<()> {
     let path = store_path(&args.records);
     let store = SqliteStore::open_existing(&path)
         .with_context(|| format!("opening the record store {}", path.display()))?;
     match args.command {
         RecordsCommand::List => {
             let runs = store.runs().context("reading runs")?;
-            print!("{}", render_run_list(&runs));
+            write_stdout(&render_run_list(&runs))?;
+            let outside = store
+                .exchange_count(ExchangeFilter::Unattributed)
+                .context("counting exchanges")?;
+            if outside > 0 {
+                eprintln!(
+                    "{outside} model exchanges belong to no run (recorded by `switchyard gateway`): \
+                     see `switchyard records exchanges --unattributed`"
+                );
+            }
+        }
+        RecordsCommand::Exchanges {
+            run,
+            unattributed,
+            limit,
+        } => {
+            let filter = match (&run, unattributed) {
+                (Some(run), _) => ExchangeFilter::Run(
+                    store
+                        .resolve_run(run)
+                        .with_context(|| format!("finding run {run}"))?
+                        .id,
+                ),
+                (None, true) => ExchangeFilter::Unattributed,
+                (None, false) => ExchangeFilter::All,
+            };
+            let limit = (limit > 0).then_some(limit);
+            let exchanges = store
+                .exchange_summaries(filter, limit)
+                .context("reading exchanges")?;
+            write_stdout(&render_exchange_list(&exchanges))?;
+            let total = store.exchange_count(filter).context("counting exchanges")?;
+            if (exchanges.len() as u64) < total {
+                eprintln!(
+                    "showing the newest {} of {total} exchanges (--limit 0 shows all)",
+                    exchanges.len()
+                );
+            }
+        }
+        RecordsCommand::Exchange { id } => {
+            let exchange = store
+                .resolve_exchange(&id)
+                .with_context(|| format!("finding exchange {id}"))?;
+            write_stdout(&render_exchange(&exchange))?;
         }
         RecordsCommand::Show { run, html } => {
             let view = RunView::load(&store, &run).with_context(|| format!("loading run {run}"))?;
@@ -74,7 +160,7 @@ pub fn run(args: RecordsArgs) -> Result<()> {
                         .with_context(|| format!("writing {}", file.display()))?;
                     eprintln!("wrote {}", file.display());
                 }
-                None => print!("{}", render_timeline(&view)),
+                None => write_stdout(&render_timeline(&view))?,
             }
         }
         RecordsCommand::Export { format, out } => {
@@ -107,4 +193,13 @@ pub fn run(args: RecordsArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Writes `text` to stdout (unlike `print!`, a closed stdout is an error, not a panic).
+fn write_stdout(text: &str) -> Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("writing to stdout")
 }
