@@ -1,0 +1,166 @@
+//! Listing exchanges: summaries and counts read in place by the SQLite store agree with the
+//! trait's default (built from whole records), and ids resolve from a unique prefix.
+
+mod common;
+
+use common::*;
+use switchyard_records::model::{ExchangeRecord, ExchangeSummary, TypedError};
+use switchyard_records::{
+    ExchangeFilter, ExchangeStatus, RecordOp, RecordStore, SqliteStore, StoreError, new_record_id,
+    store_path,
+};
+use uuid::Uuid;
+
+/// A store holding one run's two exchanges (one ok with a call, one failed after retries) and
+/// three of no run (one still in flight); the records, made (so also ordered by id) in this order.
+fn store_with_exchanges() -> (tempfile::TempDir, SqliteStore, Uuid, Vec<ExchangeRecord>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(store_path(dir.path())).unwrap();
+    let run_id = new_record_id();
+    let first = sample_exchange(new_record_id(), Some(run_id), 1);
+    let mut failed = sample_exchange(new_record_id(), Some(run_id), 2);
+    failed.status = ExchangeStatus::Error;
+    failed.error = Some(TypedError {
+        kind: "upstream_status".into(),
+        message: "HTTP 503 after 2 retries".into(),
+    });
+    failed.retries = 2;
+    failed.function_calls.clear();
+    failed.delivered_at = None;
+    let exchanges = vec![
+        first,
+        failed,
+        sample_exchange(new_record_id(), None, 3),
+        begun(&sample_exchange(new_record_id(), None, 4)),
+        sample_exchange(new_record_id(), None, 5),
+    ];
+    let ops: Vec<RecordOp> = std::iter::once(RecordOp::UpsertRun(Box::new(sample_run(run_id))))
+        .chain(
+            exchanges
+                .iter()
+                .map(|e| RecordOp::UpsertExchange(Box::new(e.clone()))),
+        )
+        .collect();
+    store.apply(&ops).unwrap();
+    (dir, store, run_id, exchanges)
+}
+
+#[test]
+fn summaries_read_in_place_match_the_records() {
+    let (_dir, store, run_id, exchanges) = store_with_exchanges();
+    let of = |filter: fn(&ExchangeRecord) -> bool| -> Vec<ExchangeSummary> {
+        exchanges
+            .iter()
+            .filter(|e| filter(e))
+            .map(ExchangeSummary::of)
+            .collect()
+    };
+    let all = of(|_| true);
+    assert_eq!(
+        store.exchange_summaries(ExchangeFilter::All, None).unwrap(),
+        all
+    );
+    assert_eq!(
+        store
+            .exchange_summaries(ExchangeFilter::Run(run_id), None)
+            .unwrap(),
+        all[..2]
+    );
+    assert_eq!(
+        store
+            .exchange_summaries(ExchangeFilter::Unattributed, None)
+            .unwrap(),
+        all[2..]
+    );
+    // The failed one keeps its error kind and retries; the in-flight one has no delivery.
+    assert_eq!(all[1].error_kind.as_deref(), Some("upstream_status"));
+    assert_eq!((all[1].retries, all[1].function_calls), (2, 0));
+    assert_eq!(all[3].status, ExchangeStatus::InFlight);
+    assert_eq!(all[3].delivered_at, None);
+    assert_eq!(all[0].function_calls, 1);
+    assert_eq!(all[0].usage.input, 101);
+}
+
+#[test]
+fn a_limit_keeps_the_newest_oldest_first() {
+    let (_dir, store, _run, exchanges) = store_with_exchanges();
+    let newest: Vec<Uuid> = store
+        .exchange_summaries(ExchangeFilter::All, Some(2))
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(newest, vec![exchanges[3].id, exchanges[4].id]);
+    assert_eq!(
+        store
+            .exchange_summaries(ExchangeFilter::All, Some(0))
+            .unwrap(),
+        vec![]
+    );
+    assert_eq!(
+        store
+            .exchange_summaries(ExchangeFilter::Unattributed, Some(10))
+            .unwrap()
+            .len(),
+        3
+    );
+}
+
+#[test]
+fn counts_follow_the_filter() {
+    let (_dir, store, run_id, _) = store_with_exchanges();
+    assert_eq!(store.exchange_count(ExchangeFilter::All).unwrap(), 5);
+    assert_eq!(
+        store.exchange_count(ExchangeFilter::Run(run_id)).unwrap(),
+        2
+    );
+    assert_eq!(
+        store.exchange_count(ExchangeFilter::Unattributed).unwrap(),
+        3
+    );
+    assert_eq!(
+        store
+            .exchange_count(ExchangeFilter::Run(new_record_id()))
+            .unwrap(),
+        0
+    );
+}
+
+#[test]
+fn an_exchange_resolves_from_a_unique_prefix() {
+    let (_dir, store, _run, exchanges) = store_with_exchanges();
+    let target = &exchanges[2];
+    let full = target.id.to_string();
+    assert_eq!(&store.resolve_exchange(&full).unwrap(), target);
+    // Without hyphens, in upper case, and cut short: still that one, once it is unique.
+    let digits = target.id.simple().to_string().to_ascii_uppercase();
+    let unique = (1..=32)
+        .map(|len| &digits[..len])
+        .find(|prefix| {
+            exchanges
+                .iter()
+                .filter(|e| {
+                    e.id.simple()
+                        .to_string()
+                        .starts_with(&prefix.to_ascii_lowercase())
+                })
+                .count()
+                == 1
+        })
+        .unwrap();
+    assert_eq!(&store.resolve_exchange(unique).unwrap(), target);
+    // One digit shorter than the shortest unique prefix matches others too.
+    let shared = &digits[..unique.len() - 1];
+    assert!(matches!(
+        store.resolve_exchange(shared),
+        Err(StoreError::AmbiguousExchangePrefix { count, .. }) if count > 1
+    ));
+    assert!(matches!(
+        store.resolve_exchange(&Uuid::now_v7().to_string()),
+        Err(StoreError::ExchangeNotFound(_))
+    ));
+    assert!(matches!(
+        store.resolve_exchange("not-hex"),
+        Err(StoreError::ExchangeNotFound(_))
+    ));
+}
