@@ -803,7 +803,7 @@ impl RecordStore for SqliteStore {
         );
         let mut statement = self
             .conn
-            .prepare_cached(&sql)
+            .prepare(&sql)
             .map_err(backend("reading exchange summaries"))?;
         let rows: Vec<SummaryRow> = statement
             .query_map(rusqlite::params_from_iter(param), SummaryRow::read)

@@ -109,11 +109,11 @@ pub trait RecordStore: Send {
 /// A record id or the start of one, as a user types it: hex digits, hyphens anywhere (ignored),
 /// any case.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IdPrefix(String);
+pub(crate) struct IdPrefix(String);
 
 impl IdPrefix {
     /// The prefix's hex digits in lower case; `None` when it is empty or not hex.
-    pub fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         let digits: String = text
             .chars()
             .filter(|c| *c != '-')
@@ -124,12 +124,12 @@ impl IdPrefix {
     }
 
     /// The lower-case hex digits (no hyphens).
-    pub fn digits(&self) -> &str {
+    pub(crate) fn digits(&self) -> &str {
         &self.0
     }
 
     /// True when `id`, written without hyphens, starts with this prefix.
-    pub fn matches(&self, id: Uuid) -> bool {
+    pub(crate) fn matches(&self, id: Uuid) -> bool {
         id.simple().to_string().starts_with(&self.0)
     }
 }

@@ -4,10 +4,12 @@
 mod common;
 
 use common::*;
-use switchyard_records::model::{ExchangeRecord, ExchangeSummary, TypedError};
+use switchyard_records::model::{
+    EventRecord, ExchangeRecord, ExchangeSummary, RawLineRecord, RunRecord, TypedError,
+};
 use switchyard_records::{
-    ExchangeFilter, ExchangeStatus, RecordOp, RecordStore, SqliteStore, StoreError, new_record_id,
-    store_path,
+    ExchangeFilter, ExchangeStatus, RecordOp, RecordStore, RecoveryReport, SqliteStore, StoreError,
+    new_record_id, store_path,
 };
 use uuid::Uuid;
 
@@ -163,4 +165,80 @@ fn an_exchange_resolves_from_a_unique_prefix() {
         store.resolve_exchange("not-hex"),
         Err(StoreError::ExchangeNotFound(_))
     ));
+}
+
+/// A store with only the trait's required methods (delegated to a second connection to the
+/// SQLite store): its listing methods are the trait's defaults, built from whole records.
+struct Defaults(SqliteStore);
+
+impl RecordStore for Defaults {
+    fn apply(&mut self, _: &[RecordOp]) -> Result<(), StoreError> {
+        unreachable!("read only")
+    }
+    fn recover(&mut self) -> Result<RecoveryReport, StoreError> {
+        unreachable!("read only")
+    }
+    fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.0.runs()
+    }
+    fn run(&self, id: Uuid) -> Result<Option<RunRecord>, StoreError> {
+        self.0.run(id)
+    }
+    fn resolve_run(&self, id: &str) -> Result<RunRecord, StoreError> {
+        self.0.resolve_run(id)
+    }
+    fn events(&self, run_id: Uuid) -> Result<Vec<EventRecord>, StoreError> {
+        self.0.events(run_id)
+    }
+    fn raw_lines(&self, run_id: Uuid) -> Result<Vec<RawLineRecord>, StoreError> {
+        self.0.raw_lines(run_id)
+    }
+    fn raw_line_count(&self, run_id: Uuid) -> Result<u64, StoreError> {
+        self.0.raw_line_count(run_id)
+    }
+    fn exchanges(&self, filter: ExchangeFilter) -> Result<Vec<ExchangeRecord>, StoreError> {
+        self.0.exchanges(filter)
+    }
+    fn exchange(&self, id: Uuid) -> Result<Option<ExchangeRecord>, StoreError> {
+        self.0.exchange(id)
+    }
+}
+
+#[test]
+fn the_sqlite_listing_agrees_with_the_traits_definitions() {
+    let (dir, store, run_id, exchanges) = store_with_exchanges();
+    let defaults = Defaults(SqliteStore::open_existing(store_path(dir.path())).unwrap());
+    for filter in [
+        ExchangeFilter::All,
+        ExchangeFilter::Run(run_id),
+        ExchangeFilter::Unattributed,
+        ExchangeFilter::Run(new_record_id()),
+    ] {
+        for limit in [None, Some(0), Some(1), Some(4), Some(9)] {
+            assert_eq!(
+                store.exchange_summaries(filter, limit).unwrap(),
+                defaults.exchange_summaries(filter, limit).unwrap(),
+                "{filter:?} {limit:?}"
+            );
+        }
+        assert_eq!(
+            store.exchange_count(filter).unwrap(),
+            defaults.exchange_count(filter).unwrap()
+        );
+    }
+    for exchange in &exchanges {
+        let digits = exchange.id.simple().to_string();
+        for prefix in [
+            &digits[..8],
+            &digits[..13],
+            &digits[..],
+            &exchange.id.to_string(),
+        ] {
+            assert_eq!(
+                format!("{:?}", store.resolve_exchange(prefix)),
+                format!("{:?}", defaults.resolve_exchange(prefix)),
+                "{prefix}"
+            );
+        }
+    }
 }
