@@ -97,11 +97,19 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
             config.upstream_key_env
         );
     }
+    let records_dir = config.records_dir.clone();
     let handle = Gateway::start(config).await?;
     let hint = args.ingress_key_env.as_ref().map(|var| format!("${var}"));
     print!("{}", handle.banner(hint.as_deref()));
     use std::io::Write;
     std::io::stdout().flush().ok();
+    if let Some(dir) = records_dir {
+        eprintln!(
+            "recording every exchange in {dir}; browse them with \
+             `switchyard records --records {dir} exchanges`",
+            dir = dir.display()
+        );
+    }
     wait_for_signal().await?;
     eprintln!("switchyard gateway: shutting down");
     handle.shutdown().await?;
