@@ -118,6 +118,21 @@ fn exchanges_of_no_run_are_listed_and_shown() {
         &["exchange", &exchanges[1].id.to_string()],
     ));
     assert!(shown.contains("recorded outside a run"));
+
+    // `show` is for runs; given an exchange it says where that is shown.
+    let wrong = Command::new(BIN)
+        .arg("records")
+        .arg("--records")
+        .arg(dir.path())
+        .args(["show", &exchanges[1].id.to_string()])
+        .output()
+        .unwrap();
+    assert!(!wrong.status.success());
+    assert!(
+        String::from_utf8_lossy(&wrong.stderr).contains("is a model exchange, not a run"),
+        "{}",
+        String::from_utf8_lossy(&wrong.stderr)
+    );
     assert!(
         shown.contains("\"standalone one\""),
         "the whole record: {shown}"

@@ -12,7 +12,7 @@ use switchyard_records::html::render_html;
 use switchyard_records::timeline::{
     RunView, render_exchange, render_exchange_list, render_run_list, render_timeline,
 };
-use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore, store_path};
+use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore, StoreError, store_path};
 
 /// `switchyard records` flags.
 #[derive(Debug, clap::Args)]
@@ -153,7 +153,17 @@ fn run_command(args: RecordsArgs) -> Result<()> {
             write_stdout(&render_exchange(&exchange))?;
         }
         RecordsCommand::Show { run, html } => {
-            let view = RunView::load(&store, &run).with_context(|| format!("loading run {run}"))?;
+            let view = match RunView::load(&store, &run) {
+                Ok(view) => view,
+                // Given an exchange's id: say where it is shown.
+                Err(StoreError::RunNotFound(_)) if store.resolve_exchange(&run).is_ok() => {
+                    anyhow::bail!(
+                        "{run} is a model exchange, not a run: \
+                         see `switchyard records exchange {run}`"
+                    )
+                }
+                Err(error) => return Err(error).with_context(|| format!("loading run {run}")),
+            };
             match html {
                 Some(file) => {
                     std::fs::write(&file, render_html(&view))
