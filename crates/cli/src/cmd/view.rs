@@ -169,7 +169,8 @@ impl Printer {
             return;
         }
         if self.mid_line {
-            println!();
+            // Not `println!`: a reader that went away must not make the summary panic.
+            let _ = std::io::stdout().lock().write_all(b"\n");
         }
         match &outcome.error {
             None => eprintln!("[switchyard] succeeded"),
