@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::json;
-use switchyard_records::model::{ExchangeRecord, ExchangeStatus, RunRecord, RunState, RunSummary};
+use switchyard_records::model::{ExchangeRecord, ExchangeStatus, RunRecord};
 use switchyard_records::{RecordOp, RecordStore, SqliteStore, ingress, new_record_id, store_path};
 use uuid::Uuid;
 
@@ -47,20 +47,10 @@ fn store(dir: &Path) -> (Uuid, Vec<ExchangeRecord>) {
     let mut store = SqliteStore::open(store_path(dir)).unwrap();
     let run_id = new_record_id();
     let run = RunRecord {
-        id: run_id,
-        agent: "gemini-cli".into(),
-        agent_version: "0.61.0".into(),
         argv: vec!["gemini".into()],
-        settings_digest: String::new(),
         workdir: "/tmp/work".into(),
         upstream_model: Some("qwen-test".into()),
-        started_at: chrono::Utc::now(),
-        ended_at: None,
-        outcome: None,
-        state: RunState::Running,
-        summary: RunSummary::default(),
-        raw_lines_dropped: 0,
-        raw_lines_truncated: 0,
+        ..RunRecord::begin(run_id, "gemini-cli", "0.61.0")
     };
     // Big enough that `records exchange` writes more than a pipe holds.
     let long_prompt = "many words ".repeat(20_000);

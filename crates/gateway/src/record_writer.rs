@@ -226,8 +226,7 @@ fn build(write: PendingWrite) -> RecordOp {
             guest_response,
         }));
     }
-    record.guest_response =
-        guest_response.map(|text| serde_json::from_str(&text).unwrap_or(Value::String(text)));
+    record.guest_response = guest_response.map(switchyard_records::document::guest_response_value);
     parsed.get_or_init(|| JsonText::whole(body).to_value());
     record.guest_request = match Arc::try_unwrap(parsed) {
         Ok(slot) => slot.into_inner().unwrap_or(Value::Null),

@@ -186,14 +186,19 @@ impl ExchangeText {
         record
     }
 
-    /// Moves [`ExchangeText::guest_response`] into the record as a value (a JSON string when
-    /// it is not JSON: nothing is lost).
+    /// Moves [`ExchangeText::guest_response`] into the record as a value
+    /// ([`guest_response_value`]).
     fn parse_guest_response(&mut self) {
         if let Some(text) = self.guest_response.take() {
-            let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-            self.record.guest_response = Some(value);
+            self.record.guest_response = Some(guest_response_value(text));
         }
     }
+}
+
+/// A guest response given as JSON text, as the record's value: parsed, or kept as a JSON string
+/// when it is not JSON (nothing is lost).
+pub fn guest_response_value(text: String) -> Value {
+    serde_json::from_str(&text).unwrap_or(Value::String(text))
 }
 
 /// An exchange ready to store: `json` is the record as stored (requests as text, blob markers in
@@ -442,15 +447,12 @@ fn write_document(
     let json = String::from_utf8(out).map_err(|_| Dirty::Requests)?;
     if screen == Screen::Everything {
         // Everything outside the spliced requests is the record's own text.
-        let mut own_text = Vec::with_capacity(spliced.len() + 1);
         let mut at = 0;
-        for range in &spliced {
-            own_text.push(&json[at..range.start]);
+        for range in spliced.iter().chain([&(json.len()..json.len())]) {
+            if redactor.screen_json_text(&json[at..range.start]) {
+                return Err(Dirty::Record);
+            }
             at = range.end;
-        }
-        own_text.push(&json[at..]);
-        if own_text.iter().any(|text| redactor.screen_json_text(text)) {
-            return Err(Dirty::Record);
         }
     }
     Ok((json, blobs))

@@ -61,6 +61,29 @@ pub struct RunRecord {
     pub raw_lines_truncated: u64,
 }
 
+impl RunRecord {
+    /// A run of `agent` `agent_version` with id `id`, started now and running, with nothing
+    /// else known yet (empty argv, digest and workdir, no model, no outcome, zero counts).
+    pub fn begin(id: Uuid, agent: impl Into<String>, agent_version: impl Into<String>) -> Self {
+        RunRecord {
+            id,
+            agent: agent.into(),
+            agent_version: agent_version.into(),
+            argv: Vec::new(),
+            settings_digest: String::new(),
+            workdir: String::new(),
+            upstream_model: None,
+            started_at: Utc::now(),
+            ended_at: None,
+            outcome: None,
+            state: RunState::Running,
+            summary: RunSummary::default(),
+            raw_lines_dropped: 0,
+            raw_lines_truncated: 0,
+        }
+    }
+}
+
 /// Lifecycle state of a [`RunRecord`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -368,6 +391,17 @@ impl ExchangeStatus {
             ExchangeStatus::Incomplete => "incomplete",
         }
     }
+
+    /// The status whose [`ExchangeStatus::as_str`] name is `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "in_flight" => Some(ExchangeStatus::InFlight),
+            "ok" => Some(ExchangeStatus::Ok),
+            "error" => Some(ExchangeStatus::Error),
+            "incomplete" => Some(ExchangeStatus::Incomplete),
+            _ => None,
+        }
+    }
 }
 
 /// A typed error: a stable machine-readable `kind` and a human message.
@@ -478,7 +512,9 @@ mod tests {
                 serde_json::to_value(status).unwrap(),
                 json!(status.as_str())
             );
+            assert_eq!(ExchangeStatus::from_name(status.as_str()), Some(status));
         }
+        assert_eq!(ExchangeStatus::from_name("done"), None);
         for state in [RunState::Running, RunState::Ended, RunState::Incomplete] {
             assert_eq!(serde_json::to_value(state).unwrap(), json!(state.as_str()));
         }

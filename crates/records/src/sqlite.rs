@@ -8,7 +8,9 @@
 //!
 //! Exchanges are stored with their large repeated sub-values (system prompt, tool declarations)
 //! moved into the content-addressed `blobs` table (see [`crate::blobs`]), in the same transaction
-//! as the exchange row; every read puts them back.
+//! as the exchange row; every read of whole exchanges puts them back. Listings
+//! (`exchange_summaries`) read their few fields from the stored JSON in place (`json_extract`):
+//! no request, response or blob is parsed.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions, TryLockError};
@@ -940,17 +942,9 @@ impl SummaryRow {
     }
 }
 
-/// The [`ExchangeStatus`] stored as `name` ([`ExchangeStatus::as_str`]).
+/// The [`ExchangeStatus`] stored as `name`.
 fn parse_exchange_status(name: &str) -> Result<ExchangeStatus, StoreError> {
-    [
-        ExchangeStatus::InFlight,
-        ExchangeStatus::Ok,
-        ExchangeStatus::Error,
-        ExchangeStatus::Incomplete,
-    ]
-    .into_iter()
-    .find(|status| status.as_str() == name)
-    .ok_or_else(|| StoreError::Backend {
+    ExchangeStatus::from_name(name).ok_or_else(|| StoreError::Backend {
         context: "reading an exchange status",
         message: format!("unknown status {name:?}"),
     })

@@ -138,12 +138,15 @@ fn run_command(args: RecordsArgs) -> Result<()> {
                 .exchange_summaries(filter, limit)
                 .context("reading exchanges")?;
             write_stdout(&render_exchange_list(&exchanges))?;
-            let total = store.exchange_count(filter).context("counting exchanges")?;
-            if (exchanges.len() as u64) < total {
-                eprintln!(
-                    "showing the newest {} of {total} exchanges (--limit 0 shows all)",
-                    exchanges.len()
-                );
+            // Counted only when the limit was reached: then there may be more.
+            if limit == Some(exchanges.len()) {
+                let total = store.exchange_count(filter).context("counting exchanges")?;
+                if (exchanges.len() as u64) < total {
+                    eprintln!(
+                        "showing the newest {} of {total} exchanges (--limit 0 shows all)",
+                        exchanges.len()
+                    );
+                }
             }
         }
         RecordsCommand::Exchange { id } => {

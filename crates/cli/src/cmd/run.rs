@@ -476,9 +476,6 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
         model: Some(model.clone()),
     };
     let mut run_record = RunRecord {
-        id: run_id,
-        agent: "gemini-cli".into(),
-        agent_version: switchyard_backend::gemini::VERSION.into(),
         argv: launch
             .args
             .iter()
@@ -487,13 +484,7 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
         settings_digest: hex::encode(Sha256::digest(launch.settings.to_string().as_bytes())),
         workdir: launch.cwd.to_string_lossy().into_owned(),
         upstream_model: Some(model),
-        started_at: chrono::Utc::now(),
-        ended_at: None,
-        outcome: None,
-        state: RunState::Running,
-        summary: RunSummary::default(),
-        raw_lines_dropped: 0,
-        raw_lines_truncated: 0,
+        ..RunRecord::begin(run_id, "gemini-cli", switchyard_backend::gemini::VERSION)
     };
     record(&recorder, RecordOp::UpsertRun(Box::new(run_record.clone())));
     let run = GeminiRun::start(&launch, &limits, started)?;

@@ -16,9 +16,6 @@ pub fn at(second: u32) -> DateTime<Utc> {
 
 pub fn sample_run(id: Uuid) -> RunRecord {
     RunRecord {
-        id,
-        agent: "gemini-cli".into(),
-        agent_version: "0.61.0".into(),
         argv: vec![
             "gemini".into(),
             "-p".into(),
@@ -30,12 +27,7 @@ pub fn sample_run(id: Uuid) -> RunRecord {
         workdir: "/tmp/work".into(),
         upstream_model: Some("gpt-test".into()),
         started_at: at(0),
-        ended_at: None,
-        outcome: None,
-        state: RunState::Running,
-        summary: RunSummary::default(),
-        raw_lines_dropped: 0,
-        raw_lines_truncated: 0,
+        ..RunRecord::begin(id, "gemini-cli", "0.61.0")
     }
 }
 
