@@ -27,7 +27,9 @@
 //!   the request path (keeping the record's parts, merging and serializing what was delivered)
 //!   and on the recorder's writer thread (building the ~4 KB stored record, screening ~2 KB of
 //!   request text, one SQLite upsert), all on the same two cores as the client, gateway and
-//!   upstream. A records-on throughput series ends
+//!   upstream. The writer thread's share is printed by stage (preparing, storing, freeing; its
+//!   own CPU clock, per written op: [`switchyard_records::WriterCpu`]); the rest of the added
+//!   CPU is spent on the request threads. A records-on throughput series ends
 //!   only once every exchange it sent is stored (its time and CPU include the writer's
 //!   backlog); after a records-on latency round the backlog is stored untimed, so it never
 //!   lands on the next target's round.
@@ -149,6 +151,8 @@ pub struct RecordsReport {
     pub exchanges_as_text: u64,
     /// Begin writes skipped because the exchange's end write came in the same batch.
     pub replaced_ops: u64,
+    /// The writer thread's CPU time, by stage (all records-on series together).
+    pub writer_cpu: switchyard_records::WriterCpu,
 }
 
 /// Everything `bench` measured.
@@ -365,6 +369,16 @@ impl std::fmt::Display for RecordsTable<'_> {
             "(records written: {} ops, failed: {}; exchange writes stored as text: {}; \
              replaced within a batch, not written: {})",
             r.written_ops, r.failed_ops, r.exchanges_as_text, r.replaced_ops
+        )?;
+        let per_op = |spent: Duration| micros(spent) / r.written_ops.max(1) as f64;
+        let cpu = &r.writer_cpu;
+        writeln!(
+            f,
+            "(records writer CPU per written op, its own thread clock: preparing {:.1} us, \
+             storing {:.1} us, freeing {:.1} us; the rest of 'added' is on the request threads)",
+            per_op(cpu.preparing),
+            per_op(cpu.storing),
+            per_op(cpu.freeing)
         )
     }
 }
@@ -1033,6 +1047,7 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
     report.records.failed_ops = stats.failed_ops;
     report.records.exchanges_as_text = stats.exchanges_as_text;
     report.records.replaced_ops = stats.replaced_ops;
+    report.records.writer_cpu = stats.writer_cpu;
     if let Err(e) = flushed {
         eprintln!("bench: records flush reported: {e}");
     }

@@ -46,7 +46,7 @@ pub use model::{
     RawStream, RecordOp, RunRecord, RunState, RunSummary, TypedError, UpstreamAttempt, Usage,
     ingress, new_record_id,
 };
-pub use recorder::{DeferredExchange, Queued, Recorder, RecorderOptions, RecorderStats};
+pub use recorder::{DeferredExchange, Queued, Recorder, RecorderOptions, RecorderStats, WriterCpu};
 pub use redact::{REDACTED, Redactor};
 pub use sqlite::SqliteStore;
 pub use store::{ExchangeFilter, RecordStore, RecoveryReport};

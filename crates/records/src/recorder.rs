@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvError, SyncSender, TryRecvError, sync_channel};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::document::{self, ExchangeText, SharedBlobs};
 use crate::error::{RecordError, StoreError};
@@ -82,6 +83,23 @@ pub struct RecorderStats {
     /// Exchange writes skipped because a later write of the same exchange in the same batch
     /// replaced them (an exchange that began and ended within one batch is stored once).
     pub replaced_ops: u64,
+    /// CPU time the writer thread spent on its batches, by stage.
+    pub writer_cpu: WriterCpu,
+}
+
+/// CPU time of the writer thread (its own CPU clock: time it waited or was preempted does not
+/// count), summed over batches, by stage. Divided by [`RecorderStats::written_ops`] it is what
+/// storing one op costs the machine, measured where it happens (`switchyard bench gateway`
+/// prints it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriterCpu {
+    /// Turning queued writes into ops: skipping replaced writes, building deferred exchanges,
+    /// preparing exchange texts ([`crate::document`]) and redacting.
+    pub preparing: Duration,
+    /// Applying the ops to the store (one transaction per batch).
+    pub storing: Duration,
+    /// Freeing the applied ops (memory the producers' threads allocated).
+    pub freeing: Duration,
 }
 
 enum Message {
@@ -99,6 +117,10 @@ struct WriterStatus {
     batches: AtomicU64,
     exchanges_as_text: AtomicU64,
     replaced_ops: AtomicU64,
+    /// [`WriterCpu`] in nanoseconds.
+    preparing_ns: AtomicU64,
+    storing_ns: AtomicU64,
+    freeing_ns: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
@@ -320,8 +342,41 @@ impl Recorder {
             batches: shared.status.batches.load(Ordering::Relaxed),
             exchanges_as_text: shared.status.exchanges_as_text.load(Ordering::Relaxed),
             replaced_ops: shared.status.replaced_ops.load(Ordering::Relaxed),
+            writer_cpu: WriterCpu {
+                preparing: nanos(&shared.status.preparing_ns),
+                storing: nanos(&shared.status.storing_ns),
+                freeing: nanos(&shared.status.freeing_ns),
+            },
         }
     }
+}
+
+fn nanos(counter: &AtomicU64) -> Duration {
+    Duration::from_nanos(counter.load(Ordering::Relaxed))
+}
+
+/// CPU time the calling thread has used (zero where the clock is unavailable).
+fn thread_cpu_time() -> Duration {
+    #[cfg(unix)]
+    {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `now` is a valid, writable timespec; the call only writes it.
+        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } == 0 {
+            return Duration::new(now.tv_sec as u64, now.tv_nsec as u32);
+        }
+    }
+    Duration::ZERO
+}
+
+/// Adds the thread CPU time since `since` to `counter`; returns the time now.
+fn charge(counter: &AtomicU64, since: Duration) -> Duration {
+    let now = thread_cpu_time();
+    let spent = now.saturating_sub(since).as_nanos();
+    counter.fetch_add(u64::try_from(spent).unwrap_or(u64::MAX), Ordering::Relaxed);
+    now
 }
 
 fn take_failures(status: &WriterStatus) -> Result<(), RecordError> {
@@ -421,6 +476,7 @@ impl Writer {
         if pending.is_empty() {
             return;
         }
+        let started = thread_cpu_time();
         let before = pending.len();
         let kept = without_replaced_writes(std::mem::take(pending));
         self.status
@@ -462,6 +518,7 @@ impl Writer {
                 })
                 .collect()
         };
+        let prepared = charge(&self.status.preparing_ns, started);
         if batch.is_empty() {
             return;
         }
@@ -477,6 +534,9 @@ impl Writer {
                 }
             }
         }
+        let stored = charge(&self.status.storing_ns, prepared);
+        drop(batch);
+        charge(&self.status.freeing_ns, stored);
     }
 }
 
