@@ -161,3 +161,91 @@ fn a_reader_that_stops_early_ends_the_output_quietly() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+#[test]
+fn usage_totals_tokens_failures_and_latency_by_upstream_model_and_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run_id, mut exchanges) = store(dir.path());
+    // The run's exchange used tokens; the first standalone one failed on another model.
+    exchanges[0].usage = switchyard_records::Usage {
+        input: 1200,
+        cached: 200,
+        output: 34,
+        reasoning: 5,
+    };
+    exchanges[1].upstream_model = "llama-test".into();
+    exchanges[1].status = ExchangeStatus::Error;
+    exchanges[1].retries = 2;
+    exchanges[2].usage.input = 800;
+    let mut store = SqliteStore::open(store_path(dir.path())).unwrap();
+    let ops: Vec<RecordOp> = exchanges
+        .iter()
+        .map(|e| RecordOp::UpsertExchange(Box::new(e.clone())))
+        .collect();
+    store.apply(&ops).unwrap();
+
+    let table = stdout(&records(dir.path(), &["usage"]));
+    let lines: Vec<Vec<&str>> = table
+        .lines()
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines.len(), 4, "{table}");
+    // group, exchanges, ok, failed, retries, in, cached, out, reasoning, calls, latency
+    assert_eq!(
+        lines[1],
+        [
+            "llama-test",
+            "1",
+            "0",
+            "1",
+            "2",
+            "0",
+            "0",
+            "0",
+            "0",
+            "0",
+            "0.250s/0.250s"
+        ]
+    );
+    assert_eq!(
+        lines[2],
+        [
+            "qwen-test",
+            "2",
+            "2",
+            "0",
+            "0",
+            "2000",
+            "200",
+            "34",
+            "5",
+            "0",
+            "0.250s/0.250s"
+        ]
+    );
+    assert_eq!(lines[3][..6], ["total", "3", "2", "1", "2", "2000"]);
+
+    let by_run: serde_json::Value =
+        serde_json::from_slice(&records(dir.path(), &["usage", "--by", "run", "--json"]).stdout)
+            .unwrap();
+    assert_eq!(by_run["grouped_by"], "run");
+    let groups: Vec<(&str, u64)> = by_run["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            (
+                row["group"].as_str().unwrap(),
+                row["usage"]["input"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let run = run_id.to_string();
+    assert_eq!(groups, [("-", 800), (run.as_str(), 1200)]);
+
+    let standalone = stdout(&records(dir.path(), &["usage", "--unattributed"]));
+    assert!(
+        standalone.lines().last().unwrap().split_whitespace().nth(1) == Some("2"),
+        "only the two exchanges of no run: {standalone}"
+    );
+}

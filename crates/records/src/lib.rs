@@ -5,7 +5,8 @@
 //! Producers hold a [`Recorder`] (cheap to clone, `Send + Sync`) and call [`Recorder::record`] with
 //! [`RecordOp`]s; a single writer thread redacts secrets ([`Redactor`]) and commits batches to a
 //! [`RecordStore`] (SQLite by default, [`SqliteStore`]). Readers open a [`SqliteStore`] and use the
-//! [`RecordStore`] trait; [`export`], [`html`] and [`timeline`] render what is stored.
+//! [`RecordStore`] trait; [`export`], [`html`] and [`timeline`] render what is stored, [`usage`]
+//! totals it (tokens, failures, latency by model, run or day).
 //! The SQLite store keeps the large sub-values every exchange of a session repeats (system prompt,
 //! tool declarations) once, content-addressed ([`blobs`]); readers always get whole records back.
 //! Producers that hold the requests as bytes (the gateway) can hand an exchange over as text
@@ -38,6 +39,7 @@ mod screen;
 pub mod sqlite;
 pub mod store;
 pub mod timeline;
+pub mod usage;
 
 pub use document::{ExchangeDocument, ExchangeText, JsonPiece, JsonText, SharedJson};
 pub use error::{RecordError, StoreError};

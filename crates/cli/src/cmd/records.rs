@@ -12,6 +12,7 @@ use switchyard_records::html::render_html;
 use switchyard_records::timeline::{
     RunView, render_exchange, render_exchange_list, render_run_list, render_timeline,
 };
+use switchyard_records::usage::{UsageGrouping, render_usage, summarize};
 use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore, StoreError, store_path};
 
 /// `switchyard records` flags.
@@ -51,6 +52,23 @@ pub enum RecordsCommand {
         #[arg(long, value_name = "N", default_value_t = 50)]
         limit: usize,
     },
+    /// Usage totals of model exchanges by upstream model (or requested model, run, day):
+    /// exchanges, ok, failed, retries, tokens in/cached/out/reasoning, delivered calls and
+    /// latency p50/p95. Covers exchanges of runs and of a standalone `switchyard gateway`.
+    Usage {
+        /// Only this run's exchanges (run id, or a unique prefix of it).
+        #[arg(long, value_name = "RUN", conflicts_with = "unattributed")]
+        run: Option<String>,
+        /// Only exchanges that belong to no run.
+        #[arg(long)]
+        unattributed: bool,
+        /// What to group by.
+        #[arg(long, value_enum, default_value_t = UsageBy::UpstreamModel)]
+        by: UsageBy,
+        /// Print the report as one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show one model exchange: summary, delivered calls, notes and the whole stored record.
     Exchange {
         /// Exchange id, or a unique prefix of it.
@@ -65,6 +83,30 @@ pub enum RecordsCommand {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+}
+
+/// Groupings of `records usage`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UsageBy {
+    /// The upstream model each exchange was routed to (what the provider bills).
+    UpstreamModel,
+    /// The model name the guest asked for.
+    RequestedModel,
+    /// The run (`-`: exchanges of no run).
+    Run,
+    /// The UTC day the request was received.
+    Day,
+}
+
+impl From<UsageBy> for UsageGrouping {
+    fn from(by: UsageBy) -> Self {
+        match by {
+            UsageBy::UpstreamModel => UsageGrouping::UpstreamModel,
+            UsageBy::RequestedModel => UsageGrouping::RequestedModel,
+            UsageBy::Run => UsageGrouping::Run,
+            UsageBy::Day => UsageGrouping::Day,
+        }
+    }
 }
 
 /// Export formats.
@@ -123,16 +165,7 @@ fn run_command(args: RecordsArgs) -> Result<()> {
             unattributed,
             limit,
         } => {
-            let filter = match (&run, unattributed) {
-                (Some(run), _) => ExchangeFilter::Run(
-                    store
-                        .resolve_run(run)
-                        .with_context(|| format!("finding run {run}"))?
-                        .id,
-                ),
-                (None, true) => ExchangeFilter::Unattributed,
-                (None, false) => ExchangeFilter::All,
-            };
+            let filter = exchange_filter(&store, run.as_deref(), unattributed)?;
             let limit = (limit > 0).then_some(limit);
             let exchanges = store
                 .exchange_summaries(filter, limit)
@@ -147,6 +180,26 @@ fn run_command(args: RecordsArgs) -> Result<()> {
                         exchanges.len()
                     );
                 }
+            }
+        }
+        RecordsCommand::Usage {
+            run,
+            unattributed,
+            by,
+            json,
+        } => {
+            let filter = exchange_filter(&store, run.as_deref(), unattributed)?;
+            let exchanges = store
+                .exchange_summaries(filter, None)
+                .context("reading exchanges")?;
+            let report = summarize(&exchanges, by.into());
+            if json {
+                let mut text =
+                    serde_json::to_string(&report).context("writing the usage report")?;
+                text.push('\n');
+                write_stdout(&text)?;
+            } else {
+                write_stdout(&render_usage(&report))?;
             }
         }
         RecordsCommand::Exchange { id } => {
@@ -206,6 +259,24 @@ fn run_command(args: RecordsArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The exchanges `--run RUN` or `--unattributed` select (all without either).
+fn exchange_filter(
+    store: &SqliteStore,
+    run: Option<&str>,
+    unattributed: bool,
+) -> Result<ExchangeFilter> {
+    Ok(match (run, unattributed) {
+        (Some(run), _) => ExchangeFilter::Run(
+            store
+                .resolve_run(run)
+                .with_context(|| format!("finding run {run}"))?
+                .id,
+        ),
+        (None, true) => ExchangeFilter::Unattributed,
+        (None, false) => ExchangeFilter::All,
+    })
 }
 
 /// Writes `text` to stdout (unlike `print!`, a closed stdout is an error, not a panic).

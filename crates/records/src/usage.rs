@@ -1,0 +1,373 @@
+//! Usage totals over recorded exchanges, for billing and capacity questions ("how many tokens
+//! did each upstream model take this week, how often did it fail, how slow was it"):
+//! [`summarize`] groups [`ExchangeSummary`]s (which a store reads without loading requests or
+//! responses) by upstream model, requested model, run or day, and [`render_usage`] prints the
+//! table `switchyard records usage` shows. Pure functions; no I/O.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::model::{ExchangeStatus, ExchangeSummary, Usage};
+
+/// What the exchanges are grouped by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageGrouping {
+    /// The upstream model the exchange was routed to (what the provider bills).
+    UpstreamModel,
+    /// The model name the guest asked for.
+    RequestedModel,
+    /// The run the exchange belongs to (`-` for exchanges of no run).
+    Run,
+    /// The UTC day the gateway received the request (`YYYY-MM-DD`).
+    Day,
+}
+
+impl UsageGrouping {
+    /// The column title of the group.
+    fn title(self) -> &'static str {
+        match self {
+            UsageGrouping::UpstreamModel => "UPSTREAM MODEL",
+            UsageGrouping::RequestedModel => "REQUESTED MODEL",
+            UsageGrouping::Run => "RUN",
+            UsageGrouping::Day => "DAY (UTC)",
+        }
+    }
+
+    /// The group `exchange` falls in.
+    fn key(self, exchange: &ExchangeSummary) -> String {
+        match self {
+            UsageGrouping::UpstreamModel => exchange.upstream_model.clone(),
+            UsageGrouping::RequestedModel => exchange.requested_model.clone(),
+            UsageGrouping::Run => exchange
+                .run_id
+                .map_or_else(|| "-".to_owned(), |id| id.to_string()),
+            UsageGrouping::Day => exchange.received_at.format("%Y-%m-%d").to_string(),
+        }
+    }
+}
+
+/// Totals of one group of exchanges.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UsageRow {
+    /// The group (see [`UsageGrouping`]); `"total"` for [`UsageReport::total`].
+    pub group: String,
+    /// Exchanges in the group.
+    pub exchanges: u64,
+    /// Exchanges completed and delivered.
+    pub ok: u64,
+    /// Exchanges that ended with a typed error.
+    pub errors: u64,
+    /// Exchanges whose recording process stopped while they were in flight.
+    pub incomplete: u64,
+    /// Exchanges still in flight when the store was read.
+    pub in_flight: u64,
+    /// Upstream retries, summed.
+    pub retries: u64,
+    /// Token usage reported upstream, summed.
+    pub usage: Usage,
+    /// Function calls delivered to the guest, summed.
+    pub function_calls: u64,
+    /// Median time from receiving the guest request to delivering the response, in
+    /// milliseconds, over the exchanges that delivered (`None` when none did).
+    pub latency_p50_ms: Option<u64>,
+    /// 95th percentile of the same (nearest rank).
+    pub latency_p95_ms: Option<u64>,
+}
+
+impl UsageRow {
+    fn add(&mut self, exchange: &ExchangeSummary) {
+        self.exchanges += 1;
+        match exchange.status {
+            ExchangeStatus::Ok => self.ok += 1,
+            ExchangeStatus::Error => self.errors += 1,
+            ExchangeStatus::Incomplete => self.incomplete += 1,
+            ExchangeStatus::InFlight => self.in_flight += 1,
+        }
+        self.retries += u64::from(exchange.retries);
+        let usage = &exchange.usage;
+        self.usage.input = self.usage.input.saturating_add(usage.input);
+        self.usage.cached = self.usage.cached.saturating_add(usage.cached);
+        self.usage.output = self.usage.output.saturating_add(usage.output);
+        self.usage.reasoning = self.usage.reasoning.saturating_add(usage.reasoning);
+        self.function_calls += exchange.function_calls;
+    }
+
+    /// Sets the latency percentiles from the group's latencies (any order).
+    fn set_latencies(&mut self, mut latencies_ms: Vec<u64>) {
+        latencies_ms.sort_unstable();
+        self.latency_p50_ms = nearest_rank(&latencies_ms, 50);
+        self.latency_p95_ms = nearest_rank(&latencies_ms, 95);
+    }
+}
+
+/// The `percent`th percentile of `sorted` by the nearest-rank method.
+fn nearest_rank(sorted: &[u64], percent: usize) -> Option<u64> {
+    let rank = (sorted.len() * percent).div_ceil(100).max(1);
+    sorted.get(rank - 1).copied()
+}
+
+/// Usage totals by group, and over everything.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UsageReport {
+    /// What the rows are grouped by.
+    pub grouped_by: UsageGrouping,
+    /// One row per group, ordered by group (days in order).
+    pub rows: Vec<UsageRow>,
+    /// All exchanges together.
+    pub total: UsageRow,
+}
+
+/// Totals of `exchanges` grouped by `by`.
+pub fn summarize(exchanges: &[ExchangeSummary], by: UsageGrouping) -> UsageReport {
+    let mut groups: BTreeMap<String, (UsageRow, Vec<u64>)> = BTreeMap::new();
+    let mut total = UsageRow {
+        group: "total".to_owned(),
+        ..UsageRow::default()
+    };
+    let mut all_latencies = Vec::new();
+    for exchange in exchanges {
+        let (row, latencies) = groups.entry(by.key(exchange)).or_default();
+        row.add(exchange);
+        total.add(exchange);
+        if let Some(delivered) = exchange.delivered_at {
+            let ms = (delivered - exchange.received_at).num_milliseconds().max(0) as u64;
+            latencies.push(ms);
+            all_latencies.push(ms);
+        }
+    }
+    total.set_latencies(all_latencies);
+    let rows = groups
+        .into_iter()
+        .map(|(group, (mut row, latencies))| {
+            row.group = group;
+            row.set_latencies(latencies);
+            row
+        })
+        .collect();
+    UsageReport {
+        grouped_by: by,
+        rows,
+        total,
+    }
+}
+
+/// The report as a text table, one line per group and a total line.
+pub fn render_usage(report: &UsageReport) -> String {
+    let mut out = String::new();
+    let line = |out: &mut String, cells: [&str; 11]| {
+        let [
+            group,
+            exchanges,
+            ok,
+            failed,
+            retries,
+            input,
+            cached,
+            output,
+            reasoning,
+            calls,
+            latency,
+        ] = cells;
+        let _ = writeln!(
+            out,
+            "{group:<36}  {exchanges:>9}  {ok:>7}  {failed:>7}  {retries:>7}  {input:>12}  \
+             {cached:>10}  {output:>10}  {reasoning:>10}  {calls:>6}  {latency:>17}"
+        );
+    };
+    line(
+        &mut out,
+        [
+            report.grouped_by.title(),
+            "EXCHANGES",
+            "OK",
+            "FAILED",
+            "RETRIES",
+            "TOKENS IN",
+            "CACHED",
+            "OUT",
+            "REASONING",
+            "CALLS",
+            "LATENCY P50/P95",
+        ],
+    );
+    for row in report.rows.iter().chain([&report.total]) {
+        let seconds = |ms: Option<u64>| {
+            ms.map_or_else(
+                || "-".to_owned(),
+                |ms| format!("{:.3}s", ms as f64 / 1000.0),
+            )
+        };
+        line(
+            &mut out,
+            [
+                &row.group,
+                &row.exchanges.to_string(),
+                &row.ok.to_string(),
+                // Errors and exchanges cut off by a crash; in-flight ones are neither.
+                &(row.errors + row.incomplete).to_string(),
+                &row.retries.to_string(),
+                &row.usage.input.to_string(),
+                &row.usage.cached.to_string(),
+                &row.usage.output.to_string(),
+                &row.usage.reasoning.to_string(),
+                &row.function_calls.to_string(),
+                &format!(
+                    "{}/{}",
+                    seconds(row.latency_p50_ms),
+                    seconds(row.latency_p95_ms)
+                ),
+            ],
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{TimeZone, Utc};
+    use uuid::Uuid;
+
+    fn summary(
+        upstream_model: &str,
+        status: ExchangeStatus,
+        day: u32,
+        latency_ms: Option<i64>,
+        input: u64,
+    ) -> ExchangeSummary {
+        let received_at = Utc.with_ymd_and_hms(2026, 11, day, 23, 59, 59).unwrap();
+        ExchangeSummary {
+            id: Uuid::now_v7(),
+            run_id: None,
+            ingress_api: "google.generateContent".into(),
+            requested_model: "gemini-2.5-flash".into(),
+            upstream_model: upstream_model.into(),
+            status,
+            error_kind: None,
+            retries: 1,
+            received_at,
+            delivered_at: latency_ms.map(|ms| received_at + chrono::Duration::milliseconds(ms)),
+            usage: Usage {
+                input,
+                cached: input / 2,
+                output: 7,
+                reasoning: 3,
+            },
+            function_calls: 2,
+        }
+    }
+
+    #[test]
+    fn groups_sum_statuses_tokens_and_calls() {
+        let exchanges = [
+            summary("qwen", ExchangeStatus::Ok, 29, Some(100), 10),
+            summary("llama", ExchangeStatus::Error, 29, Some(50), 20),
+            summary("qwen", ExchangeStatus::Incomplete, 30, None, 40),
+            summary("qwen", ExchangeStatus::InFlight, 30, None, 0),
+        ];
+        let report = summarize(&exchanges, UsageGrouping::UpstreamModel);
+        let groups: Vec<&str> = report.rows.iter().map(|r| r.group.as_str()).collect();
+        assert_eq!(groups, ["llama", "qwen"]);
+        let qwen = &report.rows[1];
+        assert_eq!(
+            (
+                qwen.exchanges,
+                qwen.ok,
+                qwen.errors,
+                qwen.incomplete,
+                qwen.in_flight
+            ),
+            (3, 1, 0, 1, 1)
+        );
+        assert_eq!(qwen.retries, 3);
+        assert_eq!(
+            qwen.usage,
+            Usage {
+                input: 50,
+                cached: 25,
+                output: 21,
+                reasoning: 9
+            }
+        );
+        assert_eq!(qwen.function_calls, 6);
+        let total = &report.total;
+        assert_eq!(
+            (total.exchanges, total.usage.input, total.errors),
+            (4, 70, 1)
+        );
+        assert_eq!(total.group, "total");
+    }
+
+    #[test]
+    fn days_are_utc_and_in_order() {
+        let exchanges = [
+            summary("qwen", ExchangeStatus::Ok, 30, Some(1), 1),
+            summary("qwen", ExchangeStatus::Ok, 29, Some(1), 1),
+            summary("qwen", ExchangeStatus::Ok, 30, Some(1), 1),
+        ];
+        let report = summarize(&exchanges, UsageGrouping::Day);
+        let days: Vec<(&str, u64)> = report
+            .rows
+            .iter()
+            .map(|r| (r.group.as_str(), r.exchanges))
+            .collect();
+        assert_eq!(days, [("2026-11-29", 1), ("2026-11-30", 2)]);
+    }
+
+    #[test]
+    fn latency_percentiles_use_delivered_exchanges_only() {
+        // 1..=20 ms delivered, plus two that never delivered.
+        let mut exchanges: Vec<ExchangeSummary> = (1..=20)
+            .map(|ms| summary("qwen", ExchangeStatus::Ok, 29, Some(ms), 1))
+            .collect();
+        exchanges.push(summary("qwen", ExchangeStatus::Error, 29, None, 1));
+        exchanges.push(summary("qwen", ExchangeStatus::InFlight, 29, None, 1));
+        let row = &summarize(&exchanges, UsageGrouping::RequestedModel).rows[0];
+        assert_eq!(row.group, "gemini-2.5-flash");
+        assert_eq!(
+            (row.latency_p50_ms, row.latency_p95_ms),
+            (Some(10), Some(19))
+        );
+        let none = summarize(
+            &[summary("qwen", ExchangeStatus::InFlight, 29, None, 1)],
+            UsageGrouping::Run,
+        );
+        assert_eq!(none.rows[0].group, "-");
+        assert_eq!(none.rows[0].latency_p50_ms, None);
+        assert!(render_usage(&none).contains("-/-"));
+    }
+
+    #[test]
+    fn the_table_has_a_line_per_group_and_a_total() {
+        let exchanges = [
+            summary("qwen", ExchangeStatus::Ok, 29, Some(1500), 10),
+            summary("llama", ExchangeStatus::Error, 29, Some(250), 20),
+        ];
+        let text = render_usage(&summarize(&exchanges, UsageGrouping::UpstreamModel));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[0].starts_with("UPSTREAM MODEL"));
+        assert!(lines[1].starts_with("llama"));
+        let total: Vec<&str> = lines[3].split_whitespace().collect();
+        // group, exchanges, ok, failed, retries, in, cached, out, reasoning, calls, latency
+        assert_eq!(
+            total,
+            [
+                "total",
+                "2",
+                "1",
+                "1",
+                "2",
+                "30",
+                "15",
+                "14",
+                "6",
+                "4",
+                "0.250s/1.500s"
+            ]
+        );
+    }
+}
