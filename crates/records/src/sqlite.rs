@@ -787,25 +787,11 @@ impl RecordStore for SqliteStore {
         limit: Option<usize>,
     ) -> Result<Vec<ExchangeSummary>, StoreError> {
         let (condition, param) = exchange_condition(filter);
-        // Read from the stored JSON in place: requests and responses are never parsed.
-        let sql = format!(
-            "SELECT id, run_id, status, ingress_api, upstream_model, received_at, \
-                    json_extract(record, '$.requested_model'), \
-                    json_extract(record, '$.error.kind'), \
-                    json_extract(record, '$.retries'), \
-                    json_extract(record, '$.delivered_at'), \
-                    json_extract(record, '$.usage.input'), \
-                    json_extract(record, '$.usage.cached'), \
-                    json_extract(record, '$.usage.output'), \
-                    json_extract(record, '$.usage.reasoning'), \
-                    json_array_length(record, '$.function_calls') \
-             FROM exchanges WHERE {condition} ORDER BY id DESC LIMIT {limit}",
-            // SQLite reads a negative limit as "no limit".
-            limit = limit.map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX)),
-        );
+        // SQLite reads a negative limit as "no limit".
+        let limit = limit.map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
         let mut statement = self
             .conn
-            .prepare(&sql)
+            .prepare(&summary_query(condition, "DESC", limit))
             .map_err(backend("reading exchange summaries"))?;
         let rows: Vec<SummaryRow> = statement
             .query_map(rusqlite::params_from_iter(param), SummaryRow::read)
@@ -817,6 +803,28 @@ impl RecordStore for SqliteStore {
             .collect::<Result<Vec<_>, _>>()?;
         summaries.reverse();
         Ok(summaries)
+    }
+
+    fn for_each_exchange_summary(
+        &self,
+        filter: ExchangeFilter,
+        visit: &mut dyn FnMut(ExchangeSummary),
+    ) -> Result<(), StoreError> {
+        let (condition, param) = exchange_condition(filter);
+        let mut statement = self
+            .conn
+            .prepare(&summary_query(condition, "ASC", -1))
+            .map_err(backend("reading exchange summaries"))?;
+        let rows = statement
+            .query_map(rusqlite::params_from_iter(param), SummaryRow::read)
+            .map_err(backend("reading exchange summaries"))?;
+        for row in rows {
+            visit(
+                row.map_err(backend("reading exchange summaries"))?
+                    .into_summary()?,
+            );
+        }
+        Ok(())
     }
 
     fn exchange_count(&self, filter: ExchangeFilter) -> Result<u64, StoreError> {
@@ -877,6 +885,25 @@ fn exchange_condition(filter: ExchangeFilter) -> (&'static str, Option<String>) 
         ExchangeFilter::Run(run_id) => ("run_id = ?1", Some(run_id.to_string())),
         ExchangeFilter::Unattributed => ("run_id IS NULL", None),
     }
+}
+
+/// The query of exchange summaries matching `condition`, by id in `order` (`ASC` or `DESC`), at
+/// most `limit` rows (negative: all). Fields are read from the stored JSON in place: requests
+/// and responses are never parsed.
+fn summary_query(condition: &str, order: &str, limit: i64) -> String {
+    format!(
+        "SELECT id, run_id, status, ingress_api, upstream_model, received_at, \
+                json_extract(record, '$.requested_model'), \
+                json_extract(record, '$.error.kind'), \
+                json_extract(record, '$.retries'), \
+                json_extract(record, '$.delivered_at'), \
+                json_extract(record, '$.usage.input'), \
+                json_extract(record, '$.usage.cached'), \
+                json_extract(record, '$.usage.output'), \
+                json_extract(record, '$.usage.reasoning'), \
+                json_array_length(record, '$.function_calls') \
+         FROM exchanges WHERE {condition} ORDER BY id {order} LIMIT {limit}"
+    )
 }
 
 /// One row of [`SqliteStore::exchange_summaries`]' query, as SQLite returns it.

@@ -79,6 +79,20 @@ pub trait RecordStore: Send {
         Ok(exchanges[skip..].iter().map(ExchangeSummary::of).collect())
     }
 
+    /// Calls `visit` with the summary of every exchange matching `filter`, ordered by id, without
+    /// holding them all (for totals over a large store). The default collects
+    /// [`RecordStore::exchange_summaries`]; a store should stream them.
+    fn for_each_exchange_summary(
+        &self,
+        filter: ExchangeFilter,
+        visit: &mut dyn FnMut(ExchangeSummary),
+    ) -> Result<(), StoreError> {
+        self.exchange_summaries(filter, None)?
+            .into_iter()
+            .for_each(visit);
+        Ok(())
+    }
+
     /// How many exchanges match `filter`. The default reads whole exchanges; a store should count
     /// without loading them.
     fn exchange_count(&self, filter: ExchangeFilter) -> Result<u64, StoreError> {

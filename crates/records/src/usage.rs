@@ -1,8 +1,9 @@
 //! Usage totals over recorded exchanges, for billing and capacity questions ("how many tokens
-//! did each upstream model take this week, how often did it fail, how slow was it"):
-//! [`summarize`] groups [`ExchangeSummary`]s (which a store reads without loading requests or
-//! responses) by upstream model, requested model, run or day, and [`render_usage`] prints the
-//! table `switchyard records usage` shows. Pure functions; no I/O.
+//! did each upstream model take this week, how often did it fail, how slow was it"): a
+//! [`UsageTally`] groups [`ExchangeSummary`]s (which a store reads without loading requests or
+//! responses, and can stream: `RecordStore::for_each_exchange_summary`) by upstream model,
+//! requested model, run or day, one at a time, keeping only the totals and one latency per
+//! exchange; [`render_usage`] prints the table `switchyard records usage` shows. No I/O.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -120,38 +121,70 @@ pub struct UsageReport {
     pub total: UsageRow,
 }
 
-/// Totals of `exchanges` grouped by `by`.
-pub fn summarize(exchanges: &[ExchangeSummary], by: UsageGrouping) -> UsageReport {
-    let mut groups: BTreeMap<String, (UsageRow, Vec<u64>)> = BTreeMap::new();
-    let mut total = UsageRow {
-        group: "total".to_owned(),
-        ..UsageRow::default()
-    };
-    let mut all_latencies = Vec::new();
-    for exchange in exchanges {
-        let (row, latencies) = groups.entry(by.key(exchange)).or_default();
-        row.add(exchange);
-        total.add(exchange);
-        if let Some(delivered) = exchange.delivered_at {
-            let ms = (delivered - exchange.received_at).num_milliseconds().max(0) as u64;
-            latencies.push(ms);
-            all_latencies.push(ms);
+/// Usage totals being added up, one exchange at a time.
+#[derive(Debug, Clone)]
+pub struct UsageTally {
+    by: UsageGrouping,
+    /// Each group's totals and the latencies (ms) of its delivered exchanges.
+    groups: BTreeMap<String, (UsageRow, Vec<u64>)>,
+    total: UsageRow,
+}
+
+impl UsageTally {
+    /// An empty tally grouping by `by`.
+    pub fn new(by: UsageGrouping) -> Self {
+        UsageTally {
+            by,
+            groups: BTreeMap::new(),
+            total: UsageRow {
+                group: "total".to_owned(),
+                ..UsageRow::default()
+            },
         }
     }
-    total.set_latencies(all_latencies);
-    let rows = groups
-        .into_iter()
-        .map(|(group, (mut row, latencies))| {
-            row.group = group;
-            row.set_latencies(latencies);
-            row
-        })
-        .collect();
-    UsageReport {
-        grouped_by: by,
-        rows,
-        total,
+
+    /// Counts one exchange.
+    pub fn add(&mut self, exchange: &ExchangeSummary) {
+        let (row, latencies) = self.groups.entry(self.by.key(exchange)).or_default();
+        row.add(exchange);
+        self.total.add(exchange);
+        if let Some(delivered) = exchange.delivered_at {
+            let ms = (delivered - exchange.received_at).num_milliseconds().max(0);
+            latencies.push(ms as u64);
+        }
     }
+
+    /// The totals by group and over everything.
+    pub fn finish(self) -> UsageReport {
+        let UsageTally {
+            by,
+            groups,
+            mut total,
+        } = self;
+        let mut all_latencies = Vec::new();
+        let rows = groups
+            .into_iter()
+            .map(|(group, (mut row, latencies))| {
+                all_latencies.extend_from_slice(&latencies);
+                row.group = group;
+                row.set_latencies(latencies);
+                row
+            })
+            .collect();
+        total.set_latencies(all_latencies);
+        UsageReport {
+            grouped_by: by,
+            rows,
+            total,
+        }
+    }
+}
+
+/// Totals of `exchanges` grouped by `by`.
+pub fn summarize(exchanges: &[ExchangeSummary], by: UsageGrouping) -> UsageReport {
+    let mut tally = UsageTally::new(by);
+    exchanges.iter().for_each(|exchange| tally.add(exchange));
+    tally.finish()
 }
 
 /// The report as a text table, one line per group and a total line.

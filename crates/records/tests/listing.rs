@@ -225,6 +225,19 @@ fn the_sqlite_listing_agrees_with_the_traits_definitions() {
             store.exchange_count(filter).unwrap(),
             defaults.exchange_count(filter).unwrap()
         );
+        let visited = |store: &dyn RecordStore| {
+            let mut seen = Vec::new();
+            store
+                .for_each_exchange_summary(filter, &mut |summary| seen.push(summary))
+                .unwrap();
+            seen
+        };
+        assert_eq!(visited(&store), visited(&defaults), "{filter:?}");
+        assert_eq!(
+            visited(&store),
+            store.exchange_summaries(filter, None).unwrap(),
+            "streamed in the listing's order"
+        );
     }
     for exchange in &exchanges {
         let digits = exchange.id.simple().to_string();

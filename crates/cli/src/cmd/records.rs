@@ -12,7 +12,7 @@ use switchyard_records::html::render_html;
 use switchyard_records::timeline::{
     RunView, render_exchange, render_exchange_list, render_run_list, render_timeline,
 };
-use switchyard_records::usage::{UsageGrouping, render_usage, summarize};
+use switchyard_records::usage::{UsageGrouping, UsageTally, render_usage};
 use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore, StoreError, store_path};
 
 /// `switchyard records` flags.
@@ -189,10 +189,11 @@ fn run_command(args: RecordsArgs) -> Result<()> {
             json,
         } => {
             let filter = exchange_filter(&store, run.as_deref(), unattributed)?;
-            let exchanges = store
-                .exchange_summaries(filter, None)
+            let mut tally = UsageTally::new(by.into());
+            store
+                .for_each_exchange_summary(filter, &mut |exchange| tally.add(&exchange))
                 .context("reading exchanges")?;
-            let report = summarize(&exchanges, by.into());
+            let report = tally.finish();
             if json {
                 let mut text =
                     serde_json::to_string(&report).context("writing the usage report")?;
