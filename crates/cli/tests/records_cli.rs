@@ -177,6 +177,12 @@ fn usage_totals_tokens_failures_and_latency_by_upstream_model_and_run() {
     exchanges[1].status = ExchangeStatus::Error;
     exchanges[1].retries = 2;
     exchanges[2].usage.input = 800;
+    // A second apart, so a window can fall between them.
+    let base = exchanges[0].received_at;
+    for (seconds, exchange) in (0..).zip(exchanges.iter_mut()) {
+        exchange.received_at = base + chrono::Duration::seconds(seconds);
+        exchange.delivered_at = Some(exchange.received_at + chrono::Duration::milliseconds(250));
+    }
     let mut store = SqliteStore::open(store_path(dir.path())).unwrap();
     let ops: Vec<RecordOp> = exchanges
         .iter()
@@ -242,6 +248,31 @@ fn usage_totals_tokens_failures_and_latency_by_upstream_model_and_run() {
         .collect();
     let run = run_id.to_string();
     assert_eq!(groups, [("-", 800), (run.as_str(), 1200)]);
+
+    // A window that ends before the exchanges were received counts none of them.
+    let before = stdout(&records(dir.path(), &["usage", "--until", "2000-01-01"]));
+    assert_eq!(before.lines().count(), 2, "header and total only: {before}");
+    assert!(before.lines().last().unwrap().starts_with("total ") && before.contains(" 0 "));
+    let since = exchanges[1].received_at.to_rfc3339();
+    let later = stdout(&records(dir.path(), &["usage", "--since", &since]));
+    assert_eq!(
+        later.lines().last().unwrap().split_whitespace().nth(1),
+        Some("2"),
+        "received at or after the second exchange: {later}"
+    );
+    let bad = Command::new(BIN)
+        .arg("records")
+        .arg("--records")
+        .arg(dir.path())
+        .args(["usage", "--since", "last week"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("YYYY-MM-DD"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
 
     let standalone = stdout(&records(dir.path(), &["usage", "--unattributed"]));
     assert!(

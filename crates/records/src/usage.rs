@@ -8,9 +8,47 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
 use crate::model::{ExchangeStatus, ExchangeSummary, Usage};
+
+/// The receive times an exchange must fall in to be counted: from `since` (inclusive) to
+/// `until` (exclusive), each open when `None`. A billing month is
+/// `since = YYYY-MM-01, until = the first of the next month`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct UsageWindow {
+    /// Earliest receive time counted.
+    pub since: Option<DateTime<Utc>>,
+    /// Receive times from this one on are not counted.
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl UsageWindow {
+    /// True when `exchange` was received within the window.
+    pub fn contains(&self, exchange: &ExchangeSummary) -> bool {
+        let at = exchange.received_at;
+        self.since.is_none_or(|since| at >= since) && self.until.is_none_or(|until| at < until)
+    }
+}
+
+/// A time given as RFC 3339 (`2026-11-30T12:00:00Z`, any offset) or as a UTC day
+/// (`2026-11-30`, meaning its midnight).
+pub fn parse_instant(text: &str) -> Result<DateTime<Utc>, InstantError> {
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        return Ok(at.with_timezone(&Utc));
+    }
+    NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .ok()
+        .and_then(|day| day.and_hms_opt(0, 0, 0))
+        .map(|midnight| midnight.and_utc())
+        .ok_or_else(|| InstantError(text.to_owned()))
+}
+
+/// A time [`parse_instant`] cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is neither a day (YYYY-MM-DD, UTC) nor an RFC 3339 time (2026-11-30T12:00:00Z)")]
+pub struct InstantError(String);
 
 /// What the exchanges are grouped by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -115,6 +153,8 @@ fn nearest_rank(sorted: &[u64], percent: usize) -> Option<u64> {
 pub struct UsageReport {
     /// What the rows are grouped by.
     pub grouped_by: UsageGrouping,
+    /// The receive times counted.
+    pub window: UsageWindow,
     /// One row per group, ordered by group (days in order).
     pub rows: Vec<UsageRow>,
     /// All exchanges together.
@@ -125,16 +165,23 @@ pub struct UsageReport {
 #[derive(Debug, Clone)]
 pub struct UsageTally {
     by: UsageGrouping,
+    window: UsageWindow,
     /// Each group's totals and the latencies (ms) of its delivered exchanges.
     groups: BTreeMap<String, (UsageRow, Vec<u64>)>,
     total: UsageRow,
 }
 
 impl UsageTally {
-    /// An empty tally grouping by `by`.
+    /// An empty tally grouping by `by`, counting every exchange.
     pub fn new(by: UsageGrouping) -> Self {
+        Self::within(by, UsageWindow::default())
+    }
+
+    /// An empty tally grouping by `by`, counting the exchanges received within `window`.
+    pub fn within(by: UsageGrouping, window: UsageWindow) -> Self {
         UsageTally {
             by,
+            window,
             groups: BTreeMap::new(),
             total: UsageRow {
                 group: "total".to_owned(),
@@ -143,8 +190,11 @@ impl UsageTally {
         }
     }
 
-    /// Counts one exchange.
+    /// Counts one exchange (when it falls in the tally's window).
     pub fn add(&mut self, exchange: &ExchangeSummary) {
+        if !self.window.contains(exchange) {
+            return;
+        }
         let (row, latencies) = self.groups.entry(self.by.key(exchange)).or_default();
         row.add(exchange);
         self.total.add(exchange);
@@ -158,6 +208,7 @@ impl UsageTally {
     pub fn finish(self) -> UsageReport {
         let UsageTally {
             by,
+            window,
             groups,
             mut total,
         } = self;
@@ -174,6 +225,7 @@ impl UsageTally {
         total.set_latencies(all_latencies);
         UsageReport {
             grouped_by: by,
+            window,
             rows,
             total,
         }
@@ -371,6 +423,44 @@ mod tests {
         assert_eq!(none.rows[0].group, "-");
         assert_eq!(none.rows[0].latency_p50_ms, None);
         assert!(render_usage(&none).contains("-/-"));
+    }
+
+    #[test]
+    fn a_window_counts_receive_times_from_since_up_to_until() {
+        // Received at 23:59:59 on the 28th, 29th and 30th.
+        let exchanges =
+            [28, 29, 30].map(|day| summary("qwen", ExchangeStatus::Ok, day, None, day.into()));
+        let window = UsageWindow {
+            since: Some(parse_instant("2026-11-28T23:59:59Z").unwrap()),
+            until: Some(parse_instant("2026-11-30").unwrap()),
+        };
+        let mut tally = UsageTally::within(UsageGrouping::Day, window);
+        exchanges.iter().for_each(|e| tally.add(e));
+        let report = tally.finish();
+        let days: Vec<&str> = report.rows.iter().map(|r| r.group.as_str()).collect();
+        assert_eq!(
+            days,
+            ["2026-11-28", "2026-11-29"],
+            "since counts, until does not"
+        );
+        assert_eq!(report.total.usage.input, 28 + 29);
+        assert_eq!(report.window, window);
+    }
+
+    #[test]
+    fn instants_are_days_at_utc_midnight_or_rfc3339() {
+        assert_eq!(
+            parse_instant("2026-11-30").unwrap(),
+            Utc.with_ymd_and_hms(2026, 11, 30, 0, 0, 0).unwrap()
+        );
+        assert_eq!(
+            parse_instant("2026-11-30T12:00:00+02:00").unwrap(),
+            Utc.with_ymd_and_hms(2026, 11, 30, 10, 0, 0).unwrap()
+        );
+        for bad in ["30.11.2026", "2026-13-01", "yesterday", ""] {
+            let error = parse_instant(bad).unwrap_err();
+            assert!(error.to_string().contains("YYYY-MM-DD"), "{bad}: {error}");
+        }
     }
 
     #[test]

@@ -7,12 +7,15 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use chrono::{DateTime, Utc};
 use switchyard_records::export::{export_jsonl, export_sft};
 use switchyard_records::html::render_html;
 use switchyard_records::timeline::{
     RunView, render_exchange, render_exchange_list, render_run_list, render_timeline,
 };
-use switchyard_records::usage::{UsageGrouping, UsageTally, render_usage};
+use switchyard_records::usage::{
+    UsageGrouping, UsageTally, UsageWindow, parse_instant, render_usage,
+};
 use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore, StoreError, store_path};
 
 /// `switchyard records` flags.
@@ -54,7 +57,8 @@ pub enum RecordsCommand {
     },
     /// Usage totals of model exchanges by upstream model (or requested model, run, day):
     /// exchanges, ok, failed, retries, tokens in/cached/out/reasoning, delivered calls and
-    /// latency p50/p95. Covers exchanges of runs and of a standalone `switchyard gateway`.
+    /// latency p50/p95, within an optional time window. Covers exchanges of runs and of a
+    /// standalone `switchyard gateway`.
     Usage {
         /// Only this run's exchanges (run id, or a unique prefix of it).
         #[arg(long, value_name = "RUN", conflicts_with = "unattributed")]
@@ -65,6 +69,13 @@ pub enum RecordsCommand {
         /// What to group by.
         #[arg(long, value_enum, default_value_t = UsageBy::UpstreamModel)]
         by: UsageBy,
+        /// Only exchanges received at or after this time (YYYY-MM-DD at UTC midnight, or
+        /// RFC 3339).
+        #[arg(long, value_name = "TIME", value_parser = parse_instant)]
+        since: Option<DateTime<Utc>>,
+        /// Only exchanges received before this time (same forms as --since).
+        #[arg(long, value_name = "TIME", value_parser = parse_instant)]
+        until: Option<DateTime<Utc>>,
         /// Print the report as one JSON object instead of a table.
         #[arg(long)]
         json: bool,
@@ -186,10 +197,12 @@ fn run_command(args: RecordsArgs) -> Result<()> {
             run,
             unattributed,
             by,
+            since,
+            until,
             json,
         } => {
             let filter = exchange_filter(&store, run.as_deref(), unattributed)?;
-            let mut tally = UsageTally::new(by.into());
+            let mut tally = UsageTally::within(by.into(), UsageWindow { since, until });
             store
                 .for_each_exchange_summary(filter, &mut |exchange| tally.add(&exchange))
                 .context("reading exchanges")?;
