@@ -273,16 +273,23 @@ fn processes_in(dir: &Path) -> Vec<i32> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_of_switchyard_leaves_no_guest_process() {
+async fn sigkill_of_switchyard_leaves_no_guest_and_an_incomplete_exchange() {
+    use switchyard_records::{ExchangeFilter, ExchangeStatus, RecordStore, SqliteStore};
     let upstream = ChatUpstream::start(Script::always(Reply::Hang))
         .await
         .unwrap();
     let ws = workspace_with_notes();
-    let mut child = run_cmd(ws.path(), &upstream.base_url(), &["--timeout", "120"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let records = tempfile::tempdir().unwrap();
+    let records_dir = records.path().to_str().unwrap();
+    let mut child = run_cmd(
+        ws.path(),
+        &upstream.base_url(),
+        &["--timeout", "120", "--records", records_dir],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
     // Wait until the guest is running in the workspace and has asked the model.
     let deadline = Instant::now() + Duration::from_secs(60);
     while upstream.requests().is_empty() {
@@ -291,6 +298,29 @@ async fn sigkill_of_switchyard_leaves_no_guest_process() {
             "the guest never called the upstream"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The hung exchange is in the store while it runs (written once it outlasts the gateway's
+    // begin-record delay).
+    let store_path = switchyard_records::store_path(records.path());
+    let in_flight = |store: &SqliteStore| {
+        store
+            .exchanges(ExchangeFilter::All)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e.status == ExchangeStatus::InFlight)
+            .count()
+    };
+    loop {
+        if let Ok(store) = SqliteStore::open_existing(&store_path)
+            && in_flight(&store) > 0
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the hung exchange never reached the store"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let guests = processes_in(ws.path());
     assert!(
@@ -315,6 +345,19 @@ async fn sigkill_of_switchyard_leaves_no_guest_process() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Opening the store after the crash marks what was in flight as incomplete.
+    let store = SqliteStore::open(&store_path).unwrap();
+    let exchanges = store.exchanges(ExchangeFilter::All).unwrap();
+    assert_eq!(in_flight(&store), 0, "{exchanges:?}");
+    let cut_off: Vec<_> = exchanges
+        .iter()
+        .filter(|e| e.status == ExchangeStatus::Incomplete)
+        .collect();
+    assert_eq!(cut_off.len(), 1, "the hung exchange: {exchanges:?}");
+    assert_eq!(
+        cut_off[0].error.as_ref().map(|e| e.kind.as_str()),
+        Some("interrupted")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -245,7 +245,9 @@ fn frame(chunk: &GenerateContentResponse) -> Bytes {
 }
 
 /// Starts an exchange's record and translates the guest request. A refused request is recorded
-/// as failed and its Google-shaped error response returned.
+/// as failed and its Google-shaped error response returned. The caller runs the rest of the
+/// exchange under the trace's [`crate::trace::BeginWatch`], which records it as in flight if it
+/// runs long.
 async fn begin(
     ctx: &ExchangeContext,
     body: &Bytes,
@@ -261,10 +263,7 @@ async fn begin(
         body,
     );
     match prepare(ctx, body, stream, &mut trace) {
-        Ok(prepared) => {
-            trace.write().await;
-            Ok((trace, prepared))
-        }
+        Ok(prepared) => Ok((trace, prepared)),
         Err(response) => {
             trace
                 .finish_error(
@@ -297,16 +296,21 @@ pub(crate) async fn stream_generate(ctx: ExchangeContext, guest: GuestBody) -> R
         Err(response) => return response,
     };
     let mut budget = RetryBudget::new(&state.config.retries);
-    let response =
-        match connect_or_error_response(&state, &prepared.chat_body, &mut budget, &mut trace).await
-        {
-            Ok(r) => r,
-            Err(response) => return response,
-        };
+    let connected = trace.begin_watch().run(connect_or_error_response(
+        &state,
+        &prepared.chat_body,
+        &mut budget,
+        &mut trace,
+    ));
+    let response = match connected.await {
+        Ok(r) => r,
+        Err(response) => return response,
+    };
     let (tx, rx) = mpsc::channel(32);
     // The pump starts from one boxed struct: an async fn keeps its arguments apart from the
     // locals they move into, for as long as it runs (here: the whole stream).
-    tokio::spawn(pump(Box::new(Pump {
+    let watch = trace.begin_watch();
+    tokio::spawn(watch.run(pump(Box::new(Pump {
         ctx,
         prepared,
         response,
@@ -314,7 +318,7 @@ pub(crate) async fn stream_generate(ctx: ExchangeContext, guest: GuestBody) -> R
         trace,
         tx,
         _in_flight: state.in_flight.clone(),
-    })));
+    }))));
     sse_body(rx)
 }
 
@@ -549,15 +553,22 @@ pub(crate) async fn generate(ctx: ExchangeContext, guest: GuestBody) -> Response
     let _in_flight = state.in_flight.clone();
     let begun = begin(&ctx, &guest.bytes, ingress::GENERATE_CONTENT, false).await;
     drop(guest);
-    let (mut trace, prepared) = match begun {
+    let (trace, prepared) = match begun {
         Ok(begun) => begun,
         Err(response) => return response,
     };
+    let watch = trace.begin_watch();
+    watch.run(complete(&ctx, trace, &prepared)).await
+}
+
+/// The upstream attempts of a `:generateContent` exchange, until it ends.
+async fn complete(ctx: &ExchangeContext, mut trace: Trace, prepared: &Prepared) -> Response {
+    let state = &ctx.state;
     let mut budget = RetryBudget::new(&state.config.retries);
     let config = &prepared.response_config;
     loop {
         let response =
-            match connect_or_error_response(&state, &prepared.chat_body, &mut budget, &mut trace)
+            match connect_or_error_response(state, &prepared.chat_body, &mut budget, &mut trace)
                 .await
             {
                 Ok(r) => r,
@@ -574,14 +585,14 @@ pub(crate) async fn generate(ctx: ExchangeContext, guest: GuestBody) -> Response
                 if error.retryable()
                     && let Some(wait) = budget.next_transient(None)
                 {
-                    backoff(&state, wait).await;
+                    backoff(state, wait).await;
                     continue;
                 }
                 trace
                     .finish_error(Cow::Borrowed(&[]), error.kind(), &error.to_string())
                     .await;
                 return google_error_response(&upstream_failure_body(
-                    &state,
+                    state,
                     &error,
                     budget.retries() + 1,
                 ));
@@ -596,7 +607,7 @@ pub(crate) async fn generate(ctx: ExchangeContext, guest: GuestBody) -> Response
                     .finish_error(Cow::Borrowed(&[]), error.kind(), &error.to_string())
                     .await;
                 return google_error_response(&upstream_failure_body(
-                    &state,
+                    state,
                     &error,
                     budget.retries() + 1,
                 ));
@@ -605,7 +616,7 @@ pub(crate) async fn generate(ctx: ExchangeContext, guest: GuestBody) -> Response
         trace.response_report(outcome.report());
         match outcome {
             TurnOutcome::Complete(turn) => {
-                match accept_call_ids(&state, &ctx.session, &turn.delivered_call_ids) {
+                match accept_call_ids(state, &ctx.session, &turn.delivered_call_ids) {
                     Ok(()) => {
                         trace
                             .finish_ok(Cow::Borrowed(std::slice::from_ref(&turn.final_chunk)))

@@ -61,7 +61,9 @@
 //! screenshot: 27.9 ms → 42.5 µs per request, `cargo bench --bench translation`).
 //!
 //! ## Records
-//! With a recorder, every exchange is upserted when it begins and when it ends. The request path
+//! With a recorder, every exchange is upserted when it ends, and also as in flight when it is
+//! still running 10 ms after it began (so a long exchange is in the store while it runs and a
+//! crash leaves it marked incomplete; a short one is stored once). The request path
 //! only hands shared byte handles to the recorder, as deferred writes its writer thread builds,
 //! plus, when the exchange ends, `guest_response` (the chunks the guest received merged into one
 //! GenerateContent response, serialized there so the chunks are freed where they were made). The
@@ -75,8 +77,8 @@
 //! forwarded, ...). The writer runs below the request threads (`switchyard_records::background`:
 //! the idle scheduling class while it keeps up, where the process may leave that class again;
 //! else nice +10): a request does not wait behind a record batch for a core.
-//! A begin write that the same exchange's end write replaces within one batch is skipped, and
-//! when records fall behind exchanges wait (asynchronously) for room: memory stays bounded and
+//! An in-flight write that the same exchange's end write replaces within one batch is skipped,
+//! and when records fall behind exchanges wait (asynchronously) for room: memory stays bounded and
 //! nothing is dropped. `context_request` is always `None` (the gateway applies no context policy).
 //! The store keeps the system prompt and tool declarations every request repeats only once (as
 //! content-addressed blobs), so recording a long session does not store them per exchange.

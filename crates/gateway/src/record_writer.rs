@@ -17,11 +17,12 @@
 //!   the exchange goes to the store as text pieces (slices of the guest body and the upstream
 //!   body, with the cached parts as shared pieces it stores once; see
 //!   `switchyard_records::document`). Only the small end-of-exchange parts are built.
-//! * Otherwise the guest request is parsed once per exchange: the begin write parses it into a
-//!   slot shared with the exchange; the end write takes the value out of the slot (no copy) when
-//!   the exchange no longer holds it.
-//! * An exchange that begins and ends within one of the recorder's batches is built and stored
-//!   once (the recorder skips a write that a later write of the same exchange replaces).
+//! * Otherwise the guest request is parsed once per exchange: an in-flight write parses it into
+//!   a slot shared with the exchange; the end write takes the value out of the slot (no copy)
+//!   when the exchange no longer holds it.
+//! * An exchange is written twice only when it outlasts `trace::BEGIN_RECORD_DELAY` (once in
+//!   flight, once ended); the recorder also skips a write that a later write of the same
+//!   exchange in the same batch replaces.
 //! * Writes waiting to be built hold their bodies (the guest body itself, unless the cached
 //!   system prompt and tools are most of it: then copies of the rest, ~1 KB for Gemini CLI's
 //!   first turns; each attempt's upstream body, less the shared cached parts). At most
@@ -67,7 +68,7 @@ pub(crate) struct PendingWrite {
     pub guest: GuestRequest,
     /// The upstream request body of each attempt, by attempt index.
     pub attempt_bodies: Vec<ChatBody>,
-    /// What the guest received, when the exchange ended (`None` for the begin write).
+    /// What the guest received, when the exchange ended (`None` for an in-flight write).
     pub delivered: Option<Delivery>,
 }
 
