@@ -63,7 +63,9 @@
 //! ## Records
 //! With a recorder, every exchange is upserted when it ends, and also as in flight when it is
 //! still running 10 ms after it began (so a long exchange is in the store while it runs and a
-//! crash leaves it marked incomplete; a short one is stored once). The request path
+//! crash leaves it marked incomplete; a short one is stored once). An exchange whose future is
+//! dropped before it ends (a unary guest closing its connection while the upstream works) is
+//! stored as ended with an `abandoned` error. The request path
 //! only hands shared byte handles to the recorder, as deferred writes its writer thread builds,
 //! plus, when the exchange ends, `guest_response` (the chunks the guest received merged into one
 //! GenerateContent response, serialized there so the chunks are freed where they were made). The

@@ -182,6 +182,18 @@ impl RecordWriter {
             .unwrap_or(Err(switchyard_records::RecordError::Closed))
     }
 
+    /// Queues one write from code that cannot wait (a drop): the waiting runs as a task of
+    /// the current runtime. Outside a runtime the write is lost, with a warning.
+    pub fn write_detached(&self, write: PendingWrite) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let writer = self.clone();
+                runtime.spawn(async move { writer.write(write).await });
+            }
+            Err(_) => tracing::warn!("exchange record lost: no runtime to queue it on"),
+        }
+    }
+
     /// Queues one write (waits for room in the budget, and in the recorder's queue).
     pub async fn write(&self, write: PendingWrite) {
         let kib = write.pinned_kib().min(PINNED_BUDGET_KIB);

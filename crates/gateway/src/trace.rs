@@ -274,24 +274,31 @@ impl Trace {
     /// over (no copy); the upstream message is assembled on the recorder's thread. Later calls
     /// do nothing.
     async fn finish(&mut self, delivered: Delivered<'_>, error: Option<TypedError>) {
-        let Some(shared) = &self.0 else {
-            return;
-        };
-        let taken = shared
-            .active
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        let Some(Active {
+        if let Some((writer, write)) = self.last_write(delivered, error) {
+            writer.write(write).await;
+        }
+    }
+
+    /// Takes the record out of the trace as its last write (`None` when records are off or the
+    /// exchange already ended).
+    fn last_write(
+        &mut self,
+        delivered: Delivered<'_>,
+        error: Option<TypedError>,
+    ) -> Option<(RecordWriter, PendingWrite)> {
+        let Active {
             writer,
             mut record,
             guest,
             attempt_bodies,
             begun: _,
-        }) = taken
-        else {
-            return;
-        };
+        } = self
+            .0
+            .as_ref()?
+            .active
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()?;
         record.delivered_at = Some(Utc::now());
         record.status = if error.is_some() {
             ExchangeStatus::Error
@@ -299,14 +306,29 @@ impl Trace {
             ExchangeStatus::Ok
         };
         record.error = error;
-        writer
-            .write(PendingWrite {
-                record,
-                guest,
-                attempt_bodies,
-                delivered: Some(Delivery::of(delivered)),
-            })
-            .await;
+        let write = PendingWrite {
+            record,
+            guest,
+            attempt_bodies,
+            delivered: Some(Delivery::of(delivered)),
+        };
+        Some((writer, write))
+    }
+}
+
+impl Drop for Trace {
+    /// An exchange dropped before it ended is stored as ended with an `abandoned` error instead
+    /// of being lost (or left in flight): the server drops a request's future when its guest
+    /// closes the connection while the gateway waits on the upstream.
+    fn drop(&mut self) {
+        let abandoned = TypedError {
+            kind: "abandoned".into(),
+            message: "the exchange was dropped before it ended (its guest connection closed)"
+                .into(),
+        };
+        if let Some((writer, write)) = self.last_write(Cow::Borrowed(&[]), Some(abandoned)) {
+            writer.write_detached(write);
+        }
     }
 }
 
@@ -423,6 +445,30 @@ mod tests {
             .await;
         recorder.close().unwrap();
         log.lock().unwrap().clone()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_exchange_dropped_before_it_ends_is_stored_as_abandoned() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let recorder = Recorder::start(
+            Box::new(StatusLog(Arc::clone(&log))),
+            Redactor::default(),
+            RecorderOptions::default(),
+        )
+        .unwrap();
+        let writer = RecordWriter::new(recorder.clone());
+        let trace = Trace::begin(Some(&writer), None, "ingress", "model", &Bytes::new());
+        let watch = trace.begin_watch();
+        // The guest goes away while the exchange waits: its future is dropped mid-wait.
+        let waiting = watch.run(async move {
+            let _trace = trace;
+            std::future::pending::<()>().await;
+        });
+        let _ = tokio::time::timeout(BEGIN_RECORD_DELAY / 2, waiting).await;
+        // The last write is queued by a task of its own.
+        tokio::task::yield_now().await;
+        recorder.close().unwrap();
+        assert_eq!(*log.lock().unwrap(), [ExchangeStatus::Error]);
     }
 
     #[tokio::test(start_paused = true)]

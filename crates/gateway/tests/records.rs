@@ -392,3 +392,46 @@ async fn a_guest_leaving_mid_stream_is_recorded_as_disconnected() {
     );
     gw.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_guest_leaving_a_unary_exchange_is_recorded_as_abandoned() {
+    let records = tempfile::tempdir().unwrap();
+    let (_upstream, gw) = start(Script::always(Reply::Hang), |config| {
+        config.records_dir = Some(records.path().to_path_buf());
+    })
+    .await;
+    // The guest gives up while the upstream hangs: the server drops the exchange.
+    let gave_up = client()
+        .post(url(&gw, "m", "generateContent"))
+        .header("x-goog-api-key", "k")
+        .json(&user_request("hi"))
+        .timeout(std::time::Duration::from_millis(300))
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the upstream hangs: {gave_up:?}");
+
+    let path = switchyard_records::store_path(records.path());
+    let ended = within("the exchange to end", async {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            let Ok(store) = SqliteStore::open_existing(&path) else {
+                continue;
+            };
+            let exchanges = store.exchanges(ExchangeFilter::All).unwrap_or_default();
+            if let Some(x) = exchanges
+                .into_iter()
+                .find(|x| x.status != ExchangeStatus::InFlight)
+            {
+                return x;
+            }
+        }
+    })
+    .await;
+    assert_eq!(ended.status, ExchangeStatus::Error);
+    assert_eq!(
+        ended.error.as_ref().map(|e| e.kind.as_str()),
+        Some("abandoned")
+    );
+    assert_eq!(ended.attempts.len(), 1, "the attempt it was waiting on");
+    gw.shutdown().await.unwrap();
+}
