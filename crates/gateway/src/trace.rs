@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use chrono::Utc;
+use futures_util::future::Either;
 use serde_json::Value;
 use switchyard_records::model::{ExchangeRecord, ExchangeStatus, TypedError, UpstreamAttempt};
 use switchyard_records::{JsonText, SharedJson};
@@ -341,30 +342,36 @@ impl BeginWatch {
     /// delay is up, the record as it stands is queued first, once per exchange, and `exchange`
     /// goes on. Both happen on this task, in order: the in-flight write is always queued before
     /// the exchange's last write.
-    pub async fn run<F: Future>(self, exchange: F) -> F::Output {
+    ///
+    /// With records off this is `exchange` itself. With records on, `exchange` is boxed: an
+    /// `async fn` would keep it twice (the argument and the pinned local, in separate slots),
+    /// and a stream's task would grow by a whole pump state.
+    pub fn run<F: Future>(self, exchange: F) -> Either<F, impl Future<Output = F::Output>> {
         let Some(shared) = self.0 else {
-            return exchange.await;
+            return Either::Left(exchange);
         };
-        let mut exchange = std::pin::pin!(exchange);
-        tokio::select! {
-            biased;
-            output = &mut exchange => return output,
-            () = tokio::time::sleep_until(shared.started + BEGIN_RECORD_DELAY) => {}
-        }
-        let pending = {
-            let mut active = shared.active.lock().unwrap_or_else(PoisonError::into_inner);
-            active
-                .as_mut()
-                .filter(|active| !active.begun)
-                .map(|active| {
-                    active.begun = true;
-                    (active.writer.clone(), active.snapshot())
-                })
-        };
-        if let Some((writer, write)) = pending {
-            writer.write(write).await;
-        }
-        exchange.await
+        let mut exchange = Box::pin(exchange);
+        Either::Right(async move {
+            tokio::select! {
+                biased;
+                output = &mut exchange => return output,
+                () = tokio::time::sleep_until(shared.started + BEGIN_RECORD_DELAY) => {}
+            }
+            let pending = {
+                let mut active = shared.active.lock().unwrap_or_else(PoisonError::into_inner);
+                active
+                    .as_mut()
+                    .filter(|active| !active.begun)
+                    .map(|active| {
+                        active.begun = true;
+                        (active.writer.clone(), active.snapshot())
+                    })
+            };
+            if let Some((writer, write)) = pending {
+                writer.write(write).await;
+            }
+            exchange.await
+        })
     }
 }
 
