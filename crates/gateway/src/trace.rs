@@ -322,6 +322,9 @@ impl Drop for Trace {
     /// of being lost (or left in flight): the server drops a request's future when its guest
     /// closes the connection while the gateway waits on the upstream.
     fn drop(&mut self) {
+        if self.0.is_none() {
+            return; // records off
+        }
         let abandoned = TypedError {
             kind: "abandoned".into(),
             message: "the exchange was dropped before it ended (its guest connection closed)"
