@@ -1,6 +1,7 @@
-//! Exchanges are recorded through switchyard-records: begin + end, attempts, usage, delivered
-//! calls, the assembled upstream message and guest response (streaming and unary); the upstream
-//! key never reaches the store, also when cache-hit exchanges are recorded as text.
+//! Exchanges are recorded through switchyard-records: attempts, usage, delivered calls, the
+//! assembled upstream message and guest response (streaming and unary), a guest that leaves
+//! (mid-stream, or while a unary exchange waits); the upstream key never reaches the store, also
+//! when cache-hit exchanges are recorded as text.
 
 mod common;
 
