@@ -432,10 +432,9 @@ mod tests {
         }
     }
 
-    /// Runs one exchange under its begin watch: it takes `runs_for` (virtual time), the
-    /// recorder is flushed just before it ends (so an in-flight write, if any, is stored on
-    /// its own), then it ends. Returns the statuses the store saw.
-    async fn statuses_of_an_exchange_taking(runs_for: Duration) -> Vec<ExchangeStatus> {
+    /// A recorder over a [`StatusLog`], its writer handle, a trace of one exchange with records
+    /// on, and the log.
+    fn logged_trace() -> (Recorder, Trace, Arc<Mutex<Vec<ExchangeStatus>>>) {
         let log = Arc::new(Mutex::new(Vec::new()));
         let recorder = Recorder::start(
             Box::new(StatusLog(Arc::clone(&log))),
@@ -444,7 +443,15 @@ mod tests {
         )
         .unwrap();
         let writer = RecordWriter::new(recorder.clone());
-        let mut trace = Trace::begin(Some(&writer), None, "ingress", "model", &Bytes::new());
+        let trace = Trace::begin(Some(&writer), None, "ingress", "model", &Bytes::new());
+        (recorder, trace, log)
+    }
+
+    /// Runs one exchange under its begin watch: it takes `runs_for` (virtual time), the
+    /// recorder is flushed just before it ends (so an in-flight write, if any, is stored on
+    /// its own), then it ends. Returns the statuses the store saw.
+    async fn statuses_of_an_exchange_taking(runs_for: Duration) -> Vec<ExchangeStatus> {
+        let (recorder, mut trace, log) = logged_trace();
         let watch = trace.begin_watch();
         watch
             .run(async {
@@ -459,15 +466,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_exchange_dropped_before_it_ends_is_stored_as_abandoned() {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let recorder = Recorder::start(
-            Box::new(StatusLog(Arc::clone(&log))),
-            Redactor::default(),
-            RecorderOptions::default(),
-        )
-        .unwrap();
-        let writer = RecordWriter::new(recorder.clone());
-        let trace = Trace::begin(Some(&writer), None, "ingress", "model", &Bytes::new());
+        let (recorder, trace, log) = logged_trace();
         let watch = trace.begin_watch();
         // The guest goes away while the exchange waits: its future is dropped mid-wait.
         let waiting = watch.run(async move {

@@ -364,23 +364,7 @@ async fn a_guest_leaving_mid_stream_is_recorded_as_disconnected() {
     assert_eq!(text_of(&[first]), "first");
     drop(frames);
 
-    let path = switchyard_records::store_path(records.path());
-    let ended = within("the exchange to end", async {
-        loop {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            let Ok(store) = SqliteStore::open(&path) else {
-                continue;
-            };
-            let exchanges = store.exchanges(ExchangeFilter::All).unwrap_or_default();
-            if let Some(x) = exchanges
-                .into_iter()
-                .find(|x| x.status != ExchangeStatus::InFlight)
-            {
-                return x;
-            }
-        }
-    })
-    .await;
+    let ended = first_ended_exchange(records.path()).await;
     assert_eq!(ended.status, ExchangeStatus::Error);
     assert_eq!(
         ended.error.as_ref().map(|e| e.kind.as_str()),
@@ -411,8 +395,21 @@ async fn a_guest_leaving_a_unary_exchange_is_recorded_as_abandoned() {
         .await;
     assert!(gave_up.is_err(), "the upstream hangs: {gave_up:?}");
 
-    let path = switchyard_records::store_path(records.path());
-    let ended = within("the exchange to end", async {
+    let ended = first_ended_exchange(records.path()).await;
+    assert_eq!(ended.status, ExchangeStatus::Error);
+    assert_eq!(
+        ended.error.as_ref().map(|e| e.kind.as_str()),
+        Some("abandoned")
+    );
+    assert_eq!(ended.attempts.len(), 1, "the attempt it was waiting on");
+    gw.shutdown().await.unwrap();
+}
+
+/// The first exchange in the store under `records` that is no longer in flight (waits for it,
+/// reading the store as another process would, without recovering it).
+async fn first_ended_exchange(records: &std::path::Path) -> switchyard_records::ExchangeRecord {
+    let path = switchyard_records::store_path(records);
+    within("an exchange to end", async {
         loop {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             let Ok(store) = SqliteStore::open_existing(&path) else {
@@ -427,12 +424,5 @@ async fn a_guest_leaving_a_unary_exchange_is_recorded_as_abandoned() {
             }
         }
     })
-    .await;
-    assert_eq!(ended.status, ExchangeStatus::Error);
-    assert_eq!(
-        ended.error.as_ref().map(|e| e.kind.as_str()),
-        Some("abandoned")
-    );
-    assert_eq!(ended.attempts.len(), 1, "the attempt it was waiting on");
-    gw.shutdown().await.unwrap();
+    .await
 }
