@@ -106,7 +106,8 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     if let Some(dir) = records_dir {
         eprintln!(
             "recording every exchange in {dir}; browse them with \
-             `switchyard records --records {dir} exchanges`",
+             `switchyard records --records {dir} exchanges`, totals with \
+             `switchyard records --records {dir} usage`",
             dir = dir.display()
         );
     }
