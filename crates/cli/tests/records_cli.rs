@@ -13,20 +13,32 @@ use uuid::Uuid;
 
 const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
 
+/// `switchyard records --records DIR ARGS...`, not started yet.
+fn records_command(dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command.arg("records").arg("--records").arg(dir).args(args);
+    command
+}
+
+/// Runs `switchyard records`, which must succeed.
 fn records(dir: &Path, args: &[&str]) -> Output {
-    let output = Command::new(BIN)
-        .arg("records")
-        .arg("--records")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
+    let output = records_command(dir, args).output().unwrap();
     assert!(
         output.status.success(),
         "switchyard records {args:?}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// Runs `switchyard records`, which must fail; returns what it said on stderr.
+fn refused(dir: &Path, args: &[&str]) -> String {
+    let output = records_command(dir, args).output().unwrap();
+    assert!(
+        !output.status.success(),
+        "switchyard records {args:?} succeeded"
+    );
+    String::from_utf8(output.stderr).unwrap()
 }
 
 fn exchange(run_id: Option<Uuid>, prompt: &str) -> ExchangeRecord {
@@ -110,19 +122,8 @@ fn exchanges_of_no_run_are_listed_and_shown() {
     assert!(shown.contains("recorded outside a run"));
 
     // `show` is for runs; given an exchange it says where that is shown.
-    let wrong = Command::new(BIN)
-        .arg("records")
-        .arg("--records")
-        .arg(dir.path())
-        .args(["show", &exchanges[1].id.to_string()])
-        .output()
-        .unwrap();
-    assert!(!wrong.status.success());
-    assert!(
-        String::from_utf8_lossy(&wrong.stderr).contains("is a model exchange, not a run"),
-        "{}",
-        String::from_utf8_lossy(&wrong.stderr)
-    );
+    let wrong = refused(dir.path(), &["show", &exchanges[1].id.to_string()]);
+    assert!(wrong.contains("is a model exchange, not a run"), "{wrong}");
     assert!(
         shown.contains("\"standalone one\""),
         "the whole record: {shown}"
@@ -133,11 +134,7 @@ fn exchanges_of_no_run_are_listed_and_shown() {
 fn a_reader_that_stops_early_ends_the_output_quietly() {
     let dir = tempfile::tempdir().unwrap();
     let (_, exchanges) = store(dir.path());
-    let mut child = Command::new(BIN)
-        .arg("records")
-        .arg("--records")
-        .arg(dir.path())
-        .args(["exchange", &exchanges[2].id.to_string()])
+    let mut child = records_command(dir.path(), &["exchange", &exchanges[2].id.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -260,19 +257,8 @@ fn usage_totals_tokens_failures_and_latency_by_upstream_model_and_run() {
         Some("2"),
         "received at or after the second exchange: {later}"
     );
-    let bad = Command::new(BIN)
-        .arg("records")
-        .arg("--records")
-        .arg(dir.path())
-        .args(["usage", "--since", "last week"])
-        .output()
-        .unwrap();
-    assert!(!bad.status.success());
-    assert!(
-        String::from_utf8_lossy(&bad.stderr).contains("YYYY-MM-DD"),
-        "{}",
-        String::from_utf8_lossy(&bad.stderr)
-    );
+    let bad = refused(dir.path(), &["usage", "--since", "last week"]);
+    assert!(bad.contains("YYYY-MM-DD"), "{bad}");
 
     let standalone = stdout(&records(dir.path(), &["usage", "--unattributed"]));
     assert!(

@@ -149,7 +149,7 @@ pub struct RecordsReport {
     pub failed_ops: u64,
     /// Exchange writes stored as text (translation cache hits, nothing to redact).
     pub exchanges_as_text: u64,
-    /// Begin writes skipped because the exchange's end write came in the same batch.
+    /// In-flight writes skipped because the exchange's end write came in the same batch.
     pub replaced_ops: u64,
     /// The writer thread's CPU time, by stage (all records-on series together).
     pub writer_cpu: switchyard_records::WriterCpu,

@@ -65,18 +65,17 @@
 //! still running 10 ms after it began (so a long exchange is in the store while it runs and a
 //! crash leaves it marked incomplete; a short one is stored once). An exchange whose future is
 //! dropped before it ends (a unary guest closing its connection while the upstream works) is
-//! stored as ended with an `abandoned` error. The request path
-//! only hands shared byte handles to the recorder, as deferred writes its writer thread builds,
-//! plus, when the exchange ends, `guest_response` (the chunks the guest received merged into one
-//! GenerateContent response, serialized there so the chunks are freed where they were made). The
-//! writer parses the guest and upstream requests (unless the translation cache supplied the
-//! system prompt and tools: then they are stored as text pieces, unparsed), assembles
-//! `upstream_message` (the upstream's assistant message as an OpenAI chat message: `content`,
-//! `reasoning_content`, `tool_calls` with the upstream's ids and argument strings), then redacts
-//! and stores it. The
-//! notes carry the request translation's report and, per attempt, the response translation's
-//! (upstream fields the gateway does not model, with counts, synthesized ids, reasoning not
-//! forwarded, ...). The writer runs below the request threads (`switchyard_records::background`:
+//! stored as ended with an `abandoned` error. The request path only hands shared byte handles to
+//! the recorder, as deferred writes its writer thread builds, plus, when the exchange ends,
+//! `guest_response` (the chunks the guest received merged into one GenerateContent response,
+//! serialized there so the chunks are freed where they were made). The writer parses the guest
+//! and upstream requests (unless the translation cache supplied the system prompt and tools: then
+//! they are stored as text pieces, unparsed), assembles `upstream_message` (the upstream's
+//! assistant message as an OpenAI chat message: `content`, `reasoning_content`, `tool_calls`
+//! with the upstream's ids and argument strings), then redacts and stores it. The notes carry
+//! the request translation's report and, per attempt, the response translation's (upstream
+//! fields the gateway does not model, with counts, synthesized ids, reasoning not forwarded,
+//! ...). The writer runs below the request threads (`switchyard_records::background`:
 //! the idle scheduling class while it keeps up, where the process may leave that class again;
 //! else nice +10): a request does not wait behind a record batch for a core.
 //! An in-flight write that the same exchange's end write replaces within one batch is skipped,

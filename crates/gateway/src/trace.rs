@@ -22,6 +22,7 @@
 use std::borrow::Cow;
 use std::future::Future;
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -54,6 +55,9 @@ struct Shared {
     active: Mutex<Option<Active>>,
     /// When the exchange began.
     started: tokio::time::Instant,
+    /// True once a watch's delay ran out (the in-flight write, if the exchange still ran, is
+    /// queued then): a later watch does not arm again.
+    begun: AtomicBool,
 }
 
 /// What a trace holds while records are on.
@@ -63,8 +67,6 @@ struct Active {
     guest: GuestRequest,
     /// Upstream request body of each attempt (shared with the request that was sent).
     attempt_bodies: Vec<ChatBody>,
-    /// True once the in-flight record was handed to the writer.
-    begun: bool,
 }
 
 impl Active {
@@ -76,6 +78,34 @@ impl Active {
             attempt_bodies: self.attempt_bodies.clone(),
             delivered: None,
         }
+    }
+
+    /// The record as the exchange ended, with what was delivered, as the last write.
+    fn into_last_write(
+        self,
+        delivered: Delivered<'_>,
+        error: Option<TypedError>,
+    ) -> (RecordWriter, PendingWrite) {
+        let Active {
+            writer,
+            mut record,
+            guest,
+            attempt_bodies,
+        } = self;
+        record.delivered_at = Some(Utc::now());
+        record.status = if error.is_some() {
+            ExchangeStatus::Error
+        } else {
+            ExchangeStatus::Ok
+        };
+        record.error = error;
+        let write = PendingWrite {
+            record,
+            guest,
+            attempt_bodies,
+            delivered: Some(Delivery::of(delivered)),
+        };
+        (writer, write)
     }
 }
 
@@ -103,9 +133,9 @@ impl Trace {
                         text: None,
                     },
                     attempt_bodies: Vec::new(),
-                    begun: false,
                 })),
                 started: tokio::time::Instant::now(),
+                begun: AtomicBool::new(false),
             })
         }))
     }
@@ -275,45 +305,21 @@ impl Trace {
     /// over (no copy); the upstream message is assembled on the recorder's thread. Later calls
     /// do nothing.
     async fn finish(&mut self, delivered: Delivered<'_>, error: Option<TypedError>) {
-        if let Some((writer, write)) = self.last_write(delivered, error) {
+        if let Some(active) = self.take_active() {
+            let (writer, write) = active.into_last_write(delivered, error);
             writer.write(write).await;
         }
     }
 
-    /// Takes the record out of the trace as its last write (`None` when records are off or the
-    /// exchange already ended).
-    fn last_write(
-        &mut self,
-        delivered: Delivered<'_>,
-        error: Option<TypedError>,
-    ) -> Option<(RecordWriter, PendingWrite)> {
-        let Active {
-            writer,
-            mut record,
-            guest,
-            attempt_bodies,
-            begun: _,
-        } = self
-            .0
+    /// Takes the record out of the trace (`None` when records are off or the exchange already
+    /// ended).
+    fn take_active(&mut self) -> Option<Active> {
+        self.0
             .as_ref()?
             .active
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .take()?;
-        record.delivered_at = Some(Utc::now());
-        record.status = if error.is_some() {
-            ExchangeStatus::Error
-        } else {
-            ExchangeStatus::Ok
-        };
-        record.error = error;
-        let write = PendingWrite {
-            record,
-            guest,
-            attempt_bodies,
-            delivered: Some(Delivery::of(delivered)),
-        };
-        Some((writer, write))
+            .take()
     }
 }
 
@@ -322,15 +328,13 @@ impl Drop for Trace {
     /// of being lost (or left in flight): the server drops a request's future when its guest
     /// closes the connection while the gateway waits on the upstream.
     fn drop(&mut self) {
-        if self.0.is_none() {
-            return; // records off
-        }
-        let abandoned = TypedError {
-            kind: "abandoned".into(),
-            message: "the exchange was dropped before it ended (its guest connection closed)"
-                .into(),
-        };
-        if let Some((writer, write)) = self.last_write(Cow::Borrowed(&[]), Some(abandoned)) {
+        if let Some(active) = self.take_active() {
+            let abandoned = TypedError {
+                kind: "abandoned".into(),
+                message: "the exchange was dropped before it ended (its guest connection closed)"
+                    .into(),
+            };
+            let (writer, write) = active.into_last_write(Cow::Borrowed(&[]), Some(abandoned));
             writer.write_detached(write);
         }
     }
@@ -346,11 +350,15 @@ impl BeginWatch {
     /// goes on. Both happen on this task, in order: the in-flight write is always queued before
     /// the exchange's last write.
     ///
-    /// With records off this is `exchange` itself. With records on, `exchange` is boxed: an
-    /// `async fn` would keep it twice (the argument and the pinned local, in separate slots),
-    /// and a stream's task would grow by a whole pump state.
+    /// With records off, or once the in-flight record was written (a stream's pump after a
+    /// slow connect), this is `exchange` itself. Otherwise `exchange` is boxed: an `async fn`
+    /// would keep it twice (the argument and the pinned local, in separate slots), and a
+    /// stream's task would grow by a whole pump state.
     pub fn run<F: Future>(self, exchange: F) -> Either<F, impl Future<Output = F::Output>> {
-        let Some(shared) = self.0 else {
+        let Some(shared) = self
+            .0
+            .filter(|shared| !shared.begun.load(Ordering::Acquire))
+        else {
             return Either::Left(exchange);
         };
         let mut exchange = Box::pin(exchange);
@@ -360,15 +368,13 @@ impl BeginWatch {
                 output = &mut exchange => return output,
                 () = tokio::time::sleep_until(shared.started + BEGIN_RECORD_DELAY) => {}
             }
-            let pending = {
-                let mut active = shared.active.lock().unwrap_or_else(PoisonError::into_inner);
+            let pending = if shared.begun.swap(true, Ordering::AcqRel) {
+                None
+            } else {
+                let active = shared.active.lock().unwrap_or_else(PoisonError::into_inner);
                 active
-                    .as_mut()
-                    .filter(|active| !active.begun)
-                    .map(|active| {
-                        active.begun = true;
-                        (active.writer.clone(), active.snapshot())
-                    })
+                    .as_ref()
+                    .map(|active| (active.writer.clone(), active.snapshot()))
             };
             if let Some((writer, write)) = pending {
                 writer.write(write).await;

@@ -486,6 +486,34 @@ impl SqliteStore {
         Ok((exchanges, runs))
     }
 
+    /// Calls `visit` with the summaries of the exchanges `filter` selects, by id in `order`
+    /// (`ASC` or `DESC`), at most `limit` of them, one row at a time.
+    fn visit_summaries(
+        &self,
+        filter: ExchangeFilter,
+        order: &str,
+        limit: Option<usize>,
+        visit: &mut dyn FnMut(ExchangeSummary),
+    ) -> Result<(), StoreError> {
+        let (condition, param) = exchange_condition(filter);
+        // SQLite reads a negative limit as "no limit".
+        let limit = limit.map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
+        let mut statement = self
+            .conn
+            .prepare(&summary_query(condition, order, limit))
+            .map_err(backend("reading exchange summaries"))?;
+        let rows = statement
+            .query_map(rusqlite::params_from_iter(param), SummaryRow::read)
+            .map_err(backend("reading exchange summaries"))?;
+        for row in rows {
+            visit(
+                row.map_err(backend("reading exchange summaries"))?
+                    .into_summary()?,
+            );
+        }
+        Ok(())
+    }
+
     fn read_exchanges(
         &self,
         sql: &str,
@@ -787,21 +815,11 @@ impl RecordStore for SqliteStore {
         filter: ExchangeFilter,
         limit: Option<usize>,
     ) -> Result<Vec<ExchangeSummary>, StoreError> {
-        let (condition, param) = exchange_condition(filter);
-        // SQLite reads a negative limit as "no limit".
-        let limit = limit.map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
-        let mut statement = self
-            .conn
-            .prepare(&summary_query(condition, "DESC", limit))
-            .map_err(backend("reading exchange summaries"))?;
-        let rows: Vec<SummaryRow> = statement
-            .query_map(rusqlite::params_from_iter(param), SummaryRow::read)
-            .and_then(Iterator::collect)
-            .map_err(backend("reading exchange summaries"))?;
-        let mut summaries = rows
-            .into_iter()
-            .map(SummaryRow::into_summary)
-            .collect::<Result<Vec<_>, _>>()?;
+        // The newest `limit`, read newest first, then put oldest first.
+        let mut summaries = Vec::new();
+        self.visit_summaries(filter, "DESC", limit, &mut |summary| {
+            summaries.push(summary)
+        })?;
         summaries.reverse();
         Ok(summaries)
     }
@@ -811,21 +829,7 @@ impl RecordStore for SqliteStore {
         filter: ExchangeFilter,
         visit: &mut dyn FnMut(ExchangeSummary),
     ) -> Result<(), StoreError> {
-        let (condition, param) = exchange_condition(filter);
-        let mut statement = self
-            .conn
-            .prepare(&summary_query(condition, "ASC", -1))
-            .map_err(backend("reading exchange summaries"))?;
-        let rows = statement
-            .query_map(rusqlite::params_from_iter(param), SummaryRow::read)
-            .map_err(backend("reading exchange summaries"))?;
-        for row in rows {
-            visit(
-                row.map_err(backend("reading exchange summaries"))?
-                    .into_summary()?,
-            );
-        }
-        Ok(())
+        self.visit_summaries(filter, "ASC", None, visit)
     }
 
     fn exchange_count(&self, filter: ExchangeFilter) -> Result<u64, StoreError> {
@@ -907,7 +911,7 @@ fn summary_query(condition: &str, order: &str, limit: i64) -> String {
     )
 }
 
-/// One row of [`SqliteStore::exchange_summaries`]' query, as SQLite returns it.
+/// One row of [`summary_query`], as SQLite returns it.
 struct SummaryRow {
     id: String,
     run_id: Option<String>,

@@ -73,7 +73,12 @@ impl RunView {
 
 /// Seconds between two instants, e.g. `"1.250s"`.
 pub fn seconds_between(from: DateTime<Utc>, to: DateTime<Utc>) -> String {
-    format!("{:.3}s", (to - from).num_milliseconds() as f64 / 1000.0)
+    seconds((to - from).num_milliseconds())
+}
+
+/// `milliseconds` as seconds with three decimals (`1.250s`).
+pub fn seconds(milliseconds: i64) -> String {
+    format!("{:.3}s", milliseconds as f64 / 1000.0)
 }
 
 /// The outcome's `status` string if it has one, else the run state.

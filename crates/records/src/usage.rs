@@ -232,13 +232,6 @@ impl UsageTally {
     }
 }
 
-/// Totals of `exchanges` grouped by `by`.
-pub fn summarize(exchanges: &[ExchangeSummary], by: UsageGrouping) -> UsageReport {
-    let mut tally = UsageTally::new(by);
-    exchanges.iter().for_each(|exchange| tally.add(exchange));
-    tally.finish()
-}
-
 /// The report as a text table, one line per group and a total line.
 pub fn render_usage(report: &UsageReport) -> String {
     let mut out = String::new();
@@ -280,10 +273,7 @@ pub fn render_usage(report: &UsageReport) -> String {
     );
     for row in report.rows.iter().chain([&report.total]) {
         let seconds = |ms: Option<u64>| {
-            ms.map_or_else(
-                || "-".to_owned(),
-                |ms| format!("{:.3}s", ms as f64 / 1000.0),
-            )
+            ms.map_or_else(|| "-".to_owned(), |ms| crate::timeline::seconds(ms as i64))
         };
         line(
             &mut out,
@@ -313,6 +303,13 @@ pub fn render_usage(report: &UsageReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Totals of `exchanges` grouped by `by`.
+    fn summarize(exchanges: &[ExchangeSummary], by: UsageGrouping) -> UsageReport {
+        let mut tally = UsageTally::new(by);
+        exchanges.iter().for_each(|exchange| tally.add(exchange));
+        tally.finish()
+    }
     use chrono::{TimeZone, Utc};
     use uuid::Uuid;
 
