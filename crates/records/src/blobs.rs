@@ -1,6 +1,9 @@
-//! Content-addressed deduplication of the large sub-values that every exchange of a session
-//! repeats: the guest's system instruction and tool declarations, and their translated forms in
-//! each upstream request (the `tools` array and a leading `system` message).
+//! Content-addressed deduplication of the large sub-values that exchanges repeat: the guest's
+//! system instruction and tool declarations, their translated forms in each upstream request
+//! (the `tools` array), and the conversation history. A guest resends the whole history with
+//! every turn, so storing each request whole would grow a session's records with the square of
+//! its length; with each history entry (a guest `contents` element, an upstream `messages`
+//! element, the leading system message among them) stored once, they grow with its length.
 //!
 //! On write, [`deflate`] replaces each such sub-value (when it serializes to at least
 //! [`MIN_BLOB_BYTES`]) by a marker object `{"$blob": "sha256:<hex>"}` and hands back the bodies to
@@ -33,33 +36,59 @@ pub struct Blob {
     pub body: String,
 }
 
+/// The kind of request a blob place is in: the two have different places.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RequestKind {
+    /// A guest request (GenerateContent): the guest's original request and the request after
+    /// context policy.
+    Guest,
+    /// An upstream request (Chat Completions), one per attempt.
+    Upstream,
+}
+
+impl RequestKind {
+    /// Top-level members whose whole value is a place.
+    fn whole_places(self) -> &'static [&'static str] {
+        match self {
+            RequestKind::Guest => &["systemInstruction", "tools"],
+            RequestKind::Upstream => &["tools"],
+        }
+    }
+
+    /// The top-level member holding the history: each element of its array is a place.
+    pub(crate) fn history_key(self) -> &'static str {
+        match self {
+            RequestKind::Guest => "contents",
+            RequestKind::Upstream => "messages",
+        }
+    }
+}
+
 /// Visits every place of `exchange` that may hold a blob marker (the places [`deflate`] fills).
 fn for_each_slot(
     exchange: &mut ExchangeRecord,
     mut visit: impl FnMut(&mut Value) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
-    let guest_requests =
-        std::iter::once(&mut exchange.guest_request).chain(exchange.context_request.as_mut());
-    for request in guest_requests {
-        if let Some(fields) = request.as_object_mut() {
-            for key in ["systemInstruction", "tools"] {
-                if let Some(value) = fields.get_mut(key) {
-                    visit(value)?;
-                }
-            }
-        }
-    }
-    for attempt in &mut exchange.attempts {
-        if let Some(fields) = attempt.request.as_object_mut() {
-            if let Some(tools) = fields.get_mut("tools") {
-                visit(tools)?;
-            }
-            if let Some(first) = fields
-                .get_mut("messages")
-                .and_then(Value::as_array_mut)
-                .and_then(|messages| messages.first_mut())
+    let guest_requests = std::iter::once(&mut exchange.guest_request)
+        .chain(exchange.context_request.as_mut())
+        .map(|request| (RequestKind::Guest, request));
+    let upstream_requests = exchange
+        .attempts
+        .iter_mut()
+        .map(|attempt| (RequestKind::Upstream, &mut attempt.request));
+    for (kind, request) in guest_requests.chain(upstream_requests) {
+        let Some(fields) = request.as_object_mut() else {
+            continue;
+        };
+        for (key, value) in fields.iter_mut() {
+            if kind.whole_places().contains(&key.as_str()) {
+                visit(value)?;
+            } else if key == kind.history_key()
+                && let Some(entries) = value.as_array_mut()
             {
-                visit(first)?;
+                for entry in entries {
+                    visit(entry)?;
+                }
             }
         }
     }
@@ -89,17 +118,10 @@ pub fn hash_body(body: &str) -> String {
     format!("{HASH_PREFIX}{}", hex::encode(digest))
 }
 
-/// Decides whether `value` (at a blob place) becomes a blob, and if so returns its marker and body.
-/// `leading_message` places only qualify when the value is a system message.
-fn deflate_value(
-    value: &Value,
-    leading_message: bool,
-) -> Result<Option<(Value, Blob)>, StoreError> {
+/// The blob `value` (at a blob place) becomes, if it becomes one: when it serializes to at least
+/// [`MIN_BLOB_BYTES`], or looks like a marker.
+pub(crate) fn blob_of(value: &Value) -> Result<Option<Blob>, StoreError> {
     let looks_like_marker = marker_hash(value).is_some();
-    let is_system_message = value.get("role").and_then(Value::as_str) == Some("system");
-    if leading_message && !is_system_message && !looks_like_marker {
-        return Ok(None);
-    }
     let body = serde_json::to_string(value).map_err(|source| StoreError::Serde {
         what: "a blob".to_owned(),
         source,
@@ -108,14 +130,26 @@ fn deflate_value(
         return Ok(None);
     }
     let hash = hash_body(&body);
-    Ok(Some((marker(&hash), Blob { hash, body })))
+    Ok(Some(Blob { hash, body }))
+}
+
+/// `value` as stored at a blob place: its marker (its body added to `blobs`), or itself.
+fn deflate_value(value: &Value, blobs: &mut Vec<Blob>) -> Result<Value, StoreError> {
+    Ok(match blob_of(value)? {
+        Some(blob) => {
+            let stored = marker(&blob.hash);
+            blobs.push(blob);
+            stored
+        }
+        None => value.clone(),
+    })
 }
 
 /// A copy of the guest (or upstream) request `request` with its blob places replaced by markers.
 /// Blob values are serialized from `request` directly, never cloned.
 fn deflate_request(
     request: &Value,
-    upstream: bool,
+    kind: RequestKind,
     blobs: &mut Vec<Blob>,
 ) -> Result<Value, StoreError> {
     let Some(fields) = request.as_object() else {
@@ -123,36 +157,16 @@ fn deflate_request(
     };
     let mut copy = serde_json::Map::with_capacity(fields.len());
     for (key, value) in fields {
-        let is_whole_place = if upstream {
-            key == "tools"
-        } else {
-            key == "systemInstruction" || key == "tools"
-        };
-        let stored = if is_whole_place {
-            match deflate_value(value, false)? {
-                Some((marker, blob)) => {
-                    blobs.push(blob);
-                    marker
-                }
-                None => value.clone(),
-            }
-        } else if upstream && key == "messages" {
-            match value.as_array().and_then(|messages| messages.split_first()) {
-                Some((first, rest)) => {
-                    let first = match deflate_value(first, true)? {
-                        Some((marker, blob)) => {
-                            blobs.push(blob);
-                            marker
-                        }
-                        None => first.clone(),
-                    };
-                    let mut messages = Vec::with_capacity(rest.len() + 1);
-                    messages.push(first);
-                    messages.extend(rest.iter().cloned());
-                    Value::Array(messages)
-                }
-                None => value.clone(),
-            }
+        let stored = if kind.whole_places().contains(&key.as_str()) {
+            deflate_value(value, blobs)?
+        } else if key == kind.history_key()
+            && let Some(entries) = value.as_array()
+        {
+            let entries = entries
+                .iter()
+                .map(|entry| deflate_value(entry, blobs))
+                .collect::<Result<Vec<_>, _>>()?;
+            Value::Array(entries)
         } else {
             value.clone()
         };
@@ -166,18 +180,18 @@ fn deflate_request(
 /// straight from `exchange`; only the rest is copied.
 pub fn deflate(exchange: &ExchangeRecord) -> Result<(ExchangeRecord, Vec<Blob>), StoreError> {
     let mut blobs = Vec::new();
-    let guest_request = deflate_request(&exchange.guest_request, false, &mut blobs)?;
+    let guest_request = deflate_request(&exchange.guest_request, RequestKind::Guest, &mut blobs)?;
     let context_request = exchange
         .context_request
         .as_ref()
-        .map(|request| deflate_request(request, false, &mut blobs))
+        .map(|request| deflate_request(request, RequestKind::Guest, &mut blobs))
         .transpose()?;
     let attempts = exchange
         .attempts
         .iter()
         .map(|attempt| {
             Ok(UpstreamAttempt {
-                request: deflate_request(&attempt.request, true, &mut blobs)?,
+                request: deflate_request(&attempt.request, RequestKind::Upstream, &mut blobs)?,
                 status: attempt.status,
                 raw_events: attempt.raw_events.clone(),
                 error: attempt.error.clone(),
@@ -258,34 +272,101 @@ mod tests {
         exchange
     }
 
-    #[test]
-    fn only_a_leading_system_message_and_big_places_become_blobs() {
-        let big = "x".repeat(MIN_BLOB_BYTES);
-        let exchange = exchange_with(
-            json!({"systemInstruction": {"parts": [{"text": big}]}, "contents": [{"parts": [{"text": big}]}]}),
-            json!({"messages": [{"role": "user", "content": big}], "tools": []}),
-        );
-        let (stored, blobs) = deflate(&exchange).unwrap();
-        assert_eq!(blobs.len(), 1, "only systemInstruction");
-        assert_eq!(blobs[0].hash, hash_body(&blobs[0].body));
-        assert_eq!(
-            stored.guest_request["systemInstruction"],
-            marker(&blobs[0].hash)
-        );
-        assert_eq!(
-            stored.guest_request["contents"],
-            exchange.guest_request["contents"]
-        );
-        assert_eq!(stored.attempts[0].request, exchange.attempts[0].request);
-
+    /// Inflates `stored` from `blobs` (every hash must be one of them).
+    fn inflated(stored: &ExchangeRecord, blobs: &[Blob]) -> ExchangeRecord {
         let mut read = stored.clone();
-        let body: Value = serde_json::from_str(&blobs[0].body).unwrap();
         inflate(&mut read, |hash| {
-            assert_eq!(hash, blobs[0].hash);
-            Ok(Some(body.clone()))
+            let blob = blobs.iter().find(|b| b.hash == hash).expect("a known hash");
+            Ok(Some(serde_json::from_str(&blob.body).unwrap()))
         })
         .unwrap();
-        assert_eq!(read, exchange);
+        read
+    }
+
+    #[test]
+    fn big_whole_places_and_big_history_entries_become_blobs() {
+        let big = "x".repeat(MIN_BLOB_BYTES);
+        let exchange = exchange_with(
+            json!({
+                "systemInstruction": {"parts": [{"text": big}]},
+                "contents": [{"role": "user", "parts": [{"text": big}]}, {"role": "model", "parts": [{"text": "ok"}]}],
+                "tools": [],
+                "generationConfig": {"note": big},
+            }),
+            json!({
+                "messages": [{"role": "user", "content": big}, {"role": "assistant", "content": "ok"}],
+                "tools": [],
+                "metadata": {"note": big},
+            }),
+        );
+        let (stored, blobs) = deflate(&exchange).unwrap();
+        assert_eq!(
+            blobs.len(),
+            3,
+            "systemInstruction, contents[0], messages[0]"
+        );
+        for blob in &blobs {
+            assert_eq!(blob.hash, hash_body(&blob.body));
+        }
+        let guest = &stored.guest_request;
+        assert_eq!(guest["systemInstruction"], marker(&blobs[0].hash));
+        assert_eq!(guest["contents"][0], marker(&blobs[1].hash));
+        let upstream = &stored.attempts[0].request;
+        assert_eq!(upstream["messages"][0], marker(&blobs[2].hash));
+        // Small places, small history entries and big values elsewhere stay inline.
+        for (stored, original) in [
+            (
+                &guest["contents"][1],
+                &exchange.guest_request["contents"][1],
+            ),
+            (&guest["tools"], &exchange.guest_request["tools"]),
+            (
+                &guest["generationConfig"],
+                &exchange.guest_request["generationConfig"],
+            ),
+            (
+                &upstream["messages"][1],
+                &exchange.attempts[0].request["messages"][1],
+            ),
+            (
+                &upstream["metadata"],
+                &exchange.attempts[0].request["metadata"],
+            ),
+        ] {
+            assert_eq!(stored, original);
+        }
+        assert_eq!(inflated(&stored, &blobs), exchange);
+    }
+
+    #[test]
+    fn a_growing_history_shares_its_earlier_entries() {
+        let entry = |n: usize| json!({"role": "user", "parts": [{"text": format!("{n} {}", "y".repeat(MIN_BLOB_BYTES))}]});
+        let turn = |n: usize| {
+            let contents: Vec<Value> = (0..n).map(entry).collect();
+            exchange_with(json!({ "contents": contents }), json!({}))
+        };
+        let (_, first) = deflate(&turn(2)).unwrap();
+        let (_, second) = deflate(&turn(3)).unwrap();
+        assert_eq!(second.len(), 3);
+        assert_eq!(
+            &second[..2],
+            &first[..],
+            "the first two entries keep their hashes"
+        );
+        assert_ne!(second[2].hash, second[1].hash);
+    }
+
+    #[test]
+    fn history_entries_shaped_like_markers_are_moved_and_come_back() {
+        let exchange = exchange_with(
+            json!({"contents": [{"$blob": "sha256:0000"}, {"role": "user"}]}),
+            json!({"messages": [{"$blob": "sha256:1111"}]}),
+        );
+        let (stored, blobs) = deflate(&exchange).unwrap();
+        assert_eq!(blobs.len(), 2);
+        assert_eq!(stored.guest_request["contents"][0], marker(&blobs[0].hash));
+        assert_eq!(stored.guest_request["contents"][1], json!({"role": "user"}));
+        assert_eq!(inflated(&stored, &blobs), exchange);
     }
 
     #[test]

@@ -14,25 +14,32 @@
 //! * a shared piece is parsed, redacted and turned into a blob ([`crate::blobs`]) the first time
 //!   its key is seen (again whenever the redactor gains a secret); later exchanges only look the
 //!   key up and write the blob's marker;
-//! * the other pieces are copied verbatim when [`Redactor::screen_json_text`] finds nothing in
-//!   them that redaction could change. Otherwise the whole exchange is parsed and takes the
-//!   value path ([`ExchangeText::into_record`], redaction, [`crate::blobs::deflate`]): the same
-//!   stored result, only slower.
+//! * each history entry (an element of the guest request's `contents`, of an upstream request's
+//!   `messages`) is found in the text without building anything and keyed by the SHA-256 of its
+//!   text; the first time a key is seen the entry is parsed and redacted, and becomes a blob when
+//!   it is big enough. Later exchanges (every turn resends the history) only hash it, look the
+//!   key up and write the blob's marker;
+//! * the rest of the text pieces is copied verbatim when [`Redactor::screen_json_text`] finds
+//!   nothing in it that redaction could change. Otherwise the whole exchange is parsed and takes
+//!   the value path ([`ExchangeText::into_record`], redaction, [`crate::blobs::deflate`]): the
+//!   same stored result, only slower.
 //!
 //! The stored format is the one the value path writes (markers at the same places, same blob
 //! hashes), so readers do not know which path wrote a record. Contract for producers: a shared
 //! piece is a whole value at a blob place (the guest request's `systemInstruction` or `tools`,
-//! an upstream request's `tools` or leading system message).
+//! an upstream request's `tools` or leading system message), never part of a history entry.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use crate::blobs::{self, Blob};
+use crate::blobs::{self, Blob, RequestKind};
 use crate::model::{ExchangeRecord, RecordOp, UpstreamAttempt};
 use crate::redact::Redactor;
 
@@ -232,41 +239,91 @@ impl ExchangeDocument {
 /// Most shared values remembered by one writer (a session has a handful).
 const SHARED_ENTRIES: usize = 64;
 
-/// The blobs of the shared values a writer has seen, for the redactor generation they were
-/// redacted with.
+/// Most history entries one writer remembers, and most bytes of blob bodies among them: past
+/// either, it forgets them all and starts over (a forgotten entry is only parsed again).
+const HISTORY_ENTRIES: usize = 8192;
+const HISTORY_BYTES: usize = 32 * 1024 * 1024;
+
+/// The blobs of the shared values and history entries a writer has seen, for the redactor
+/// generation they were redacted with.
 #[derive(Debug, Default)]
 pub struct SharedBlobs {
     generation: u64,
     by_key: HashMap<[u8; 32], SharedBlob>,
+    /// History entries by the SHA-256 of their text as sent; `None` for an entry too small to
+    /// be a blob (it stays inline).
+    history: HashMap<[u8; 32], Option<SharedBlob>>,
+    /// Bytes of blob bodies in `history`.
+    history_bytes: usize,
 }
 
 /// A shared value's blob and the marker text that stands for it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct SharedBlob {
     blob: Arc<Blob>,
     marker: String,
 }
 
+impl SharedBlob {
+    fn new(blob: Blob) -> Self {
+        Self {
+            marker: blobs::marker_text(&blob.hash),
+            blob: Arc::new(blob),
+        }
+    }
+}
+
 impl SharedBlobs {
-    /// The redacted blob of `shared`, made on first use. `None` when its text is not JSON.
-    fn blob(&mut self, shared: &SharedJson, redactor: &Redactor) -> Option<&SharedBlob> {
+    /// Forgets everything redacted with an older redactor generation.
+    fn follow(&mut self, redactor: &Redactor) {
         if self.generation != redactor.generation() {
             self.by_key.clear();
+            self.history.clear();
+            self.history_bytes = 0;
             self.generation = redactor.generation();
         }
+    }
+
+    /// The redacted blob of `shared`, made on first use. `None` when its text is not JSON.
+    fn blob(&mut self, shared: &SharedJson, redactor: &Redactor) -> Option<&SharedBlob> {
+        self.follow(redactor);
         if !self.by_key.contains_key(&shared.key) {
             let mut value: Value = serde_json::from_slice(&shared.text).ok()?;
             redactor.redact_value(&mut value);
             let body = serde_json::to_string(&value).ok()?;
             let hash = blobs::hash_body(&body);
-            let marker = blobs::marker_text(&hash);
             if self.by_key.len() >= SHARED_ENTRIES {
                 self.by_key.clear();
             }
-            let blob = Arc::new(Blob { hash, body });
-            self.by_key.insert(shared.key, SharedBlob { blob, marker });
+            self.by_key
+                .insert(shared.key, SharedBlob::new(Blob { hash, body }));
         }
         self.by_key.get(&shared.key)
+    }
+
+    /// The redacted blob of the history entry `text` (the exact text of one value), made on
+    /// first use; `Ok(None)` when it is too small to be one (see [`blobs::blob_of`]). `Err` when
+    /// it is not JSON.
+    fn history_entry(
+        &mut self,
+        text: &[u8],
+        redactor: &Redactor,
+    ) -> Result<Option<&SharedBlob>, Dirty> {
+        self.follow(redactor);
+        let key: [u8; 32] = Sha256::digest(text).into();
+        if !self.history.contains_key(&key) {
+            let mut value: Value = serde_json::from_slice(text).map_err(|_| Dirty::Requests)?;
+            redactor.redact_value(&mut value);
+            let blob = blobs::blob_of(&value).map_err(|_| Dirty::Requests)?;
+            let bytes = blob.as_ref().map_or(0, |b| b.body.len());
+            if self.history.len() >= HISTORY_ENTRIES || self.history_bytes + bytes > HISTORY_BYTES {
+                self.history.clear();
+                self.history_bytes = 0;
+            }
+            self.history_bytes += bytes;
+            self.history.insert(key, blob.map(SharedBlob::new));
+        }
+        Ok(self.history.get(&key).and_then(Option::as_ref))
     }
 }
 
@@ -319,8 +376,8 @@ enum Dirty {
 
 /// The stored JSON of `text`'s exchange, written in one buffer: the record's fields in their
 /// order (what `serde_json::to_string(&record)` writes; a test holds the two together), with
-/// the request texts spliced in (shared pieces as blob markers) as they are, and the blobs the
-/// markers refer to.
+/// the request texts spliced in as they are (shared pieces and big history entries as blob
+/// markers), and the blobs the markers refer to.
 fn write_document(
     text: &ExchangeText,
     redactor: &Redactor,
@@ -374,7 +431,7 @@ fn write_document(
     doc.field("upstream_url", upstream_url)?;
     doc.field("upstream_model", upstream_model)?;
     doc.key("guest_request");
-    doc.splice(&text.guest_request)?;
+    doc.splice(&text.guest_request, RequestKind::Guest)?;
     doc.field("context_request", context_request)?;
     doc.key("attempts");
     doc.out.push(b'[');
@@ -395,7 +452,7 @@ fn write_document(
         doc.out.push(b'{');
         doc.key("request");
         match requests.next() {
-            Some(request_text) => doc.splice(request_text)?,
+            Some(request_text) => doc.splice(request_text, RequestKind::Upstream)?,
             None => doc.value(request)?,
         }
         doc.field("status", status)?;
@@ -435,12 +492,8 @@ fn write_document(
         blobs,
         ..
     } = doc;
-    // The spliced requests and the response text must be JSON (as producers promise); checked
-    // without building anything.
-    for range in &spliced {
-        serde_json::from_slice::<serde::de::IgnoredAny>(&out[range.clone()])
-            .map_err(|_| Dirty::Requests)?;
-    }
+    // The response text must be JSON (as producers promise); checked without building anything.
+    // (The spliced requests were checked as their history entries were found.)
     if let Some(range) = verbatim {
         serde_json::from_slice::<serde::de::IgnoredAny>(&out[range]).map_err(|_| Dirty::Record)?;
     }
@@ -491,17 +544,19 @@ impl DocumentWriter<'_> {
     }
 
     /// Writes a request's text: text pieces as they are (each must pass the screen), shared
-    /// pieces as their blob's marker.
-    fn splice(&mut self, json: &JsonText) -> Result<(), Dirty> {
+    /// pieces as their blob's marker, and each history entry big enough to be a blob as its
+    /// marker.
+    fn splice(&mut self, json: &JsonText, kind: RequestKind) -> Result<(), Dirty> {
         let start = self.out.len();
+        // Where the request's own text and its shared pieces are, relative to `start`.
+        let mut own_text = Vec::new();
+        let mut shared_values = Vec::new();
         for piece in json.pieces() {
+            let at = self.out.len() - start;
             match piece {
                 JsonPiece::Text(bytes) => {
-                    // UTF-8 is checked once, for the whole document, when it is written.
-                    if self.redactor.screen_json_text(bytes) {
-                        return Err(Dirty::Requests);
-                    }
                     self.out.extend_from_slice(bytes);
+                    own_text.push(at..self.out.len() - start);
                 }
                 JsonPiece::Shared(value) => {
                     let shared = self
@@ -510,15 +565,109 @@ impl DocumentWriter<'_> {
                         .ok_or(Dirty::Requests)?;
                     self.out.extend_from_slice(shared.marker.as_bytes());
                     self.blobs.push(Arc::clone(&shared.blob));
+                    shared_values.push(at..self.out.len() - start);
                 }
             }
         }
         if self.out.len() == start {
             return Err(Dirty::Requests);
         }
+        // The history entries that become blobs, and the markers that stand for them.
+        let mut moved: Vec<(Range<usize>, String)> = Vec::new();
+        for entry in history_entries(&self.out[start..], kind)? {
+            if shared_values.contains(&entry) {
+                continue;
+            }
+            if shared_values
+                .iter()
+                .any(|shared| shared.start < entry.end && entry.start < shared.end)
+            {
+                // A shared piece inside an entry breaks the producers' contract.
+                return Err(Dirty::Requests);
+            }
+            let text = &self.out[start + entry.start..start + entry.end];
+            if let Some(blob) = self.shared.history_entry(text, self.redactor)? {
+                self.blobs.push(Arc::clone(&blob.blob));
+                moved.push((entry, blob.marker.clone()));
+            }
+        }
+        // The own text that stays (moved entries are redacted blobs) must pass the screen.
+        // UTF-8 is checked once, for the whole document, when it is written.
+        let request = &self.out[start..];
+        for text in &own_text {
+            for kept in outside(text.clone(), moved.iter().map(|(entry, _)| entry)) {
+                if self.redactor.screen_json_text(&request[kept]) {
+                    return Err(Dirty::Requests);
+                }
+            }
+        }
+        if !moved.is_empty() {
+            let written = self.out.split_off(start);
+            let mut at = 0;
+            for (entry, marker) in &moved {
+                self.out.extend_from_slice(&written[at..entry.start]);
+                self.out.extend_from_slice(marker.as_bytes());
+                at = entry.end;
+            }
+            self.out.extend_from_slice(&written[at..]);
+        }
         self.spliced.push(start..self.out.len());
         Ok(())
     }
+}
+
+/// Where the history entries of the request `text` are (each the exact text of one value).
+/// `Err` when `text` is not a JSON object with at most one history member, and that an array
+/// when present (such requests take the value path, which stores them just as well).
+fn history_entries(text: &[u8], kind: RequestKind) -> Result<Vec<Range<usize>>, Dirty> {
+    #[derive(serde::Deserialize)]
+    struct GuestHistory<'a> {
+        #[serde(borrow, default)]
+        contents: Option<Vec<&'a RawValue>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct UpstreamHistory<'a> {
+        #[serde(borrow, default)]
+        messages: Option<Vec<&'a RawValue>>,
+    }
+    let entries = match kind {
+        RequestKind::Guest => serde_json::from_slice::<GuestHistory>(text).map(|h| h.contents),
+        RequestKind::Upstream => {
+            serde_json::from_slice::<UpstreamHistory>(text).map(|h| h.messages)
+        }
+    }
+    .map_err(|_| Dirty::Requests)?
+    .unwrap_or_default();
+    let base = text.as_ptr() as usize;
+    Ok(entries
+        .iter()
+        .map(|entry| {
+            let at = entry.get().as_ptr() as usize - base;
+            at..at + entry.get().len()
+        })
+        .collect())
+}
+
+/// The parts of `range` outside every one of `holes` (sorted, not overlapping each other).
+fn outside<'a>(
+    range: Range<usize>,
+    holes: impl IntoIterator<Item = &'a Range<usize>>,
+) -> impl Iterator<Item = Range<usize>> {
+    let mut at = range.start;
+    let mut parts = Vec::new();
+    for hole in holes {
+        if hole.end <= at || hole.start >= range.end {
+            continue;
+        }
+        if hole.start > at {
+            parts.push(at..hole.start);
+        }
+        at = at.max(hole.end);
+    }
+    if at < range.end {
+        parts.push(at..range.end);
+    }
+    parts.into_iter()
 }
 
 #[cfg(test)]
@@ -541,7 +690,8 @@ mod tests {
     }
 
     /// A guest request `{"contents":<contents>,"systemInstruction":S,"tools":T}` and an upstream
-    /// request with a shared system message and tools, as the gateway hands them over.
+    /// request with a shared system message, a user message holding `<contents>` as text, and
+    /// shared tools, as the gateway hands them over.
     fn exchange_text(contents: &str) -> ExchangeText {
         let system = shared(json!({"parts": [{"text": "You are a helpful agent. ".repeat(60)}]}));
         let tools = shared(
@@ -563,7 +713,9 @@ mod tests {
         let mut upstream = JsonText::default();
         upstream.push_text(text("{\"model\":\"m\",\"messages\":["));
         upstream.push_shared(system_message);
-        upstream.push_text(text(",{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":"));
+        // The guest's contents again, as the text of one user message.
+        let user = json!({"role": "user", "content": contents}).to_string();
+        upstream.push_text(text(&format!(",{user}],\"tools\":")));
         upstream.push_shared(chat_tools);
         upstream.push_text(text(",\"stream\":true}"));
         let mut record =
@@ -609,28 +761,126 @@ mod tests {
         let mut shared_blobs = SharedBlobs::default();
         let (_dir, mut text_store) = store();
         let (_dir2, mut value_store) = store();
+        let big = "x".repeat(blobs::MIN_BLOB_BYTES);
         for contents in [
-            r#"[{"role":"user","parts":[{"text":"a"}]}]"#,
-            r#"[{"role":"user","parts":[{"text":"b \"quoted\"\n"}]}]"#,
+            r#"[{"role":"user","parts":[{"text":"a"}]}]"#.to_owned(),
+            r#"[{"role":"user","parts":[{"text":"b \"quoted\"\n"}]}]"#.to_owned(),
+            // A big entry (a blob), with escapes the value path writes differently.
+            format!(
+                r#"[{{"role":"user","parts":[{{"text":"{big} caf\u00e9 a\/b"}}]}},{{"role":"model","parts":[{{"text":"ok"}}]}}]"#
+            ),
+            // A big entry holding a secret: redacted in its blob, no value path needed.
+            format!(r#"[{{"role":"user","parts":[{{"text":"{big} key {SECRET}"}}]}}]"#),
         ] {
-            let exchange = exchange_text(contents);
+            let exchange = exchange_text(&contents);
             let op = prepare(exchange.clone(), &redactor, &mut shared_blobs);
-            assert!(matches!(op, RecordOp::UpsertExchangeDocument(_)), "{op:?}");
+            let RecordOp::UpsertExchangeDocument(document) = &op else {
+                panic!("expected the text path for {contents}: {op:?}");
+            };
+            assert!(!document.json().contains(SECRET));
+            assert!(document.blobs().iter().all(|b| !b.body.contains(SECRET)));
             text_store.apply(std::slice::from_ref(&op)).unwrap();
             let mut value_op = RecordOp::UpsertExchange(Box::new(exchange.clone().into_record()));
             redactor.redact_op(&mut value_op);
+            let RecordOp::UpsertExchange(expected) = &value_op else {
+                unreachable!()
+            };
+            let expected = (**expected).clone();
             value_store.apply(&[value_op]).unwrap();
 
             let stored = text_store.exchange(exchange.record.id).unwrap().unwrap();
-            assert_eq!(stored, exchange.clone().into_record());
+            assert_eq!(stored, expected);
+            if !contents.contains(SECRET) {
+                assert_eq!(
+                    stored.guest_request["contents"],
+                    serde_json::from_str::<Value>(&contents).unwrap()
+                );
+            }
+        }
+        // Four shared values and two big history entries (each in its guest and its upstream
+        // form), each stored once, under the hashes the value path gives them.
+        assert_eq!(blob_hashes(&text_store).len(), 8);
+        assert_eq!(blob_hashes(&text_store), blob_hashes(&value_store));
+    }
+
+    #[test]
+    fn a_growing_history_is_stored_once() {
+        let redactor = Redactor::default();
+        let mut shared_blobs = SharedBlobs::default();
+        let (_dir, mut store) = store();
+        let entry = |n: usize| {
+            format!(
+                r#"{{"role":"user","parts":[{{"text":"turn {n}: {}"}}]}}"#,
+                "z".repeat(4 * blobs::MIN_BLOB_BYTES)
+            )
+        };
+        let mut history = Vec::new();
+        let mut documents = Vec::new();
+        for turn in 0..6 {
+            history.push(entry(turn));
+            let exchange = exchange_text(&format!("[{}]", history.join(",")));
+            let op = prepare(exchange.clone(), &redactor, &mut shared_blobs);
+            let RecordOp::UpsertExchangeDocument(document) = &op else {
+                panic!("expected the text path: {op:?}");
+            };
+            documents.push(document.json().len());
+            store.apply(std::slice::from_ref(&op)).unwrap();
+            let stored = store.exchange(exchange.record.id).unwrap().unwrap();
+            assert_eq!(stored, exchange.into_record());
+        }
+        // Each document holds one marker per entry, never an entry's text: it grows by a
+        // marker's length per turn, not by the entry's.
+        let growth = documents[5] - documents[4];
+        assert!(growth < 200, "{documents:?}");
+        // Four shared values, six guest entries and six upstream messages, each stored once.
+        assert_eq!(blob_hashes(&store).len(), 4 + 6 + 6);
+    }
+
+    #[test]
+    fn outside_leaves_out_exactly_the_holes() {
+        let parts = |range, holes: &[Range<usize>]| outside(range, holes).collect::<Vec<_>>();
+        assert_eq!(parts(0..10, &[]), vec![0..10]);
+        assert_eq!(parts(0..10, &[2..4, 6..7]), vec![0..2, 4..6, 7..10]);
+        assert_eq!(parts(3..10, &[0..5, 9..12]), vec![5..9]);
+        assert_eq!(parts(3..5, &[0..3, 5..8]), vec![3..5]);
+        assert_eq!(parts(3..5, &[0..8]), Vec::<Range<usize>>::new());
+    }
+
+    #[test]
+    fn a_secret_next_to_a_moved_entry_is_still_caught() {
+        let redactor = Redactor::new([SECRET]);
+        let big = "x".repeat(blobs::MIN_BLOB_BYTES);
+        let mut exchange = exchange_text("[]");
+        exchange.guest_request = JsonText::whole(text(&format!(
+            r#"{{"contents":[{{"parts":[{{"text":"{big}"}}]}}],"labels":{{"k":"{SECRET}"}}}}"#
+        )));
+        let op = prepare(exchange, &redactor, &mut SharedBlobs::default());
+        let RecordOp::UpsertExchange(record) = &op else {
+            panic!("expected the value path: {op:?}");
+        };
+        assert_eq!(record.guest_request["labels"]["k"], json!(crate::REDACTED));
+    }
+
+    #[test]
+    fn history_that_is_not_in_the_usual_shape_takes_the_value_path() {
+        let redactor = Redactor::default();
+        for guest in [
+            r#"{"contents":{"role":"user"}}"#,
+            r#"{"contents":[],"contents":[]}"#,
+            r#"["contents"]"#,
+        ] {
+            let mut exchange = exchange_text("[]");
+            exchange.guest_request = JsonText::whole(text(guest));
+            let op = prepare(exchange.clone(), &redactor, &mut SharedBlobs::default());
+            assert!(matches!(op, RecordOp::UpsertExchange(_)), "{guest}: {op:?}");
+            let (_dir, mut store) = store();
+            store.apply(&[op]).unwrap();
+            let stored = store.exchange(exchange.record.id).unwrap().unwrap();
             assert_eq!(
-                stored.guest_request["contents"],
-                serde_json::from_str::<Value>(contents).unwrap()
+                stored.guest_request,
+                JsonText::whole(text(guest)).to_value()
             );
         }
-        // Four shared values, each stored once, under the hashes the value path gives them.
-        assert_eq!(blob_hashes(&text_store).len(), 4);
-        assert_eq!(blob_hashes(&text_store), blob_hashes(&value_store));
     }
 
     #[test]
@@ -776,6 +1026,9 @@ mod tests {
     #[test]
     fn a_stored_exchange_serializes_like_the_record() {
         let mut record = exchange_text("[]").into_record();
+        // Requests without big history entries (those would be written as blob markers).
+        record.attempts[0].request =
+            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
         record.context_request = Some(json!({"c": 1}));
         record.upstream_message = Some(json!({"role": "assistant", "content": "x"}));
         record.guest_response = Some(json!({"candidates": []}));

@@ -6,8 +6,8 @@
 //! process died, even by SIGKILL): their in-flight exchanges and unfinished runs become
 //! `Incomplete`. Rows of writers still alive in other processes are left alone.
 //!
-//! Exchanges are stored with their large repeated sub-values (system prompt, tool declarations)
-//! moved into the content-addressed `blobs` table (see [`crate::blobs`]), in the same transaction
+//! Exchanges are stored with their large repeated sub-values (system prompt, tool declarations,
+//! the history entries every turn resends) moved into the content-addressed `blobs` table (see [`crate::blobs`]), in the same transaction
 //! as the exchange row; every read of whole exchanges puts them back. Listings
 //! (`exchange_summaries`, and `for_each_exchange_summary`, which streams them row by row for
 //! usage totals) read their few fields from the stored JSON in place (`json_extract`): no
@@ -32,8 +32,10 @@ use crate::model::{
 use crate::store::{ExchangeFilter, IdPrefix, RecordStore, RecoveryReport};
 
 /// Schema version stored in `PRAGMA user_version`. v1: runs, events, raw lines, exchanges.
-/// v2: the `blobs` table of deduplicated exchange sub-values.
-pub const SCHEMA_VERSION: i64 = 2;
+/// v2: the `blobs` table of deduplicated exchange sub-values. v3: history entries (guest
+/// `contents` and upstream `messages` elements) are blob places too (no table changes; a v2
+/// reader would show their markers instead of them, so it must refuse v3).
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// How long a writer waits for another process's transaction before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(15);

@@ -1,6 +1,6 @@
-//! Content-addressed deduplication: the system prompt and tool declarations every exchange of a
-//! session repeats are stored once in the `blobs` table, and every read gives back exactly what was
-//! recorded.
+//! Content-addressed deduplication: the system prompt, tool declarations and history entries
+//! every exchange of a session repeats are stored once in the `blobs` table, and every read gives
+//! back exactly what was recorded.
 
 mod common;
 
@@ -86,6 +86,49 @@ fn exchanges_sharing_a_prompt_and_tools_store_them_once_and_read_back_equal() {
         reopened.exchanges(ExchangeFilter::All).unwrap(),
         vec![first, second]
     );
+}
+
+#[test]
+fn a_growing_history_costs_each_turn_its_new_entries_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(dir.path());
+    let prompt = big_system_prompt(8, "History.");
+    let mut store = SqliteStore::open(&path).unwrap();
+    // Each turn resends the history and adds a ~6 KB tool result to it (guest and upstream).
+    let mut growth = Vec::new();
+    let mut written = Vec::new();
+    for turn in 0..8 {
+        let mut exchange = session_exchange(new_record_id(), None, turn, &prompt);
+        let result = format!("file {turn}: {}", "lorem ipsum ".repeat(500));
+        for earlier in 0..=turn {
+            let text = if earlier == turn {
+                result.clone()
+            } else {
+                format!("file {earlier}: {}", "lorem ipsum ".repeat(500))
+            };
+            exchange.guest_request["contents"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"role": "user", "parts": [{"text": text}]}));
+            exchange.attempts[0].request["messages"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"role": "user", "content": text}));
+        }
+        exchange.context_request = Some(exchange.guest_request.clone());
+        let before = database_bytes(&store);
+        store.apply(&[upsert(&exchange)]).unwrap();
+        growth.push(database_bytes(&store) - before);
+        written.push(exchange);
+    }
+    // Without deduplication turns 5 to 8 would store their whole history three times (guest,
+    // context and upstream request): 3 × 6 KB × (5 + 6 + 7 + 8) ≈ 470 KB. With it, each stores its
+    // new entry twice and markers for the rest.
+    let last_four: i64 = growth[4..].iter().sum();
+    assert!(last_four < 160 * 1024, "bytes added per turn: {growth:?}");
+    // Four shared values plus two entries per turn (its guest and its upstream form).
+    assert_eq!(blob_count(&path), 4 + 2 * 8);
+    assert_eq!(store.exchanges(ExchangeFilter::All).unwrap(), written);
 }
 
 #[test]
