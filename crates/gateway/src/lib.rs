@@ -81,8 +81,9 @@
 //! An in-flight write that the same exchange's end write replaces within one batch is skipped,
 //! and when records fall behind exchanges wait (asynchronously) for room: memory stays bounded and
 //! nothing is dropped. `context_request` is always `None` (the gateway applies no context policy).
-//! The store keeps the system prompt and tool declarations every request repeats only once (as
-//! content-addressed blobs), so recording a long session does not store them per exchange.
+//! The store keeps the system prompt, the tool declarations and the history entries every request
+//! repeats only once (as content-addressed blobs), so recording a long session does not store
+//! them per exchange: its records grow with its length, not with its square.
 //!
 //! ## Connections and request bodies
 //! The gateway serves HTTP/1.1 with hyper directly, with `TCP_NODELAY` and each connection's read

@@ -236,6 +236,64 @@ async fn cache_hit_exchanges_are_recorded_as_text_and_still_redacted() {
     );
 }
 
+/// A session resends its whole history with every turn: through the gateway, each history entry
+/// big enough to be a blob is stored once (guest and upstream form), whatever the number of turns
+/// that resend it, and every exchange reads back exactly as sent and as the upstream received it.
+#[tokio::test]
+async fn a_growing_history_is_stored_once_per_entry() {
+    let records = tempfile::tempdir().unwrap();
+    let (upstream, gw) = start(Script::always(Reply::text_stream(["done"])), |config| {
+        config.records_dir = Some(records.path().to_path_buf());
+    })
+    .await;
+    let base: serde_json::Value = serde_json::from_slice(GEMINI_CLI_FIRST_REQUEST).unwrap();
+    let mut history = Vec::new();
+    let mut sent = Vec::new();
+    for turn in 0..3 {
+        if turn > 0 {
+            history.push(json!({"role": "model", "parts": [{"text": "done"}]}));
+        }
+        let notes = format!("turn {turn} notes: {}", "the quick brown fox ".repeat(200));
+        history.push(json!({"role": "user", "parts": [{"text": notes}]}));
+        let mut request = base.clone();
+        request["contents"] = json!(history);
+        let frames =
+            Frames::new(post(&gw, "gemini-2.5-flash", "streamGenerateContent", &request).await)
+                .all()
+                .await;
+        assert_eq!(text_of(&frames), "done");
+        sent.push(request);
+    }
+    gw.shutdown().await.unwrap();
+
+    let path = switchyard_records::store_path(records.path());
+    let store = SqliteStore::open(&path).unwrap();
+    let exchanges = store.exchanges(ExchangeFilter::All).unwrap();
+    let seen = upstream.requests();
+    assert_eq!(exchanges.len(), 3);
+    for (i, exchange) in exchanges.iter().enumerate() {
+        let upstream_body: serde_json::Value = serde_json::from_slice(&seen[i].body).unwrap();
+        assert_eq!(exchange.guest_request, sent[i], "guest request {i} as sent");
+        assert_eq!(
+            exchange.attempts[0].request, upstream_body,
+            "upstream request {i}"
+        );
+    }
+    // System prompt and tools (guest and upstream form), then each turn's notes in both forms;
+    // the small model entries stay inline.
+    assert_eq!(blob_count(&path), 4 + 2 * 3);
+    let longest_row: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT max(length(record)) FROM exchanges", [], |row| {
+            row.get(0)
+        })
+        .unwrap();
+    assert!(
+        longest_row < 8_000,
+        "the third exchange's row is {longest_row} bytes"
+    );
+}
+
 /// Rows of the store's `blobs` table.
 fn blob_count(path: &std::path::Path) -> i64 {
     rusqlite::Connection::open(path)
