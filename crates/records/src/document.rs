@@ -242,7 +242,7 @@ const SHARED_ENTRIES: usize = 64;
 /// Most history entries one writer remembers, and most bytes of blob bodies among them: past
 /// either, it forgets them all and starts over (a forgotten entry is only parsed again).
 const HISTORY_ENTRIES: usize = 8192;
-const HISTORY_BYTES: usize = 32 * 1024 * 1024;
+const HISTORY_BYTES: usize = 16 * 1024 * 1024;
 
 /// The blobs of the shared values and history entries a writer has seen, for the redactor
 /// generation they were redacted with.
