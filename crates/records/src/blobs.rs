@@ -175,6 +175,14 @@ fn deflate_request(
     Ok(Value::Object(copy))
 }
 
+/// A guest request as stored: [`deflate_request`] for a request that is not part of a whole
+/// exchange being deflated (the text path's `context_request`).
+pub(crate) fn deflate_guest_request(request: &Value) -> Result<(Value, Vec<Blob>), StoreError> {
+    let mut blobs = Vec::new();
+    let stored = deflate_request(request, RequestKind::Guest, &mut blobs)?;
+    Ok((stored, blobs))
+}
+
 /// The form of `exchange` to store: its large repeated sub-values replaced by markers, plus the
 /// moved bodies (one per place, possibly with repeated hashes). The big values are serialized
 /// straight from `exchange`; only the rest is copied.

@@ -432,7 +432,8 @@ fn write_document(
     doc.field("upstream_model", upstream_model)?;
     doc.key("guest_request");
     doc.splice(&text.guest_request, RequestKind::Guest)?;
-    doc.field("context_request", context_request)?;
+    doc.key("context_request");
+    doc.guest_request_value(context_request.as_ref(), screen)?;
     doc.key("attempts");
     doc.out.push(b'[');
     let mut requests = text.attempt_requests.iter();
@@ -514,7 +515,7 @@ fn write_document(
 /// The buffer [`write_document`] writes into, and what it learned on the way.
 struct DocumentWriter<'a> {
     out: Vec<u8>,
-    /// Where the request texts are in `out` (screened piece by piece, not with the record).
+    /// Where the requests are in `out` (screened on their own, not with the record).
     spliced: Vec<std::ops::Range<usize>>,
     /// Where the guest response text is in `out` (screened with the record).
     verbatim: Option<std::ops::Range<usize>>,
@@ -541,6 +542,32 @@ impl DocumentWriter<'_> {
     fn field<T: Serialize + ?Sized>(&mut self, name: &str, value: &T) -> Result<(), Dirty> {
         self.key(name);
         self.value(value)
+    }
+
+    /// Writes a guest request given as a value in the record (or `null`), its blob places as
+    /// markers, the way the value path stores it. It is screened as a part of the record
+    /// (before its markers are written), unless `screen` says the record is already redacted.
+    fn guest_request_value(
+        &mut self,
+        request: Option<&Value>,
+        screen: Screen,
+    ) -> Result<(), Dirty> {
+        let Some(request) = request else {
+            return self.value(&Value::Null);
+        };
+        if screen == Screen::Everything {
+            let text = serde_json::to_string(request).map_err(|_| Dirty::Record)?;
+            if self.redactor.screen_json_text(&text) {
+                return Err(Dirty::Record);
+            }
+        }
+        let (stored, blobs) = blobs::deflate_guest_request(request).map_err(|_| Dirty::Record)?;
+        self.blobs.extend(blobs.into_iter().map(Arc::new));
+        let start = self.out.len();
+        self.value(&stored)?;
+        // Screened above: its markers must not be taken for the record's own text.
+        self.spliced.push(start..self.out.len());
+        Ok(())
     }
 
     /// Writes a request's text: text pieces as they are (each must pass the screen), shared
@@ -801,6 +828,45 @@ mod tests {
         // form), each stored once, under the hashes the value path gives them.
         assert_eq!(blob_hashes(&text_store).len(), 8);
         assert_eq!(blob_hashes(&text_store), blob_hashes(&value_store));
+    }
+
+    #[test]
+    fn a_context_request_is_stored_as_the_value_path_stores_it() {
+        let redactor = Redactor::new([SECRET]);
+        let big = "c".repeat(blobs::MIN_BLOB_BYTES);
+        for extra in ["", SECRET] {
+            let mut exchange = exchange_text("[]");
+            exchange.record.context_request = Some(json!({
+                "contents": [{"role": "user", "parts": [{"text": format!("{big} {extra}")}]}],
+                "systemInstruction": {"parts": [{"text": big}]},
+                "generationConfig": {"note": extra},
+            }));
+            let op = prepare(exchange.clone(), &redactor, &mut SharedBlobs::default());
+            let RecordOp::UpsertExchangeDocument(document) = &op else {
+                panic!("expected the text path: {op:?}");
+            };
+            assert!(
+                !document.json().contains(&big),
+                "context request blobs are markers"
+            );
+            assert!(!document.json().contains(SECRET));
+            assert!(document.blobs().iter().all(|b| !b.body.contains(SECRET)));
+            let (_dir, mut text_store) = store();
+            let (_dir2, mut value_store) = store();
+            text_store.apply(std::slice::from_ref(&op)).unwrap();
+            let mut value_op = RecordOp::UpsertExchange(Box::new(exchange.clone().into_record()));
+            redactor.redact_op(&mut value_op);
+            let RecordOp::UpsertExchange(expected) = &value_op else {
+                unreachable!()
+            };
+            let expected = (**expected).clone();
+            value_store.apply(&[value_op]).unwrap();
+            assert_eq!(
+                text_store.exchange(exchange.record.id).unwrap().unwrap(),
+                expected
+            );
+            assert_eq!(blob_hashes(&text_store), blob_hashes(&value_store));
+        }
     }
 
     #[test]
