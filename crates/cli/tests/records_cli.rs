@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::json;
 use switchyard_records::model::{ExchangeRecord, ExchangeStatus, RunRecord};
-use switchyard_records::{RecordOp, RecordStore, SqliteStore, ingress, new_record_id, store_path};
+use switchyard_records::{RecordOp, RecordSink, SqliteStore, ingress, new_record_id, store_path};
 use uuid::Uuid;
 
 const BIN: &str = env!("CARGO_BIN_EXE_switchyard");

@@ -426,72 +426,20 @@ mod tests {
             .expect("a write larger than the budget still goes");
     }
 
-    /// A SQLite store whose writes wait while the test holds its gate, and are slow.
+    /// A sink writing into a SQLite store, whose writes wait while the test holds its gate, and
+    /// are slow.
     struct GatedStore {
         inner: switchyard_records::SqliteStore,
         gate: Arc<std::sync::Mutex<()>>,
     }
 
-    impl switchyard_records::RecordStore for GatedStore {
+    impl switchyard_records::RecordSink for GatedStore {
         fn apply(&mut self, ops: &[RecordOp]) -> Result<(), switchyard_records::StoreError> {
             let _open = self.gate.lock().unwrap();
             // Slow enough that reading the store right after the last write was built would
             // miss it: settling must wait for the store, not only for the builds.
             std::thread::sleep(std::time::Duration::from_millis(20));
             self.inner.apply(ops)
-        }
-        fn recover(
-            &mut self,
-        ) -> Result<switchyard_records::RecoveryReport, switchyard_records::StoreError> {
-            self.inner.recover()
-        }
-        fn runs(
-            &self,
-        ) -> Result<Vec<switchyard_records::RunRecord>, switchyard_records::StoreError> {
-            self.inner.runs()
-        }
-        fn run(
-            &self,
-            id: uuid::Uuid,
-        ) -> Result<Option<switchyard_records::RunRecord>, switchyard_records::StoreError> {
-            self.inner.run(id)
-        }
-        fn resolve_run(
-            &self,
-            id_or_prefix: &str,
-        ) -> Result<switchyard_records::RunRecord, switchyard_records::StoreError> {
-            self.inner.resolve_run(id_or_prefix)
-        }
-        fn events(
-            &self,
-            run_id: uuid::Uuid,
-        ) -> Result<Vec<switchyard_records::EventRecord>, switchyard_records::StoreError> {
-            self.inner.events(run_id)
-        }
-        fn raw_lines(
-            &self,
-            run_id: uuid::Uuid,
-        ) -> Result<Vec<switchyard_records::RawLineRecord>, switchyard_records::StoreError>
-        {
-            self.inner.raw_lines(run_id)
-        }
-        fn raw_line_count(
-            &self,
-            run_id: uuid::Uuid,
-        ) -> Result<u64, switchyard_records::StoreError> {
-            self.inner.raw_line_count(run_id)
-        }
-        fn exchanges(
-            &self,
-            filter: switchyard_records::ExchangeFilter,
-        ) -> Result<Vec<ExchangeRecord>, switchyard_records::StoreError> {
-            self.inner.exchanges(filter)
-        }
-        fn exchange(
-            &self,
-            id: uuid::Uuid,
-        ) -> Result<Option<ExchangeRecord>, switchyard_records::StoreError> {
-            self.inner.exchange(id)
         }
     }
 

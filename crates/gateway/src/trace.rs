@@ -387,16 +387,13 @@ impl BeginWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchyard_records::model::{EventRecord, RawLineRecord, RecordOp, RunRecord};
-    use switchyard_records::{
-        ExchangeFilter, RecordStore, Recorder, RecorderOptions, RecoveryReport, Redactor,
-        StoreError,
-    };
+    use switchyard_records::model::RecordOp;
+    use switchyard_records::{RecordSink, Recorder, RecorderOptions, Redactor, StoreError};
 
-    /// A store that keeps the status of every exchange write it applies, in order.
+    /// A sink that keeps the status of every exchange write it applies, in order.
     struct StatusLog(Arc<Mutex<Vec<ExchangeStatus>>>);
 
-    impl RecordStore for StatusLog {
+    impl RecordSink for StatusLog {
         fn apply(&mut self, ops: &[RecordOp]) -> Result<(), StoreError> {
             let mut log = self.0.lock().unwrap();
             for op in ops {
@@ -408,33 +405,6 @@ mod tests {
                 });
             }
             Ok(())
-        }
-        fn recover(&mut self) -> Result<RecoveryReport, StoreError> {
-            Ok(RecoveryReport::default())
-        }
-        fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-            Ok(Vec::new())
-        }
-        fn run(&self, _: Uuid) -> Result<Option<RunRecord>, StoreError> {
-            Ok(None)
-        }
-        fn resolve_run(&self, id: &str) -> Result<RunRecord, StoreError> {
-            Err(StoreError::RunNotFound(id.to_owned()))
-        }
-        fn events(&self, _: Uuid) -> Result<Vec<EventRecord>, StoreError> {
-            Ok(Vec::new())
-        }
-        fn raw_lines(&self, _: Uuid) -> Result<Vec<RawLineRecord>, StoreError> {
-            Ok(Vec::new())
-        }
-        fn raw_line_count(&self, _: Uuid) -> Result<u64, StoreError> {
-            Ok(0)
-        }
-        fn exchanges(&self, _: ExchangeFilter) -> Result<Vec<ExchangeRecord>, StoreError> {
-            Ok(Vec::new())
-        }
-        fn exchange(&self, _: Uuid) -> Result<Option<ExchangeRecord>, StoreError> {
-            Ok(None)
         }
     }
 

@@ -18,8 +18,8 @@ use divan::Bencher;
 use divan::counter::ItemsCount;
 use serde_json::value::RawValue;
 use switchyard_records::{
-    EventRecord, ExchangeRecord, ExchangeText, JsonText, RecordOp, RecordStore, Recorder,
-    RecorderOptions, Redactor, SharedJson, SqliteStore, StoreError, new_record_id, store_path,
+    ExchangeText, JsonText, RecordOp, RecordSink, Recorder, RecorderOptions, Redactor, SharedJson,
+    SqliteStore, StoreError, new_record_id, store_path,
 };
 
 /// The first request Gemini CLI 0.61.0 sent in a captured run (the gateway's benchmark data).
@@ -30,45 +30,12 @@ fn main() {
     divan::main();
 }
 
-/// A store that keeps nothing, so `record` is measured without the writer ever pushing back.
+/// A sink that keeps nothing, so `record` is measured without the writer ever pushing back.
 struct DiscardingStore;
 
-impl RecordStore for DiscardingStore {
+impl RecordSink for DiscardingStore {
     fn apply(&mut self, _ops: &[RecordOp]) -> Result<(), StoreError> {
         Ok(())
-    }
-    fn recover(&mut self) -> Result<switchyard_records::RecoveryReport, StoreError> {
-        Ok(Default::default())
-    }
-    fn runs(&self) -> Result<Vec<switchyard_records::RunRecord>, StoreError> {
-        Ok(Vec::new())
-    }
-    fn run(&self, _id: uuid::Uuid) -> Result<Option<switchyard_records::RunRecord>, StoreError> {
-        Ok(None)
-    }
-    fn resolve_run(&self, id: &str) -> Result<switchyard_records::RunRecord, StoreError> {
-        Err(StoreError::RunNotFound(id.into()))
-    }
-    fn events(&self, _id: uuid::Uuid) -> Result<Vec<EventRecord>, StoreError> {
-        Ok(Vec::new())
-    }
-    fn raw_lines(
-        &self,
-        _id: uuid::Uuid,
-    ) -> Result<Vec<switchyard_records::RawLineRecord>, StoreError> {
-        Ok(Vec::new())
-    }
-    fn raw_line_count(&self, _id: uuid::Uuid) -> Result<u64, StoreError> {
-        Ok(0)
-    }
-    fn exchanges(
-        &self,
-        _filter: switchyard_records::ExchangeFilter,
-    ) -> Result<Vec<ExchangeRecord>, StoreError> {
-        Ok(Vec::new())
-    }
-    fn exchange(&self, _id: uuid::Uuid) -> Result<Option<ExchangeRecord>, StoreError> {
-        Ok(None)
     }
 }
 

@@ -702,7 +702,7 @@ mod tests {
     use super::*;
     use crate::model::{UpstreamAttempt, ingress};
     use crate::sqlite::SqliteStore;
-    use crate::store::RecordStore;
+    use crate::store::{RecordSink, RecordStore};
     use chrono::Utc;
     use serde_json::json;
 

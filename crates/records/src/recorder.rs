@@ -27,7 +27,7 @@ use crate::error::{RecordError, StoreError};
 use crate::model::{EventRecord, ExchangeRecord, RawLineRecord, RecordOp, RunRecord};
 use crate::redact::Redactor;
 use crate::sqlite::SqliteStore;
-use crate::store::RecordStore;
+use crate::store::RecordSink;
 
 /// An exchange write whose op is built on the recorder's writer thread, not by the producer:
 /// the producer keeps its request path to handing over cheap handles (shared bytes, the parts
@@ -194,7 +194,7 @@ impl Recorder {
 
     /// Starts a writer thread that owns `store`.
     pub fn start(
-        store: Box<dyn RecordStore>,
+        store: Box<dyn RecordSink>,
         redactor: Redactor,
         options: RecorderOptions,
     ) -> Result<Self, RecordError> {
@@ -401,7 +401,7 @@ fn take_failures(status: &WriterStatus) -> Result<(), RecordError> {
 const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
 
 struct Writer {
-    store: Box<dyn RecordStore>,
+    store: Box<dyn RecordSink>,
     receiver: Receiver<Message>,
     redactor: Arc<RwLock<Redactor>>,
     status: Arc<WriterStatus>,
@@ -593,12 +593,12 @@ fn without_replaced_writes(batch: Vec<Pending>) -> Vec<Pending> {
 mod tests {
     use super::*;
     use crate::model::{EventRecord, RecordOp};
-    use crate::store::{ExchangeFilter, RecoveryReport};
     use chrono::Utc;
     use std::sync::Arc;
     use uuid::Uuid;
 
-    /// Keeps applied ops in memory; refuses any batch containing an event with `seq == 13`.
+    /// A sink that keeps applied ops in memory; refuses any batch containing an event with
+    /// `seq == 13`.
     /// With a `gate`, each `apply` first waits for the test at that barrier.
     #[derive(Clone, Default)]
     struct PickyStore {
@@ -606,7 +606,7 @@ mod tests {
         gate: Option<Arc<std::sync::Barrier>>,
     }
 
-    impl RecordStore for PickyStore {
+    impl RecordSink for PickyStore {
         fn apply(&mut self, ops: &[RecordOp]) -> Result<(), StoreError> {
             if let Some(gate) = &self.gate {
                 gate.wait();
@@ -622,33 +622,6 @@ mod tests {
             }
             self.applied.lock().unwrap().extend_from_slice(ops);
             Ok(())
-        }
-        fn recover(&mut self) -> Result<RecoveryReport, StoreError> {
-            Ok(RecoveryReport::default())
-        }
-        fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-            Ok(Vec::new())
-        }
-        fn run(&self, _: Uuid) -> Result<Option<RunRecord>, StoreError> {
-            Ok(None)
-        }
-        fn resolve_run(&self, id: &str) -> Result<RunRecord, StoreError> {
-            Err(StoreError::RunNotFound(id.into()))
-        }
-        fn events(&self, _: Uuid) -> Result<Vec<EventRecord>, StoreError> {
-            Ok(Vec::new())
-        }
-        fn raw_lines(&self, _: Uuid) -> Result<Vec<RawLineRecord>, StoreError> {
-            Ok(Vec::new())
-        }
-        fn raw_line_count(&self, _: Uuid) -> Result<u64, StoreError> {
-            Ok(0)
-        }
-        fn exchanges(&self, _: ExchangeFilter) -> Result<Vec<ExchangeRecord>, StoreError> {
-            Ok(Vec::new())
-        }
-        fn exchange(&self, _: Uuid) -> Result<Option<ExchangeRecord>, StoreError> {
-            Ok(None)
         }
     }
 

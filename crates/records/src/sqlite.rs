@@ -29,7 +29,7 @@ use crate::model::{
     EventRecord, ExchangeRecord, ExchangeStatus, ExchangeSummary, RawLineRecord, RawStream,
     RecordOp, RunRecord, RunState, TypedError, Usage,
 };
-use crate::store::{ExchangeFilter, IdPrefix, RecordStore, RecoveryReport};
+use crate::store::{ExchangeFilter, IdPrefix, RecordSink, RecordStore, RecoveryReport};
 
 /// Schema version stored in `PRAGMA user_version`. v1: runs, events, raw lines, exchanges.
 /// v2: the `blobs` table of deduplicated exchange sub-values. v3: history entries (guest
@@ -654,7 +654,7 @@ fn writer_is_alive(db_path: &Path, writer: &str) -> Result<bool, StoreError> {
     }
 }
 
-impl RecordStore for SqliteStore {
+impl RecordSink for SqliteStore {
     fn apply(&mut self, ops: &[RecordOp]) -> Result<(), StoreError> {
         let writer = self.writer.id.to_string();
         let tx = self
@@ -670,7 +670,9 @@ impl RecordStore for SqliteStore {
         self.known_blobs.extend(new_blobs);
         Ok(())
     }
+}
 
+impl RecordStore for SqliteStore {
     fn recover(&mut self) -> Result<RecoveryReport, StoreError> {
         let mut report = RecoveryReport::default();
         let own = self.writer.id.to_string();

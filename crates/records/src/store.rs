@@ -1,5 +1,6 @@
-//! The storage trait every record backend implements (SQLite today; a shared server database can
-//! follow). It speaks only the crate's own model types and [`StoreError`].
+//! The storage traits every record backend implements (SQLite today; a shared server database can
+//! follow): [`RecordSink`], the write side a recorder needs, and [`RecordStore`], recovery and
+//! reads. They speak only the crate's own model types and [`StoreError`].
 
 use uuid::Uuid;
 
@@ -30,14 +31,20 @@ pub struct RecoveryReport {
     pub dead_writers: u64,
 }
 
-/// A durable record store. All writes go through [`RecordStore::apply`], one batch per transaction.
+/// Where a [`crate::Recorder`]'s writer thread puts its batches: the write side of a store.
 ///
-/// Implementations must be `Send` so one writer thread can own them; reads may run on any instance
-/// opened on the same store (several processes may write to one store at once).
-pub trait RecordStore: Send {
+/// Implementations must be `Send` so the writer thread can own them.
+pub trait RecordSink: Send {
     /// Applies `ops` atomically (all or none), in order. Ops are already redacted.
     fn apply(&mut self, ops: &[RecordOp]) -> Result<(), StoreError>;
+}
 
+/// A durable record store: all writes go through [`RecordSink::apply`], one batch per
+/// transaction; crash recovery and every read are here.
+///
+/// Reads may run on any instance opened on the same store (several processes may write to one
+/// store at once).
+pub trait RecordStore: RecordSink {
     /// Marks in-flight exchanges and running runs whose writer is gone as `Incomplete`.
     /// Rows of live writers (other processes still running) are left alone.
     fn recover(&mut self) -> Result<RecoveryReport, StoreError>;

@@ -8,7 +8,7 @@ use common::*;
 use serde_json::json;
 use switchyard_records::sqlite::SCHEMA_VERSION;
 use switchyard_records::{
-    ExchangeFilter, RecordOp, RecordStore, Recorder, Redactor, SqliteStore, StoreError,
+    ExchangeFilter, RecordOp, RecordSink, RecordStore, Recorder, Redactor, SqliteStore, StoreError,
     new_record_id, store_path,
 };
 

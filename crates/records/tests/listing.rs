@@ -8,8 +8,8 @@ use switchyard_records::model::{
     EventRecord, ExchangeRecord, ExchangeSummary, RawLineRecord, RunRecord, TypedError,
 };
 use switchyard_records::{
-    ExchangeFilter, ExchangeStatus, RecordOp, RecordStore, RecoveryReport, SqliteStore, StoreError,
-    new_record_id, store_path,
+    ExchangeFilter, ExchangeStatus, RecordOp, RecordSink, RecordStore, RecoveryReport, SqliteStore,
+    StoreError, new_record_id, store_path,
 };
 use uuid::Uuid;
 
@@ -171,10 +171,13 @@ fn an_exchange_resolves_from_a_unique_prefix() {
 /// SQLite store): its listing methods are the trait's defaults, built from whole records.
 struct Defaults(SqliteStore);
 
-impl RecordStore for Defaults {
+impl RecordSink for Defaults {
     fn apply(&mut self, _: &[RecordOp]) -> Result<(), StoreError> {
         unreachable!("read only")
     }
+}
+
+impl RecordStore for Defaults {
     fn recover(&mut self) -> Result<RecoveryReport, StoreError> {
         unreachable!("read only")
     }
