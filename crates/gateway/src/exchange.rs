@@ -617,25 +617,13 @@ async fn complete(ctx: &ExchangeContext, mut trace: Trace, prepared: &Prepared) 
         match outcome {
             TurnOutcome::Complete(turn) => {
                 match accept_call_ids(state, &ctx.session, &turn.delivered_call_ids) {
-                    Ok(()) => {
-                        trace
-                            .finish_ok(Cow::Borrowed(std::slice::from_ref(&turn.final_chunk)))
-                            .await;
-                        return json_response(&turn.final_chunk);
-                    }
+                    Ok(()) => return answer(&mut trace, &turn.final_chunk, None).await,
                     Err(reason) if budget.next_malformed() => {
                         trace.note(|| format!("retrying: {reason}"));
                     }
                     Err(reason) => {
                         let last = malformed_final_chunk(config, &turn.final_chunk);
-                        trace
-                            .finish_error(
-                                Cow::Borrowed(std::slice::from_ref(&last)),
-                                "reused_call_id",
-                                &reason,
-                            )
-                            .await;
-                        return json_response(&last);
+                        return answer(&mut trace, &last, Some(("reused_call_id", &reason))).await;
                     }
                 }
             }
@@ -644,28 +632,31 @@ async fn complete(ctx: &ExchangeContext, mut trace: Trace, prepared: &Prepared) 
                 if budget.next_malformed() {
                     trace.note(|| format!("retrying malformed tool call: {reason}"));
                 } else {
-                    trace
-                        .finish_error(
-                            Cow::Borrowed(std::slice::from_ref(&turn.final_chunk)),
-                            "malformed_function_call",
-                            &reason,
-                        )
-                        .await;
-                    return json_response(&turn.final_chunk);
+                    let error = Some(("malformed_function_call", reason.as_str()));
+                    return answer(&mut trace, &turn.final_chunk, error).await;
                 }
             }
         }
     }
 }
 
-fn json_response(chunk: &GenerateContentResponse) -> Response {
+/// Ends a `:generateContent` exchange with its whole response `chunk` (and `error`, kind and
+/// message, when it failed): serialized once, the same text is the guest's response body and the
+/// record's.
+async fn answer(
+    trace: &mut Trace,
+    chunk: &GenerateContentResponse,
+    error: Option<(&str, &str)>,
+) -> Response {
+    let sent = chunk.to_json_line();
+    trace.finish_sent(chunk, &sent, error).await;
     Response::builder()
         .status(200)
         .header(
             axum::http::header::CONTENT_TYPE,
             "application/json; charset=utf-8",
         )
-        .body(axum::body::Body::from(chunk.to_json_line()))
+        .body(axum::body::Body::from(sent))
         .expect("static response parts are valid")
 }
 

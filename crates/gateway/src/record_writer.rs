@@ -84,9 +84,9 @@ pub(crate) struct Delivery {
 }
 
 impl Delivery {
-    /// Reduces the chunks delivered in one exchange (one chunk is serialized as it is; several
-    /// are merged first).
-    pub fn of(delivered: crate::trace::Delivered<'_>) -> Self {
+    /// Reduces the chunks delivered in one exchange (one chunk is serialized as it is, or kept
+    /// as `sent`, the JSON text it was sent to the guest as; several are merged first).
+    pub fn of(delivered: crate::trace::Delivered<'_>, sent: Option<&str>) -> Self {
         let function_calls = delivered
             .iter()
             .flat_map(|chunk| chunk.parts())
@@ -104,6 +104,7 @@ impl Delivery {
             });
         // Written straight from the typed response: no JSON tree built.
         let guest_response = match &*delivered {
+            [_] if sent.is_some() => sent.map(str::to_owned),
             [one] => serde_json::to_string(one).ok(),
             _ => merge_chunks(delivered.into_owned()).and_then(|r| serde_json::to_string(&r).ok()),
         };
@@ -521,12 +522,18 @@ mod tests {
                 "cachedContentTokenCount":1,"thoughtsTokenCount":3}
         }));
         let one = std::slice::from_ref(&only);
-        let delivery = Delivery::of(std::borrow::Cow::Borrowed(one));
+        let delivery = Delivery::of(std::borrow::Cow::Borrowed(one), None);
         assert_eq!(
             delivery.guest_response.as_deref(),
             Some(serde_json::to_string(&only).unwrap().as_str()),
             "one chunk is the response as it is"
         );
+        // Given the text it was sent as, that text is kept, byte for byte (calls and usage still
+        // come from the chunk).
+        let sent = format!("{}\n", only.to_json_line());
+        let as_sent = Delivery::of(std::borrow::Cow::Borrowed(one), Some(&sent));
+        assert_eq!(as_sent.guest_response.as_deref(), Some(sent.as_str()));
+        assert_eq!(as_sent.function_calls.len(), 1);
         assert_eq!(delivery.function_calls.len(), 1);
         assert_eq!(delivery.function_calls[0].id, "c1");
         assert_eq!(delivery.function_calls[0].arguments, json!({"dir": "."}));
@@ -538,14 +545,14 @@ mod tests {
         let text = chunk(
             json!({"candidates":[{"content":{"role":"model","parts":[{"text":"a"}]},"index":0}]}),
         );
-        let two = Delivery::of(std::borrow::Cow::Owned(vec![text, only.clone()]));
+        let two = Delivery::of(std::borrow::Cow::Owned(vec![text, only.clone()]), None);
         let merged: Value = serde_json::from_str(two.guest_response.as_deref().unwrap()).unwrap();
         assert_eq!(
             merged["candidates"][0]["content"]["parts"][0],
             json!({"text": "a"}),
             "several chunks are merged"
         );
-        let nothing = Delivery::of(std::borrow::Cow::Owned(Vec::new()));
+        let nothing = Delivery::of(std::borrow::Cow::Owned(Vec::new()), None);
         assert!(nothing.guest_response.is_none() && nothing.usage.is_none());
     }
 

@@ -84,6 +84,7 @@ impl Active {
     fn into_last_write(
         self,
         delivered: Delivered<'_>,
+        sent: Option<&str>,
         error: Option<TypedError>,
     ) -> (RecordWriter, PendingWrite) {
         let Active {
@@ -103,7 +104,7 @@ impl Active {
             record,
             guest,
             attempt_bodies,
-            delivered: Some(Delivery::of(delivered)),
+            delivered: Some(Delivery::of(delivered, sent)),
         };
         (writer, write)
     }
@@ -286,17 +287,29 @@ impl Trace {
     /// Ends the exchange successfully with what the guest received (owned when the caller is
     /// done with it, so records take it without a copy).
     pub async fn finish_ok(&mut self, delivered: Delivered<'_>) {
-        self.finish(delivered, None).await;
+        self.finish(delivered, None, None).await;
     }
 
     /// Ends the exchange with a typed error (and whatever was delivered before it).
     pub async fn finish_error(&mut self, delivered: Delivered<'_>, kind: &str, message: &str) {
+        self.finish(delivered, None, Some(typed_error(kind, message)))
+            .await;
+    }
+
+    /// Ends the exchange whose whole response was `chunk`, sent to the guest as the JSON text
+    /// `sent`: the record keeps that text (no second serialization). `error` (kind, message)
+    /// as for [`Trace::finish_error`].
+    pub async fn finish_sent(
+        &mut self,
+        chunk: &GenerateContentResponse,
+        sent: &str,
+        error: Option<(&str, &str)>,
+    ) {
+        let error = error.map(|(kind, message)| typed_error(kind, message));
         self.finish(
-            delivered,
-            Some(TypedError {
-                kind: kind.to_string(),
-                message: message.to_string(),
-            }),
+            Cow::Borrowed(std::slice::from_ref(chunk)),
+            Some(sent),
+            error,
         )
         .await;
     }
@@ -304,9 +317,14 @@ impl Trace {
     /// The last write: reduces what was delivered to a [`Delivery`] here and hands the record
     /// over (no copy); the upstream message is assembled on the recorder's thread. Later calls
     /// do nothing.
-    async fn finish(&mut self, delivered: Delivered<'_>, error: Option<TypedError>) {
+    async fn finish(
+        &mut self,
+        delivered: Delivered<'_>,
+        sent: Option<&str>,
+        error: Option<TypedError>,
+    ) {
         if let Some(active) = self.take_active() {
-            let (writer, write) = active.into_last_write(delivered, error);
+            let (writer, write) = active.into_last_write(delivered, sent, error);
             writer.write(write).await;
         }
     }
@@ -329,14 +347,20 @@ impl Drop for Trace {
     /// closes the connection while the gateway waits on the upstream.
     fn drop(&mut self) {
         if let Some(active) = self.take_active() {
-            let abandoned = TypedError {
-                kind: "abandoned".into(),
-                message: "the exchange was dropped before it ended (its guest connection closed)"
-                    .into(),
-            };
-            let (writer, write) = active.into_last_write(Cow::Borrowed(&[]), Some(abandoned));
+            let abandoned = typed_error(
+                "abandoned",
+                "the exchange was dropped before it ended (its guest connection closed)",
+            );
+            let (writer, write) = active.into_last_write(Cow::Borrowed(&[]), None, Some(abandoned));
             writer.write_detached(write);
         }
+    }
+}
+
+fn typed_error(kind: &str, message: &str) -> TypedError {
+    TypedError {
+        kind: kind.to_owned(),
+        message: message.to_owned(),
     }
 }
 
