@@ -67,6 +67,11 @@ pub struct GatewayConfig {
     /// Guest model name (or `prefix*` pattern) -> upstream model. Exact names win over patterns;
     /// among patterns the longest prefix wins.
     pub aliases: BTreeMap<String, String>,
+    /// Send each assistant tool-call turn's reasoning back to the upstream as
+    /// `reasoning_content`, for thinking models that reject a tool-call turn without it
+    /// (DeepSeek's). The reasoning travels through the guest in the first call's
+    /// `thoughtSignature`, which Gemini CLI sends back verbatim (`switchyard_translate::reasoning`).
+    pub echo_reasoning: bool,
     /// Refuse guest model names that are neither an alias nor `upstream_model` (404).
     pub strict_models: bool,
     pub retries: RetryConfig,
@@ -85,6 +90,7 @@ impl Default for GatewayConfig {
             records_dir: None,
             ingress_key: None,
             aliases: BTreeMap::new(),
+            echo_reasoning: false,
             strict_models: false,
             retries: RetryConfig::default(),
             timeouts: TimeoutConfig::default(),
@@ -283,6 +289,7 @@ mod tests {
             upstream_url = "http://127.0.0.1:9000/v1"
             upstream_model = "qwen"
             strict_models = true
+            echo_reasoning = true
             [aliases]
             "gemini-3-flash-preview" = "small"
             "gemini-2.5-*" = "big"
@@ -297,6 +304,7 @@ mod tests {
         .unwrap();
         cfg.validate().unwrap();
         assert_eq!(cfg.listen.port(), 8123);
+        assert!(cfg.echo_reasoning);
         assert_eq!(cfg.aliases["gemini-2.5-*"], "big");
         assert_eq!(cfg.retries.malformed_retries, 1);
         assert_eq!(cfg.retries.upstream_attempts, 3, "unset keys keep defaults");

@@ -1,7 +1,8 @@
 //! The REAL Gemini CLI 0.61.0 pointed at the gateway, the gateway pointed at the scripted Chat
 //! Completions upstream: text, a tool whose result the answer depends on, parallel and identical
-//! calls paired by id, malformed-call recovery, 429-then-ok, a dead upstream, and a PNG that
-//! reaches the upstream as pixel-identical lossless WebP.
+//! calls paired by id, a tool-call turn's reasoning echoed back upstream, malformed-call recovery,
+//! 429-then-ok, a dead upstream, and a PNG that reaches the upstream as pixel-identical lossless
+//! WebP.
 
 mod common;
 
@@ -224,6 +225,59 @@ async fn cli_tool_result_drives_the_final_answer() {
     assert_eq!(tool_uses[0]["tool_name"], "read_file");
     assert_eq!(run.of_type("tool_result")[0]["status"], "success");
     assert_eq!(main_requests(&upstream.requests()).len(), 2);
+    gw.shutdown().await.unwrap();
+}
+
+/// With `echo_reasoning`, the reasoning of a tool-call turn reaches the guest in the call's
+/// `thoughtSignature`, Gemini CLI keeps it in its history, and the next upstream request gives it
+/// back as that assistant message's `reasoning_content` (what DeepSeek's thinking models require).
+#[tokio::test]
+async fn cli_reasoning_of_a_tool_call_turn_comes_back_upstream() {
+    use switchyard_testkit::chat_upstream::{StreamEvent, StreamReply, chunk};
+    let sandbox = Sandbox::new();
+    let notes = sandbox.file("notes.txt", b"The answer is 42.\n");
+    let args = json!({"file_path": notes.to_str().unwrap()}).to_string();
+    let reasoning = [
+        "The user wants the answer; ",
+        "I must read \"notes.txt\" first.\n",
+    ];
+    let first_turn = Reply::Stream(StreamReply::new(vec![
+        StreamEvent::json(chunk::role()),
+        StreamEvent::json(chunk::reasoning(reasoning[0])),
+        StreamEvent::json(chunk::reasoning(reasoning[1])),
+        StreamEvent::json(chunk::tool_call(
+            0,
+            Some("call_r1"),
+            Some("read_file"),
+            &args,
+        )),
+        StreamEvent::json(chunk::finish("tool_calls")),
+        StreamEvent::json(chunk::usage(20, 9)),
+    ]));
+    let script = Script::new()
+        .then_when(|r| r.wants_stream() && !has_tool_results(r), first_turn)
+        .then_when(
+            |r| r.wants_stream() && has_tool_results(r),
+            Reply::text_stream(["It is 42."]),
+        );
+    let (upstream, gw) = start(script, |config| config.echo_reasoning = true).await;
+    let run = sandbox.run(&gw, "What is the answer in notes.txt?").await;
+    assert_success(&run);
+    assert_eq!(run.assistant_text(), "It is 42.");
+    let main = main_requests(&upstream.requests());
+    assert_eq!(main.len(), 2);
+    let second = main[1].json();
+    let assistant = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .expect("the tool-call turn is in the history")
+        .clone();
+    assert_eq!(assistant["tool_calls"][0]["id"], "call_r1");
+    assert_eq!(assistant["reasoning_content"], reasoning.concat());
+    // The signature itself never goes upstream.
+    assert!(!second.to_string().contains("switchyard-reasoning-v1"));
     gw.shutdown().await.unwrap();
 }
 

@@ -236,6 +236,10 @@ pub mod chunk {
     pub fn text(text: &str) -> Value {
         envelope(json!({"content": text}), Value::Null)
     }
+    /// A reasoning delta (`reasoning_content`, as DeepSeek and vLLM send it).
+    pub fn reasoning(text: &str) -> Value {
+        envelope(json!({"reasoning_content": text}), Value::Null)
+    }
     /// A tool-call delta. `id` and `name` normally come only on the first delta of an index.
     pub fn tool_call(index: u32, id: Option<&str>, name: Option<&str>, arguments: &str) -> Value {
         let mut call = json!({"index": index, "function": {"arguments": arguments}});

@@ -13,7 +13,9 @@
 //!   images (labelled with the call id) and the user's own text/images.
 //! * `functionResponse.response` becomes the tool message content as **compact JSON of the whole
 //!   response object** (e.g. `{"output":"hello"}`).
-//! * Thought parts are dropped and `thoughtSignature`s are never sent upstream (counted in the report).
+//! * Thought parts are dropped and `thoughtSignature`s are never sent upstream (counted in the report);
+//!   with [`TranslateOptions::echo_reasoning`], the reasoning a signature of ours carries
+//!   ([`reasoning`]) goes back as the assistant message's `reasoning_content`.
 //! * PNG images are re-encoded as lossless, exact WebP ([`image`]); 16-bit PNGs pass unchanged (noted).
 //!   [`translate_request_with`] takes a [`ConversionCache`] that remembers conversions across
 //!   requests (an image stays in every later request's history).
@@ -30,6 +32,8 @@
 //!     [`ResponseConfig::already_forwarded_text`] is the `forwarded_text` of this outcome, or give up
 //!     by writing its `final_chunk` (finishReason `MALFORMED_FUNCTION_CALL`, no functionCall part).
 //! * [`translate_completion`] does the same for a non-streamed `chat.completion` body.
+//! * With [`ResponseConfig::carry_reasoning`], a turn's reasoning rides in the first delivered
+//!   call's `thoughtSignature` ([`reasoning`]), for upstreams that need it back.
 //!
 //! ## Call identity
 //! Upstream `tool_calls[].id` becomes `functionCall.id` unchanged and must come back as the
@@ -49,6 +53,7 @@ pub mod image_cache;
 pub mod ledger;
 pub mod openai;
 pub mod options;
+pub mod reasoning;
 pub mod request;
 pub mod response;
 pub mod schema;

@@ -86,6 +86,10 @@ pub enum ChatMessage {
         /// Tool calls.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// The reasoning the upstream produced for this turn, sent back to upstreams that require
+        /// it (see [`crate::reasoning`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<String>,
     },
     /// Tool result.
     Tool {

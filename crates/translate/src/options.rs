@@ -32,6 +32,10 @@ pub struct TranslateOptions {
     pub reencode_png: bool,
     /// Maximum `stopSequences` accepted (more is a typed error). OpenAI allows 4.
     pub max_stop_sequences: usize,
+    /// Send the reasoning a model turn carries in a `thoughtSignature` of ours back as that
+    /// assistant message's `reasoning_content` (see [`crate::reasoning`]).
+    #[serde(default)]
+    pub echo_reasoning: bool,
 }
 
 impl TranslateOptions {
@@ -44,6 +48,7 @@ impl TranslateOptions {
             thinking: ThinkingMode::Drop,
             reencode_png: true,
             max_stop_sequences: 4,
+            echo_reasoning: false,
         }
     }
 }
@@ -74,6 +79,10 @@ pub struct TranslationReport {
     /// Of which were the `skip_thought_signature_validator` sentinel.
     #[serde(skip_serializing_if = "is_default")]
     pub stripped_skip_validator_signatures: u32,
+    /// Assistant messages given back the reasoning their turn's signature carried
+    /// ([`TranslateOptions::echo_reasoning`]).
+    #[serde(skip_serializing_if = "is_default")]
+    pub echoed_reasoning_turns: u32,
     /// Images forwarded upstream.
     #[serde(skip_serializing_if = "is_default")]
     pub images_forwarded: u32,
@@ -127,6 +136,11 @@ pub struct ResponseConfig {
     pub json_response: bool,
     /// Forward upstream `reasoning_content`/`reasoning` as `thought: true` parts.
     pub forward_reasoning: bool,
+    /// Carry the turn's reasoning to the guest in the first delivered call's
+    /// `thoughtSignature`, so a request translated with
+    /// [`crate::TranslateOptions::echo_reasoning`] sends it back (see [`crate::reasoning`]).
+    #[serde(default)]
+    pub carry_reasoning: bool,
     /// Prompt-token estimate used when the upstream sends no usage (see [`crate::estimate_request_tokens`]).
     pub prompt_token_estimate: Option<u32>,
     /// Retry of an attempt that ended malformed: the visible text already forwarded to the guest.
@@ -168,6 +182,10 @@ pub struct ResponseReport {
     /// Reasoning deltas not forwarded (forward_reasoning off).
     #[serde(skip_serializing_if = "is_default")]
     pub dropped_reasoning_chars: u64,
+    /// Characters of reasoning carried in a call's `thoughtSignature`
+    /// ([`ResponseConfig::carry_reasoning`]).
+    #[serde(skip_serializing_if = "is_default")]
+    pub carried_reasoning_chars: u64,
     /// Retry: characters of upstream text not forwarded because the guest already had them.
     #[serde(skip_serializing_if = "is_default")]
     pub suppressed_text_chars: u64,

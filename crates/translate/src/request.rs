@@ -323,6 +323,7 @@ impl Translator<'_> {
         let mut text = String::new();
         let mut tool_calls = Vec::new();
         let mut open = Vec::new();
+        let mut reasoning: Option<String> = None;
         for &(ci, content) in members {
             for (pi, part) in content.parts.iter().enumerate() {
                 let path = format!("contents[{ci}].parts[{pi}]");
@@ -330,6 +331,12 @@ impl Translator<'_> {
                 if part.thought == Some(true) {
                     self.report.dropped_thought_parts += 1;
                     continue;
+                }
+                if self.opts.echo_reasoning && reasoning.is_none() && part.function_call.is_some() {
+                    reasoning = part
+                        .thought_signature
+                        .as_deref()
+                        .and_then(crate::reasoning::reasoning_from_signature);
                 }
                 if part.inline_data.is_some() || part.function_response.is_some() {
                     return Err(TranslateError::Unsupported {
@@ -397,10 +404,14 @@ impl Translator<'_> {
             ));
             return Ok(None);
         }
+        if reasoning.is_some() {
+            self.report.echoed_reasoning_turns += 1;
+        }
         Ok(Some((
             ChatMessage::Assistant {
                 content: (!text.is_empty()).then_some(text),
                 tool_calls,
+                reasoning_content: reasoning,
             },
             open,
         )))

@@ -222,6 +222,8 @@ pub struct StreamTranslator {
     forwarded_text: String,
     prior_len: usize,
     collected_thoughts: String,
+    /// All reasoning of this attempt, when it is carried ([`ResponseConfig::carry_reasoning`]).
+    carried_reasoning: String,
     report: ResponseReport,
 }
 
@@ -248,6 +250,7 @@ impl StreamTranslator {
             last_index: None,
             received_text: String::new(),
             collected_thoughts: String::new(),
+            carried_reasoning: String::new(),
             report: ResponseReport::default(),
         }
     }
@@ -330,6 +333,9 @@ impl StreamTranslator {
         {
             if reasoning.is_empty() {
                 continue;
+            }
+            if self.cfg.carry_reasoning {
+                self.carried_reasoning.push_str(reasoning);
             }
             if !self.cfg.forward_reasoning {
                 self.report.dropped_reasoning_chars += reasoning.chars().count() as u64;
@@ -592,7 +598,16 @@ impl StreamTranslator {
                 parts.push(Part::text(text));
             }
         }
+        let first_call = parts.len();
         parts.extend(calls.iter().cloned().map(Part::function_call));
+        if let Some(part) = parts.get_mut(first_call)
+            && !self.carried_reasoning.is_empty()
+        {
+            self.report.carried_reasoning_chars = self.carried_reasoning.chars().count() as u64;
+            part.thought_signature = Some(crate::reasoning::reasoning_signature(
+                &self.carried_reasoning,
+            ));
+        }
         let mut final_chunk = self.chunk(parts);
         final_chunk.candidates[0].finish_reason = Some(finish);
         final_chunk.usage_metadata = Some(usage);

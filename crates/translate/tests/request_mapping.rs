@@ -466,3 +466,52 @@ fn url_safe_image_data_is_forwarded_as_standard_base64() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn reasoning_carried_in_a_signature_of_ours_is_echoed_only_when_asked() {
+    let carried = switchyard_translate::reasoning::reasoning_signature("Read a, then b.");
+    let body = json!({
+        "contents": [
+            {"role": "user", "parts": [{"text": "go"}]},
+            {"role": "model", "parts": [
+                {"functionCall": {"id": "c1", "name": "f", "args": {}}, "thoughtSignature": carried},
+                {"functionCall": {"id": "c2", "name": "f", "args": {}}}
+            ]},
+            {"role": "user", "parts": [
+                {"functionResponse": {"id": "c1", "name": "f", "response": {"output": "1"}}},
+                {"functionResponse": {"id": "c2", "name": "f", "response": {"output": "2"}}}
+            ]},
+            {"role": "model", "parts": [
+                {"functionCall": {"id": "c3", "name": "f", "args": {}}, "thoughtSignature": "SIG_ABC123"}
+            ]},
+            {"role": "user", "parts": [
+                {"functionResponse": {"id": "c3", "name": "f", "response": {"output": "3"}}}
+            ]}
+        ]
+    });
+    let echoing = TranslateOptions {
+        echo_reasoning: true,
+        ..TranslateOptions::new("up-model", true)
+    };
+    let t = translate_with(body.clone(), &echoing).unwrap();
+    let messages = messages_json(&t);
+    let assistants: Vec<&Value> = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .collect();
+    assert_eq!(assistants[0]["reasoning_content"], "Read a, then b.");
+    assert!(
+        assistants[1].get("reasoning_content").is_none(),
+        "a foreign signature carries nothing: {}",
+        assistants[1]
+    );
+    assert_eq!(t.report.echoed_reasoning_turns, 1);
+    assert_eq!(t.report.stripped_signatures, 2);
+
+    // Not asked: the signature is stripped like any other, nothing is echoed.
+    let t = translate(body).unwrap();
+    assert!(!messages_json(&t).to_string().contains("reasoning_content"));
+    assert_eq!(t.report.echoed_reasoning_turns, 0);
+}

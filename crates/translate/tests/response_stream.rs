@@ -511,3 +511,86 @@ proptest! {
         prop_assert_eq!(complete(outcome).forwarded_text, text);
     }
 }
+
+fn reasoning_chunk(text: &str) -> String {
+    json!({"choices": [{"index": 0, "delta": {"reasoning_content": text}}]}).to_string()
+}
+
+#[test]
+fn carried_reasoning_rides_in_the_first_calls_signature_only() {
+    let payloads = [
+        reasoning_chunk("I should read "),
+        reasoning_chunk("both files."),
+        tool_chunk(0, Some("c1"), Some("read_file"), r#"{"path":"a"}"#),
+        tool_chunk(1, Some("c2"), Some("read_file"), r#"{"path":"b"}"#),
+        finish_chunk("tool_calls"),
+        "[DONE]".into(),
+    ];
+    let carrying = ResponseConfig {
+        carry_reasoning: true,
+        forward_reasoning: false,
+        ..cfg()
+    };
+    let turn = complete(run(carrying, &payloads).1);
+    let parts = &turn.final_chunk.candidates[0].content.parts;
+    let signatures: Vec<Option<&str>> = parts
+        .iter()
+        .map(|p| p.thought_signature.as_deref())
+        .collect();
+    assert_eq!(parts.len(), 2);
+    let carried = signatures[0].expect("the first call carries the reasoning");
+    assert_eq!(
+        switchyard_translate::reasoning::reasoning_from_signature(carried).as_deref(),
+        Some("I should read both files.")
+    );
+    assert_eq!(signatures[1], None);
+    assert_eq!(turn.report.carried_reasoning_chars, 25);
+
+    // Off: no signature at all.
+    let turn = complete(run(cfg(), &payloads).1);
+    let parts = &turn.final_chunk.candidates[0].content.parts;
+    assert!(parts.iter().all(|p| p.thought_signature.is_none()));
+
+    // A turn without calls carries nothing (no part to carry it, and no call to answer).
+    let text_only = [
+        reasoning_chunk("hm"),
+        text_chunk("Hi"),
+        finish_chunk("stop"),
+    ];
+    let carrying = ResponseConfig {
+        carry_reasoning: true,
+        ..cfg()
+    };
+    let turn = complete(run(carrying, &text_only).1);
+    assert_eq!(turn.report.carried_reasoning_chars, 0);
+}
+
+#[test]
+fn a_non_streamed_completion_carries_its_reasoning_too() {
+    let body = json!({
+        "id": "u1", "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null, "reasoning_content": "Look first.",
+            "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "ls", "arguments": "{}"}}]}}]
+    });
+    let carrying = ResponseConfig {
+        carry_reasoning: true,
+        ..cfg()
+    };
+    let outcome = translate_completion(body.to_string().as_bytes(), carrying).unwrap();
+    let turn = complete(outcome);
+    let call_part = turn.final_chunk.candidates[0]
+        .content
+        .parts
+        .iter()
+        .find(|p| p.function_call.is_some())
+        .unwrap();
+    assert_eq!(
+        switchyard_translate::reasoning::reasoning_from_signature(
+            call_part.thought_signature.as_deref().unwrap()
+        )
+        .as_deref(),
+        Some("Look first.")
+    );
+}

@@ -39,6 +39,11 @@ pub struct GatewayArgs {
     /// Refuse guest model names that are neither an alias nor the upstream model.
     #[arg(long)]
     pub strict_models: bool,
+    /// Send each tool-call turn's reasoning back upstream as `reasoning_content` (thinking
+    /// models that require it, e.g. DeepSeek's); it travels through the guest in the call's
+    /// `thoughtSignature`.
+    #[arg(long)]
+    pub echo_reasoning: bool,
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     pub allow_non_loopback: bool,
@@ -79,6 +84,7 @@ impl GatewayArgs {
             config.aliases.insert(name.to_string(), model.to_string());
         }
         config.strict_models |= self.strict_models;
+        config.echo_reasoning |= self.echo_reasoning;
         config.allow_non_loopback |= self.allow_non_loopback;
         config.validate()?;
         Ok(config)

@@ -1,0 +1,60 @@
+//! Carrying an upstream turn's reasoning through the guest, for upstreams that want it back.
+//!
+//! Some thinking models behind Chat Completions (DeepSeek's, for one) reject a request whose
+//! assistant tool-call message lacks the `reasoning_content` they produced for it. The gateway
+//! does not keep conversations, and Gemini CLI drops `thought: true` parts from its history; but
+//! it sends a `thoughtSignature` on a `functionCall` part back verbatim (see the reference brief
+//! for 0.61.0, and the gateway's real-CLI test). So, when asked to
+//! ([`crate::ResponseConfig::carry_reasoning`]), the response translation puts a turn's reasoning
+//! into the first delivered call's `thoughtSignature` as [`reasoning_signature`], and the request
+//! translation ([`crate::TranslateOptions::echo_reasoning`]) turns it back into that assistant
+//! message's `reasoning_content`. Signatures that are not ours are stripped as before.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+
+/// What starts a signature that carries reasoning (then the reasoning as base64 of its UTF-8).
+pub const REASONING_SIGNATURE_PREFIX: &str = "switchyard-reasoning-v1:";
+
+/// The `thoughtSignature` carrying `reasoning`.
+pub fn reasoning_signature(reasoning: &str) -> String {
+    format!(
+        "{REASONING_SIGNATURE_PREFIX}{}",
+        STANDARD.encode(reasoning.as_bytes())
+    )
+}
+
+/// The reasoning a signature carries; `None` for any other signature (not ours, or damaged).
+pub fn reasoning_from_signature(signature: &str) -> Option<String> {
+    let payload = signature.strip_prefix(REASONING_SIGNATURE_PREFIX)?;
+    let bytes = STANDARD.decode(payload).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn any_reasoning_survives_the_round_trip(reasoning in ".*") {
+            let signature = reasoning_signature(&reasoning);
+            prop_assert_eq!(reasoning_from_signature(&signature), Some(reasoning));
+        }
+    }
+
+    #[test]
+    fn other_signatures_carry_nothing() {
+        for signature in [
+            "",
+            "skip_thought_signature_validator",
+            "SIG_ABC123",
+            "switchyard-reasoning-v1:not base64!",
+            // Valid base64 of bytes that are not UTF-8.
+            "switchyard-reasoning-v1:/w==",
+        ] {
+            assert_eq!(reasoning_from_signature(signature), None, "{signature}");
+        }
+    }
+}
