@@ -113,6 +113,11 @@ pub struct RunArgs {
     /// Name of the environment variable holding the upstream API key (never pass keys in argv).
     #[arg(long)]
     pub upstream_key_env: Option<String>,
+    /// Send each tool-call turn's reasoning back upstream as `reasoning_content` (thinking models
+    /// that require it, e.g. DeepSeek's); it travels through the guest in the call's
+    /// `thoughtSignature`.
+    #[arg(long)]
+    pub echo_reasoning: Option<bool>,
     /// Directory of the record store (runs, events, model exchanges).
     #[arg(long)]
     pub records: Option<PathBuf>,
@@ -170,6 +175,8 @@ pub enum Target {
         upstream_url: String,
         upstream_model: String,
         key_env: String,
+        /// The gateway's `echo_reasoning`.
+        echo_reasoning: bool,
     },
     /// Straight to a GenerateContent endpoint (tests, capture).
     Direct { base_url: String, model: String },
@@ -196,6 +203,7 @@ impl RunArgs {
             upstream_url,
             upstream_model,
             upstream_key_env,
+            echo_reasoning,
             records,
             output,
             max_turns,
@@ -242,6 +250,7 @@ impl RunArgs {
                     upstream_url,
                     upstream_model: model,
                     key_env,
+                    echo_reasoning: a.echo_reasoning.unwrap_or(false),
                 }
             }
         };
@@ -430,9 +439,11 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
             upstream_url,
             upstream_model,
             key_env,
+            echo_reasoning,
         } => {
             let mut config = GatewayConfig::new(upstream_url.clone(), upstream_model.clone());
             config.upstream_key_env = key_env.clone();
+            config.echo_reasoning = *echo_reasoning;
             config.ingress_key = Some(guest_token.clone());
             let handle = Gateway::start_with(
                 config,
@@ -690,7 +701,8 @@ mod tests {
             dir.path(),
             &format!(
                 "workdir = \"{ws}\"\nprompt = \"from file\"\nupstream_url = \"http://127.0.0.1:8000/v1\"\n\
-                 upstream_model = \"file-model\"\nmax_turns = 3\noutput = \"jsonl\"\napproval_mode = \"yolo\"\n"
+                 upstream_model = \"file-model\"\nmax_turns = 3\noutput = \"jsonl\"\napproval_mode = \"yolo\"\n\
+                 echo_reasoning = true\n"
             ),
         );
         let args = RunArgs {
@@ -706,6 +718,7 @@ mod tests {
         let Target::Gateway {
             upstream_model,
             key_env,
+            echo_reasoning,
             ..
         } = r.target
         else {
@@ -713,6 +726,7 @@ mod tests {
         };
         assert_eq!(upstream_model, "file-model");
         assert_eq!(key_env, DEFAULT_KEY_ENV);
+        assert!(echo_reasoning);
     }
 
     #[test]
