@@ -10,25 +10,20 @@
 //! translation ([`crate::TranslateOptions::echo_reasoning`]) turns it back into that assistant
 //! message's `reasoning_content`. Signatures that are not ours are stripped as before.
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
-
-/// What starts a signature that carries reasoning (then the reasoning as base64 of its UTF-8).
+/// What starts a signature that carries reasoning; the reasoning follows as it is (plain text
+/// in a JSON string, so records show it and redaction sees it).
 pub const REASONING_SIGNATURE_PREFIX: &str = "switchyard-reasoning-v1:";
 
 /// The `thoughtSignature` carrying `reasoning`.
 pub fn reasoning_signature(reasoning: &str) -> String {
-    format!(
-        "{REASONING_SIGNATURE_PREFIX}{}",
-        STANDARD.encode(reasoning.as_bytes())
-    )
+    format!("{REASONING_SIGNATURE_PREFIX}{reasoning}")
 }
 
-/// The reasoning a signature carries; `None` for any other signature (not ours, or damaged).
+/// The reasoning a signature carries; `None` for any other signature.
 pub fn reasoning_from_signature(signature: &str) -> Option<String> {
-    let payload = signature.strip_prefix(REASONING_SIGNATURE_PREFIX)?;
-    let bytes = STANDARD.decode(payload).ok()?;
-    String::from_utf8(bytes).ok()
+    signature
+        .strip_prefix(REASONING_SIGNATURE_PREFIX)
+        .map(str::to_owned)
 }
 
 #[cfg(test)]
@@ -50,9 +45,7 @@ mod tests {
             "",
             "skip_thought_signature_validator",
             "SIG_ABC123",
-            "switchyard-reasoning-v1:not base64!",
-            // Valid base64 of bytes that are not UTF-8.
-            "switchyard-reasoning-v1:/w==",
+            "switchyard-reasoning-v0:old",
         ] {
             assert_eq!(reasoning_from_signature(signature), None, "{signature}");
         }
