@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use switchyard_translate::ProviderOptions;
 
 /// Default environment variable holding the upstream API key.
 pub const DEFAULT_UPSTREAM_KEY_ENV: &str = "SWITCHYARD_UPSTREAM_KEY";
@@ -67,11 +68,13 @@ pub struct GatewayConfig {
     /// Guest model name (or `prefix*` pattern) -> upstream model. Exact names win over patterns;
     /// among patterns the longest prefix wins.
     pub aliases: BTreeMap<String, String>,
-    /// Send each assistant tool-call turn's reasoning back to the upstream as
-    /// `reasoning_content`, for thinking models that reject a tool-call turn without it
-    /// (DeepSeek's). The reasoning travels through the guest in the first call's
-    /// `thoughtSignature`, which Gemini CLI sends back verbatim (`switchyard_translate::reasoning`).
-    pub echo_reasoning: bool,
+    /// What the upstream accepts (`top_k`, `reasoning_effort`, stop sequences, PNG re-encoding)
+    /// and wants (`echo_reasoning`: each tool-call turn's reasoning sent back as
+    /// `reasoning_content`, for thinking models that reject a tool-call turn without it, such as
+    /// DeepSeek's; the reasoning travels through the guest in the first call's
+    /// `thoughtSignature`, which Gemini CLI sends back verbatim; see
+    /// `switchyard_translate::reasoning`). The `[translation]` section.
+    pub translation: ProviderOptions,
     /// Refuse guest model names that are neither an alias nor `upstream_model` (404).
     pub strict_models: bool,
     pub retries: RetryConfig,
@@ -90,7 +93,7 @@ impl Default for GatewayConfig {
             records_dir: None,
             ingress_key: None,
             aliases: BTreeMap::new(),
-            echo_reasoning: false,
+            translation: ProviderOptions::default(),
             strict_models: false,
             retries: RetryConfig::default(),
             timeouts: TimeoutConfig::default(),
@@ -280,6 +283,21 @@ impl GatewayConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchyard_translate::ThinkingMode;
+
+    #[test]
+    fn the_readme_example_is_a_valid_config() {
+        let readme = include_str!("../README.md");
+        let example = readme
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("README.md has a toml example");
+        let cfg = GatewayConfig::from_toml_str(example).unwrap();
+        cfg.validate().unwrap();
+        assert_eq!(cfg.translation, ProviderOptions::default());
+        assert_eq!(cfg.upstream_model, "qwen3-coder");
+    }
 
     #[test]
     fn toml_round_trip_with_aliases_retries_and_timeouts() {
@@ -289,6 +307,10 @@ mod tests {
             upstream_url = "http://127.0.0.1:9000/v1"
             upstream_model = "qwen"
             strict_models = true
+            [translation]
+            forward_top_k = true
+            thinking = "reasoning_effort"
+            max_stop_sequences = 5
             echo_reasoning = true
             [aliases]
             "gemini-3-flash-preview" = "small"
@@ -304,7 +326,11 @@ mod tests {
         .unwrap();
         cfg.validate().unwrap();
         assert_eq!(cfg.listen.port(), 8123);
-        assert!(cfg.echo_reasoning);
+        let translation = &cfg.translation;
+        assert!(translation.forward_top_k && translation.echo_reasoning);
+        assert_eq!(translation.thinking, ThinkingMode::ReasoningEffort);
+        assert_eq!(translation.max_stop_sequences, 5);
+        assert!(translation.reencode_png, "unset keys keep their defaults");
         assert_eq!(cfg.aliases["gemini-2.5-*"], "big");
         assert_eq!(cfg.retries.malformed_retries, 1);
         assert_eq!(cfg.retries.upstream_attempts, 3, "unset keys keep defaults");

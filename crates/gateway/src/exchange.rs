@@ -183,7 +183,7 @@ fn prepare(
     };
     trace.route(state.upstream.url(), &upstream_model);
     let options = TranslateOptions {
-        echo_reasoning: state.config.echo_reasoning,
+        provider: state.config.translation.clone(),
         ..TranslateOptions::new(upstream_model.clone(), stream)
     };
     let translated = state
@@ -222,7 +222,7 @@ fn prepare(
         synthetic_id_prefix: format!("call_{}", uuid::Uuid::now_v7().simple()),
         json_response: translated.json_response,
         forward_reasoning: false,
-        carry_reasoning: state.config.echo_reasoning,
+        carry_reasoning: state.config.translation.echo_reasoning,
         prompt_token_estimate: Some(translated.prompt_token_estimate),
         already_forwarded_text: None,
     };

@@ -260,7 +260,7 @@ async fn cli_reasoning_of_a_tool_call_turn_comes_back_upstream() {
             |r| r.wants_stream() && has_tool_results(r),
             Reply::text_stream(["It is 42."]),
         );
-    let (upstream, gw) = start(script, |config| config.echo_reasoning = true).await;
+    let (upstream, gw) = start(script, |config| config.translation.echo_reasoning = true).await;
     let run = sandbox.run(&gw, "What is the answer in notes.txt?").await;
     assert_success(&run);
     assert_eq!(run.assistant_text(), "It is 42.");

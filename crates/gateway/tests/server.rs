@@ -1,6 +1,6 @@
 //! The gateway against the scripted Chat Completions upstream (no guest CLI): streaming,
 //! tool-call assembly and ids, malformed-call retry, rate limits, Google-shaped errors,
-//! countTokens, model routing, ingress key, shutdown.
+//! countTokens, model routing, ingress key, shutdown, the `[translation]` section.
 
 mod common;
 
@@ -725,4 +725,33 @@ async fn a_stalled_body_is_a_408_and_an_oversized_one_a_413() {
         "HTTP/1.1 413 Payload Too Large"
     );
     gw.shutdown().await.unwrap();
+}
+
+/// The `[translation]` section reaches the upstream request: with `forward_top_k` and
+/// `thinking = "reasoning_effort"`, `topK` and the thinking budget are sent; by default both are
+/// dropped (and recorded as dropped).
+#[tokio::test]
+async fn the_translation_section_decides_what_reaches_the_upstream() {
+    let mut request = user_request("hi");
+    request["generationConfig"] = json!({"topK": 40, "thinkingConfig": {"thinkingBudget": 512}});
+    for configured in [false, true] {
+        let (upstream, gw) = start(Script::always(Reply::completion_text("ok")), |config| {
+            if configured {
+                config.translation =
+                    toml::from_str("forward_top_k = true\nthinking = \"reasoning_effort\"\n")
+                        .unwrap();
+            }
+        })
+        .await;
+        let response = post(&gw, "gemini-2.5-flash", "generateContent", &request).await;
+        assert_eq!(response.status(), 200);
+        let sent = upstream.requests()[0].json();
+        if configured {
+            assert_eq!(sent["top_k"], 40);
+            assert_eq!(sent["reasoning_effort"], "low");
+        } else {
+            assert!(sent.get("top_k").is_none() && sent.get("reasoning_effort").is_none());
+        }
+        gw.shutdown().await.unwrap();
+    }
 }

@@ -309,13 +309,13 @@ pub struct GenerationConfig {
     /// -> `top_p`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f64>,
-    /// -> `top_k` only with [`crate::TranslateOptions::forward_top_k`], else dropped and recorded.
+    /// -> `top_k` only with [`crate::ProviderOptions::forward_top_k`], else dropped and recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_k: Option<Number>,
     /// -> `max_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u32>,
-    /// -> `stop` (at most [`crate::TranslateOptions::max_stop_sequences`], else a typed error).
+    /// -> `stop` (at most [`crate::ProviderOptions::max_stop_sequences`], else a typed error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_sequences: Option<Vec<String>>,
     /// Must be 1 when present.

@@ -14,7 +14,7 @@
 //! * `functionResponse.response` becomes the tool message content as **compact JSON of the whole
 //!   response object** (e.g. `{"output":"hello"}`).
 //! * Thought parts are dropped and `thoughtSignature`s are never sent upstream (counted in the report);
-//!   with [`TranslateOptions::echo_reasoning`], the reasoning a signature of ours carries
+//!   with [`ProviderOptions::echo_reasoning`], the reasoning a signature of ours carries
 //!   ([`reasoning`]) goes back as the assistant message's `reasoning_content`.
 //! * PNG images are re-encoded as lossless, exact WebP ([`image`]); 16-bit PNGs pass unchanged (noted).
 //!   [`translate_request_with`] takes a [`ConversionCache`] that remembers conversions across
@@ -66,7 +66,8 @@ pub use google_errors::{
 pub use image_cache::ConversionCache;
 pub use ledger::{CallLedger, LedgerError};
 pub use options::{
-    ResponseConfig, ResponseReport, SchemaChange, ThinkingMode, TranslateOptions, TranslationReport,
+    ProviderOptions, ResponseConfig, ResponseReport, SchemaChange, ThinkingMode, TranslateOptions,
+    TranslationReport,
 };
 pub use request::{
     TranslatedRequest, is_json_response, parse_request, translate_request, translate_request_with,

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// What to do with `generationConfig.thinkingConfig`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ThinkingMode {
     /// Not forwarded; recorded in [`TranslationReport::dropped_options`]. (Default.)
     #[default]
@@ -17,13 +18,11 @@ pub enum ThinkingMode {
     ReasoningEffort,
 }
 
-/// Options for [`crate::translate_request`].
+/// What the upstream accepts and wants: the translation knobs that depend on the provider, not
+/// on the request (the gateway's `[translation]` config section).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TranslateOptions {
-    /// Model name sent upstream.
-    pub upstream_model: String,
-    /// Build a streaming request (`stream: true` + `stream_options.include_usage`).
-    pub stream: bool,
+#[serde(default, deny_unknown_fields)]
+pub struct ProviderOptions {
     /// Forward `topK` as `top_k` (vLLM, llama.cpp, Ollama accept it); else dropped and recorded.
     pub forward_top_k: bool,
     /// `thinkingConfig` handling.
@@ -34,21 +33,40 @@ pub struct TranslateOptions {
     pub max_stop_sequences: usize,
     /// Send the reasoning a model turn carries in a `thoughtSignature` of ours back as that
     /// assistant message's `reasoning_content` (see [`crate::reasoning`]).
-    #[serde(default)]
     pub echo_reasoning: bool,
 }
 
-impl TranslateOptions {
-    /// Defaults for an upstream model: no top_k, thinking dropped, PNG re-encoded, 4 stop sequences.
-    pub fn new(upstream_model: impl Into<String>, stream: bool) -> Self {
-        TranslateOptions {
-            upstream_model: upstream_model.into(),
-            stream,
+impl Default for ProviderOptions {
+    /// No top_k, thinking dropped, PNG re-encoded, 4 stop sequences, no reasoning echo.
+    fn default() -> Self {
+        ProviderOptions {
             forward_top_k: false,
             thinking: ThinkingMode::Drop,
             reencode_png: true,
             max_stop_sequences: 4,
             echo_reasoning: false,
+        }
+    }
+}
+
+/// Options for [`crate::translate_request`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TranslateOptions {
+    /// Model name sent upstream.
+    pub upstream_model: String,
+    /// Build a streaming request (`stream: true` + `stream_options.include_usage`).
+    pub stream: bool,
+    /// What the upstream accepts.
+    pub provider: ProviderOptions,
+}
+
+impl TranslateOptions {
+    /// Options for an upstream model, with the default [`ProviderOptions`].
+    pub fn new(upstream_model: impl Into<String>, stream: bool) -> Self {
+        TranslateOptions {
+            upstream_model: upstream_model.into(),
+            stream,
+            provider: ProviderOptions::default(),
         }
     }
 }
@@ -80,7 +98,7 @@ pub struct TranslationReport {
     #[serde(skip_serializing_if = "is_default")]
     pub stripped_skip_validator_signatures: u32,
     /// Assistant messages given back the reasoning their turn's signature carried
-    /// ([`TranslateOptions::echo_reasoning`]).
+    /// ([`ProviderOptions::echo_reasoning`]).
     #[serde(skip_serializing_if = "is_default")]
     pub echoed_reasoning_turns: u32,
     /// Images forwarded upstream.
@@ -138,7 +156,7 @@ pub struct ResponseConfig {
     pub forward_reasoning: bool,
     /// Carry the turn's reasoning to the guest in the first delivered call's
     /// `thoughtSignature`, so a request translated with
-    /// [`crate::TranslateOptions::echo_reasoning`] sends it back (see [`crate::reasoning`]).
+    /// [`ProviderOptions::echo_reasoning`] sends it back (see [`crate::reasoning`]).
     #[serde(default)]
     pub carry_reasoning: bool,
     /// Prompt-token estimate used when the upstream sends no usage (see [`crate::estimate_request_tokens`]).

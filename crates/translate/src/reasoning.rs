@@ -7,7 +7,7 @@
 //! for 0.61.0, and the gateway's real-CLI test). So, when asked to
 //! ([`crate::ResponseConfig::carry_reasoning`]), the response translation puts a turn's reasoning
 //! into the first delivered call's `thoughtSignature` as [`reasoning_signature`], and the request
-//! translation ([`crate::TranslateOptions::echo_reasoning`]) turns it back into that assistant
+//! translation ([`crate::ProviderOptions::echo_reasoning`]) turns it back into that assistant
 //! message's `reasoning_content`. Signatures that are not ours are stripped as before.
 
 /// What starts a signature that carries reasoning; the reasoning follows as it is (plain text

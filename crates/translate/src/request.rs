@@ -18,7 +18,7 @@
 //! * `thought: true` parts are dropped; `thoughtSignature`s are stripped (never sent upstream).
 //! * `inlineData` must be `image/*` (else [`TranslateError::UnsupportedMimeType`]); it becomes an
 //!   `image_url` data URL; PNG is re-encoded as lossless WebP when
-//!   [`TranslateOptions::reencode_png`] (16-bit/animated PNG pass unchanged, noted).
+//!   [`ProviderOptions::reencode_png`] (16-bit/animated PNG pass unchanged, noted).
 //!   `fileData`, `executableCode`, `codeExecutionResult`, `videoMetadata`: typed errors.
 //! * `tools[].functionDeclarations` -> function tools with [`crate::schema::clean_schema`]ed
 //!   parameters (`parametersJsonSchema` or `parameters`; none -> empty object schema). Google
@@ -27,11 +27,11 @@
 //!   NONE -> `none`; `allowedFunctionNames` with ANY and one name -> a named `tool_choice`,
 //!   otherwise the tool list is restricted to the allowed names.
 //! * `generationConfig`: temperature, topP -> top_p, maxOutputTokens -> max_tokens,
-//!   stopSequences -> stop (more than [`TranslateOptions::max_stop_sequences`] is an error),
+//!   stopSequences -> stop (more than [`ProviderOptions::max_stop_sequences`] is an error),
 //!   candidateCount must be 1, seed, presencePenalty, frequencyPenalty, responseModalities must be
 //!   TEXT, responseMimeType `application/json` + responseJsonSchema/responseSchema ->
 //!   `response_format` json_schema (name `response`, strict false; no schema -> json_object),
-//!   topK -> `top_k` only with [`TranslateOptions::forward_top_k`] (else dropped, noted),
+//!   topK -> `top_k` only with [`ProviderOptions::forward_top_k`] (else dropped, noted),
 //!   thinkingConfig per [`ThinkingMode`].
 //! * `safetySettings`, `labels` are dropped and noted; `cachedContent` is a typed error.
 //! * Any other field anywhere -> [`TranslateError::UnknownField`] naming its JSON path.
@@ -332,7 +332,10 @@ impl Translator<'_> {
                     self.report.dropped_thought_parts += 1;
                     continue;
                 }
-                if self.opts.echo_reasoning && reasoning.is_none() && part.function_call.is_some() {
+                if self.opts.provider.echo_reasoning
+                    && reasoning.is_none()
+                    && part.function_call.is_some()
+                {
                     reasoning = part
                         .thought_signature
                         .as_deref()
@@ -597,7 +600,7 @@ impl Translator<'_> {
             ),
         };
         self.report.images_forwarded += 1;
-        if mime == "image/png" && self.opts.reencode_png {
+        if mime == "image/png" && self.opts.provider.reencode_png {
             let conversion = match self.images {
                 Some(cache) => cache.convert(&bytes).map(|(conversion, remembered)| {
                     self.report.reencodings_remembered += u32::from(remembered);
@@ -831,7 +834,7 @@ impl Translator<'_> {
         chat.presence_penalty = cfg.presence_penalty;
         chat.frequency_penalty = cfg.frequency_penalty;
         if let Some(top_k) = &cfg.top_k {
-            if self.opts.forward_top_k {
+            if self.opts.provider.forward_top_k {
                 chat.top_k = Some(top_k.clone());
             } else {
                 self.report.dropped_options.push(format!(
@@ -840,10 +843,10 @@ impl Translator<'_> {
             }
         }
         if let Some(stops) = &cfg.stop_sequences {
-            if stops.len() > self.opts.max_stop_sequences {
+            if stops.len() > self.opts.provider.max_stop_sequences {
                 return Err(TranslateError::TooManyStopSequences {
                     count: stops.len(),
-                    max: self.opts.max_stop_sequences,
+                    max: self.opts.provider.max_stop_sequences,
                 });
             }
             chat.stop = stops.clone();
@@ -907,7 +910,7 @@ impl Translator<'_> {
         if let Some(thinking) = &cfg.thinking_config {
             reject_extra(&thinking.extra, &format!("{P}.thinkingConfig"))?;
             let text = compact(&serde_json::to_value(thinking).unwrap_or_default());
-            match self.opts.thinking {
+            match self.opts.provider.thinking {
                 ThinkingMode::Drop => self
                     .report
                     .dropped_options

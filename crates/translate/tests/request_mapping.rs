@@ -288,8 +288,8 @@ fn generation_config_maps_and_reports_what_it_drops() {
     );
 
     let mut opts = TranslateOptions::new("m", false);
-    opts.forward_top_k = true;
-    opts.thinking = ThinkingMode::ReasoningEffort;
+    opts.provider.forward_top_k = true;
+    opts.provider.thinking = ThinkingMode::ReasoningEffort;
     let t = translate_with(body, &opts).unwrap();
     let chat = serde_json::to_value(&t.chat).unwrap();
     assert_eq!(chat["top_k"], 64);
@@ -489,10 +489,8 @@ fn reasoning_carried_in_a_signature_of_ours_is_echoed_only_when_asked() {
             ]}
         ]
     });
-    let echoing = TranslateOptions {
-        echo_reasoning: true,
-        ..TranslateOptions::new("up-model", true)
-    };
+    let mut echoing = TranslateOptions::new("up-model", true);
+    echoing.provider.echo_reasoning = true;
     let t = translate_with(body.clone(), &echoing).unwrap();
     let messages = messages_json(&t);
     let assistants: Vec<&Value> = messages

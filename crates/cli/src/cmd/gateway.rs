@@ -84,7 +84,7 @@ impl GatewayArgs {
             config.aliases.insert(name.to_string(), model.to_string());
         }
         config.strict_models |= self.strict_models;
-        config.echo_reasoning |= self.echo_reasoning;
+        config.translation.echo_reasoning |= self.echo_reasoning;
         config.allow_non_loopback |= self.allow_non_loopback;
         config.validate()?;
         Ok(config)

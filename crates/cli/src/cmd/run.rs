@@ -443,7 +443,7 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
         } => {
             let mut config = GatewayConfig::new(upstream_url.clone(), upstream_model.clone());
             config.upstream_key_env = key_env.clone();
-            config.echo_reasoning = *echo_reasoning;
+            config.translation.echo_reasoning = *echo_reasoning;
             config.ingress_key = Some(guest_token.clone());
             let handle = Gateway::start_with(
                 config,
