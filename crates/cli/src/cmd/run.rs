@@ -23,6 +23,7 @@ use switchyard_records::model::{
     EventRecord, RawLineRecord, RawStream, RecordOp, RunRecord, RunState, RunSummary,
 };
 use switchyard_records::{Recorder, Redactor};
+use switchyard_translate::ProviderOptions;
 
 /// Exit code: the run succeeded.
 pub const EXIT_OK: u8 = 0;
@@ -115,9 +116,13 @@ pub struct RunArgs {
     pub upstream_key_env: Option<String>,
     /// Send each tool-call turn's reasoning back upstream as `reasoning_content` (thinking models
     /// that require it, e.g. DeepSeek's); it travels through the guest in the call's
-    /// `thoughtSignature`.
+    /// `thoughtSignature`. Overrides `echo_reasoning` in the config's `[translation]`.
     #[arg(long)]
     pub echo_reasoning: Option<bool>,
+    /// What the upstream accepts and wants, as the gateway's `[translation]` section (config
+    /// file only).
+    #[arg(skip)]
+    pub translation: Option<ProviderOptions>,
     /// Directory of the record store (runs, events, model exchanges).
     #[arg(long)]
     pub records: Option<PathBuf>,
@@ -175,8 +180,8 @@ pub enum Target {
         upstream_url: String,
         upstream_model: String,
         key_env: String,
-        /// The gateway's `echo_reasoning`.
-        echo_reasoning: bool,
+        /// The gateway's `[translation]` section.
+        translation: ProviderOptions,
     },
     /// Straight to a GenerateContent endpoint (tests, capture).
     Direct { base_url: String, model: String },
@@ -204,6 +209,7 @@ impl RunArgs {
             upstream_model,
             upstream_key_env,
             echo_reasoning,
+            translation,
             records,
             output,
             max_turns,
@@ -246,11 +252,15 @@ impl RunArgs {
                 {
                     bail!("--upstream-key-env must name an environment variable, got {key_env:?}");
                 }
+                let mut translation = a.translation.unwrap_or_default();
+                if let Some(echo) = a.echo_reasoning {
+                    translation.echo_reasoning = echo;
+                }
                 Target::Gateway {
                     upstream_url,
                     upstream_model: model,
                     key_env,
-                    echo_reasoning: a.echo_reasoning.unwrap_or(false),
+                    translation,
                 }
             }
         };
@@ -439,11 +449,11 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
             upstream_url,
             upstream_model,
             key_env,
-            echo_reasoning,
+            translation,
         } => {
             let mut config = GatewayConfig::new(upstream_url.clone(), upstream_model.clone());
             config.upstream_key_env = key_env.clone();
-            config.translation.echo_reasoning = *echo_reasoning;
+            config.translation = translation.clone();
             config.ingress_key = Some(guest_token.clone());
             let handle = Gateway::start_with(
                 config,
@@ -702,12 +712,13 @@ mod tests {
             &format!(
                 "workdir = \"{ws}\"\nprompt = \"from file\"\nupstream_url = \"http://127.0.0.1:8000/v1\"\n\
                  upstream_model = \"file-model\"\nmax_turns = 3\noutput = \"jsonl\"\napproval_mode = \"yolo\"\n\
-                 echo_reasoning = true\n"
+                 [translation]\nforward_top_k = true\necho_reasoning = true\n"
             ),
         );
         let args = RunArgs {
             config: Some(config),
             prompt: Some("from flag".into()),
+            echo_reasoning: Some(false),
             ..Default::default()
         };
         let r = args.resolve().unwrap();
@@ -718,7 +729,7 @@ mod tests {
         let Target::Gateway {
             upstream_model,
             key_env,
-            echo_reasoning,
+            translation,
             ..
         } = r.target
         else {
@@ -726,7 +737,8 @@ mod tests {
         };
         assert_eq!(upstream_model, "file-model");
         assert_eq!(key_env, DEFAULT_KEY_ENV);
-        assert!(echo_reasoning);
+        assert!(translation.forward_top_k);
+        assert!(!translation.echo_reasoning, "the flag wins over the file");
     }
 
     #[test]
