@@ -18,7 +18,7 @@
 //! * `thought: true` parts are dropped; `thoughtSignature`s are stripped (never sent upstream).
 //! * `inlineData` must be `image/*` (else [`TranslateError::UnsupportedMimeType`]); it becomes an
 //!   `image_url` data URL; PNG is re-encoded as lossless WebP when
-//!   [`ProviderOptions::reencode_png`] (16-bit/animated PNG pass unchanged, noted).
+//!   [`crate::ProviderOptions::reencode_png`] (16-bit/animated PNG pass unchanged, noted).
 //!   `fileData`, `executableCode`, `codeExecutionResult`, `videoMetadata`: typed errors.
 //! * `tools[].functionDeclarations` -> function tools with [`crate::schema::clean_schema`]ed
 //!   parameters (`parametersJsonSchema` or `parameters`; none -> empty object schema). Google
@@ -27,11 +27,11 @@
 //!   NONE -> `none`; `allowedFunctionNames` with ANY and one name -> a named `tool_choice`,
 //!   otherwise the tool list is restricted to the allowed names.
 //! * `generationConfig`: temperature, topP -> top_p, maxOutputTokens -> max_tokens,
-//!   stopSequences -> stop (more than [`ProviderOptions::max_stop_sequences`] is an error),
+//!   stopSequences -> stop (more than [`crate::ProviderOptions::max_stop_sequences`] is an error),
 //!   candidateCount must be 1, seed, presencePenalty, frequencyPenalty, responseModalities must be
 //!   TEXT, responseMimeType `application/json` + responseJsonSchema/responseSchema ->
 //!   `response_format` json_schema (name `response`, strict false; no schema -> json_object),
-//!   topK -> `top_k` only with [`ProviderOptions::forward_top_k`] (else dropped, noted),
+//!   topK -> `top_k` only with [`crate::ProviderOptions::forward_top_k`] (else dropped, noted),
 //!   thinkingConfig per [`ThinkingMode`].
 //! * `safetySettings`, `labels` are dropped and noted; `cachedContent` is a typed error.
 //! * Any other field anywhere -> [`TranslateError::UnknownField`] naming its JSON path.
