@@ -221,7 +221,7 @@ fn prepare(
         response_id: uuid::Uuid::now_v7().simple().to_string(),
         synthetic_id_prefix: format!("call_{}", uuid::Uuid::now_v7().simple()),
         json_response: translated.json_response,
-        forward_reasoning: false,
+        forward_reasoning: state.config.translation.forward_reasoning,
         carry_reasoning: state.config.translation.echo_reasoning,
         prompt_token_estimate: Some(translated.prompt_token_estimate),
         already_forwarded_text: None,

@@ -755,3 +755,51 @@ async fn the_translation_section_decides_what_reaches_the_upstream() {
         gw.shutdown().await.unwrap();
     }
 }
+
+/// `[translation] forward_reasoning` shows the upstream's reasoning to the guest as `thought`
+/// parts; by default the guest gets none.
+#[tokio::test]
+async fn forward_reasoning_shows_the_upstream_reasoning_as_thought_parts() {
+    let events = || {
+        vec![
+            StreamEvent::json(chunk::role()),
+            StreamEvent::json(chunk::reasoning("Let me think.")),
+            StreamEvent::json(chunk::text("Hi!")),
+            StreamEvent::json(chunk::finish("stop")),
+            StreamEvent::json(chunk::usage(11, 2)),
+        ]
+    };
+    for shown in [false, true] {
+        let script = Script::always(Reply::Stream(StreamReply::new(events())));
+        let (_upstream, gw) = start(script, |config| {
+            config.translation.forward_reasoning = shown;
+        })
+        .await;
+        let request = user_request("hi");
+        let frames =
+            Frames::new(post(&gw, "gemini-2.5-flash", "streamGenerateContent", &request).await)
+                .all()
+                .await;
+        let thoughts: Vec<Value> = frames
+            .iter()
+            .flat_map(parts)
+            .filter(|p| p["thought"] == true)
+            .collect();
+        if shown {
+            assert_eq!(
+                thoughts,
+                vec![json!({"text": "Let me think.", "thought": true})]
+            );
+        } else {
+            assert!(thoughts.is_empty(), "{thoughts:?}");
+        }
+        let visible: String = frames
+            .iter()
+            .flat_map(parts)
+            .filter(|p| p["thought"] != true)
+            .filter_map(|p| p["text"].as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(visible, "Hi!");
+        gw.shutdown().await.unwrap();
+    }
+}

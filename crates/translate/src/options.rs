@@ -34,10 +34,14 @@ pub struct ProviderOptions {
     /// Send the reasoning a model turn carries in a `thoughtSignature` of ours back as that
     /// assistant message's `reasoning_content` (see [`crate::reasoning`]).
     pub echo_reasoning: bool,
+    /// Show the upstream's reasoning to the guest as `thought: true` parts (display only: the
+    /// guest keeps none of them in its history). Sets [`ResponseConfig::forward_reasoning`].
+    pub forward_reasoning: bool,
 }
 
 impl Default for ProviderOptions {
-    /// No top_k, thinking dropped, PNG re-encoded, 4 stop sequences, no reasoning echo.
+    /// No top_k, thinking dropped, PNG re-encoded, 4 stop sequences, no reasoning echo, no
+    /// reasoning shown.
     fn default() -> Self {
         ProviderOptions {
             forward_top_k: false,
@@ -45,6 +49,7 @@ impl Default for ProviderOptions {
             reencode_png: true,
             max_stop_sequences: 4,
             echo_reasoning: false,
+            forward_reasoning: false,
         }
     }
 }
