@@ -37,11 +37,15 @@ pub struct ProviderOptions {
     /// Show the upstream's reasoning to the guest as `thought: true` parts (display only: the
     /// guest keeps none of them in its history). Sets [`ResponseConfig::forward_reasoning`].
     pub forward_reasoning: bool,
+    /// The upstream accepts `tool_choice: "required"` (some serve only `none`/`auto`, e.g. some
+    /// Qwen deployments). When false, `toolConfig` mode `ANY` becomes `auto`, noted in
+    /// [`TranslationReport::mapped_options`]: the model may then answer without a call.
+    pub tool_choice_required: bool,
 }
 
 impl Default for ProviderOptions {
     /// No top_k, thinking dropped, PNG re-encoded, 4 stop sequences, no reasoning echo, no
-    /// reasoning shown.
+    /// reasoning shown, `tool_choice: "required"` accepted.
     fn default() -> Self {
         ProviderOptions {
             forward_top_k: false,
@@ -50,6 +54,7 @@ impl Default for ProviderOptions {
             max_stop_sequences: 4,
             echo_reasoning: false,
             forward_reasoning: false,
+            tool_choice_required: true,
         }
     }
 }

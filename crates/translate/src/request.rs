@@ -783,7 +783,14 @@ impl Translator<'_> {
                     .push("toolConfig mode VALIDATED -> tool_choice auto".into());
                 None
             }
-            "ANY" => Some(json!("required")),
+            "ANY" if self.opts.provider.tool_choice_required => Some(json!("required")),
+            "ANY" => {
+                self.report.mapped_options.push(
+                    "toolConfig mode ANY -> tool_choice auto (the upstream does not accept \"required\")"
+                        .into(),
+                );
+                None
+            }
             "NONE" => Some(json!("none")),
             other => {
                 return Err(TranslateError::InvalidValue {

@@ -235,6 +235,19 @@ fn tool_config_maps_to_tool_choice() {
     };
     let t = translate(body(json!({"mode": "ANY"}))).unwrap();
     assert_eq!(t.chat.tool_choice, Some(json!("required")));
+    // An upstream that does not accept "required": ANY becomes auto, noted.
+    let mut no_required = TranslateOptions::new("up-model", true);
+    no_required.provider.tool_choice_required = false;
+    let t = translate_with(body(json!({"mode": "ANY"})), &no_required).unwrap();
+    assert_eq!(t.chat.tool_choice, None);
+    assert!(
+        t.report
+            .mapped_options
+            .iter()
+            .any(|o| o.starts_with("toolConfig mode ANY -> tool_choice auto")),
+        "{:?}",
+        t.report.mapped_options
+    );
     let t = translate(body(json!({"mode": "NONE"}))).unwrap();
     assert_eq!(t.chat.tool_choice, Some(json!("none")));
     let t = translate(body(json!({"mode": "ANY", "allowedFunctionNames": ["b"]}))).unwrap();
