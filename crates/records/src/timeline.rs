@@ -155,13 +155,59 @@ pub fn one_line(text: &str, max: usize) -> String {
     }
 }
 
+/// One column of a fixed-width text table: its width, and the side its cells keep to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Column {
+    Left(usize),
+    Right(usize),
+}
+
+/// Writes one line of a table: each cell padded to its column, two spaces between columns (a
+/// cell wider than its column pushes the rest of the line right).
+pub(crate) fn write_table_row<const N: usize>(
+    out: &mut String,
+    columns: &[Column; N],
+    cells: [&str; N],
+) {
+    for (index, (column, cell)) in columns.iter().zip(cells).enumerate() {
+        if index > 0 {
+            out.push_str("  ");
+        }
+        let _ = match *column {
+            Column::Left(width) => write!(out, "{cell:<width$}"),
+            Column::Right(width) => write!(out, "{cell:>width$}"),
+        };
+    }
+    out.push('\n');
+}
+
 /// The table printed by `switchyard records list`.
 pub fn render_run_list(runs: &[RunRecord]) -> String {
+    use Column::{Left, Right};
+    const COLUMNS: [Column; 8] = [
+        Left(36),
+        Left(12),
+        Left(24),
+        Left(10),
+        Right(5),
+        Right(5),
+        Right(15),
+        Right(9),
+    ];
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<36}  {:<12}  {:<24}  {:<10}  {:>5}  {:>5}  {:>15}  {:>9}",
-        "RUN", "AGENT", "MODEL", "OUTCOME", "TURNS", "TOOLS", "TOKENS IN/OUT", "DURATION"
+    write_table_row(
+        &mut out,
+        &COLUMNS,
+        [
+            "RUN",
+            "AGENT",
+            "MODEL",
+            "OUTCOME",
+            "TURNS",
+            "TOOLS",
+            "TOKENS IN/OUT",
+            "DURATION",
+        ],
     );
     for run in runs {
         let duration = run
@@ -169,17 +215,19 @@ pub fn render_run_list(runs: &[RunRecord]) -> String {
             .map(|end| seconds_between(run.started_at, end))
             .unwrap_or_else(|| "-".into());
         let tokens = format!("{}/{}", run.summary.input_tokens, run.summary.output_tokens);
-        let _ = writeln!(
-            out,
-            "{:<36}  {:<12}  {:<24}  {:<10}  {:>5}  {:>5}  {:>15}  {:>9}",
-            run.id,
-            one_line(&run.agent, 12),
-            one_line(run.upstream_model.as_deref().unwrap_or("-"), 24),
-            one_line(&outcome_label(run), 10),
-            run.summary.turns,
-            run.summary.tool_calls,
-            tokens,
-            duration
+        write_table_row(
+            &mut out,
+            &COLUMNS,
+            [
+                &run.id.to_string(),
+                &one_line(&run.agent, 12),
+                &one_line(run.upstream_model.as_deref().unwrap_or("-"), 24),
+                &one_line(&outcome_label(run), 10),
+                &run.summary.turns.to_string(),
+                &run.summary.tool_calls.to_string(),
+                &tokens,
+                &duration,
+            ],
         );
     }
     out
@@ -301,28 +349,23 @@ pub fn describe_exchange(exchange: &ExchangeRecord) -> String {
 /// its run id (`-` for none), its route, outcome, latency (receipt to delivery), tokens, calls
 /// and retries.
 pub fn render_exchange_list(exchanges: &[ExchangeSummary]) -> String {
+    use Column::{Left, Right};
+    const COLUMNS: [Column; 10] = [
+        Left(36),
+        Left(23),
+        Left(8),
+        Left(28),
+        Left(36),
+        Left(24),
+        Right(9),
+        Right(15),
+        Right(5),
+        Right(7),
+    ];
     let mut out = String::new();
-    let row = |out: &mut String, cells: [&str; 10]| {
-        let [
-            id,
-            received,
-            run,
-            api,
-            model,
-            status,
-            latency,
-            tokens,
-            calls,
-            retries,
-        ] = cells;
-        let _ = writeln!(
-            out,
-            "{id:<36}  {received:<23}  {run:<8}  {api:<28}  {model:<36}  {status:<24}  \
-             {latency:>9}  {tokens:>15}  {calls:>5}  {retries:>7}"
-        );
-    };
-    row(
+    write_table_row(
         &mut out,
+        &COLUMNS,
         [
             "EXCHANGE",
             "RECEIVED (UTC)",
@@ -349,8 +392,9 @@ pub fn render_exchange_list(exchanges: &[ExchangeSummary]) -> String {
             .delivered_at
             .map(|at| seconds_between(exchange.received_at, at))
             .unwrap_or_else(|| "-".into());
-        row(
+        write_table_row(
             &mut out,
+            &COLUMNS,
             [
                 &exchange.id.to_string(),
                 &exchange

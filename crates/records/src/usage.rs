@@ -6,12 +6,12 @@
 //! exchange; [`render_usage`] prints the table `switchyard records usage` shows. No I/O.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
 use crate::model::{ExchangeStatus, ExchangeSummary, Usage};
+use crate::timeline::write_table_row;
 
 /// The receive times an exchange must fall in to be counted: from `since` (inclusive) to
 /// `until` (exclusive), each open when `None`. A billing month is
@@ -234,29 +234,24 @@ impl UsageTally {
 
 /// The report as a text table, one line per group and a total line.
 pub fn render_usage(report: &UsageReport) -> String {
+    use crate::timeline::Column::{Left, Right};
+    const COLUMNS: [crate::timeline::Column; 11] = [
+        Left(36),
+        Right(9),
+        Right(7),
+        Right(7),
+        Right(7),
+        Right(12),
+        Right(10),
+        Right(10),
+        Right(10),
+        Right(6),
+        Right(17),
+    ];
     let mut out = String::new();
-    let line = |out: &mut String, cells: [&str; 11]| {
-        let [
-            group,
-            exchanges,
-            ok,
-            failed,
-            retries,
-            input,
-            cached,
-            output,
-            reasoning,
-            calls,
-            latency,
-        ] = cells;
-        let _ = writeln!(
-            out,
-            "{group:<36}  {exchanges:>9}  {ok:>7}  {failed:>7}  {retries:>7}  {input:>12}  \
-             {cached:>10}  {output:>10}  {reasoning:>10}  {calls:>6}  {latency:>17}"
-        );
-    };
-    line(
+    write_table_row(
         &mut out,
+        &COLUMNS,
         [
             report.grouped_by.title(),
             "EXCHANGES",
@@ -275,8 +270,9 @@ pub fn render_usage(report: &UsageReport) -> String {
         let seconds = |ms: Option<u64>| {
             ms.map_or_else(|| "-".to_owned(), |ms| crate::timeline::seconds(ms as i64))
         };
-        line(
+        write_table_row(
             &mut out,
+            &COLUMNS,
             [
                 &row.group,
                 &row.exchanges.to_string(),
@@ -303,6 +299,8 @@ pub fn render_usage(report: &UsageReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::{TimeZone, Utc};
+    use uuid::Uuid;
 
     /// Totals of `exchanges` grouped by `by`.
     fn summarize(exchanges: &[ExchangeSummary], by: UsageGrouping) -> UsageReport {
@@ -310,8 +308,6 @@ mod tests {
         exchanges.iter().for_each(|exchange| tally.add(exchange));
         tally.finish()
     }
-    use chrono::{TimeZone, Utc};
-    use uuid::Uuid;
 
     fn summary(
         upstream_model: &str,
