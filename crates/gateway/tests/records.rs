@@ -162,10 +162,7 @@ async fn every_exchange_is_recorded_with_attempts_usage_and_calls() {
 #[tokio::test]
 async fn cache_hit_exchanges_are_recorded_as_text_and_still_redacted() {
     let records = tempfile::tempdir().unwrap();
-    let (upstream, gw) = start(Script::always(Reply::text_stream(["done"])), |config| {
-        config.records_dir = Some(records.path().to_path_buf());
-    })
-    .await;
+    let (upstream, gw) = recording_gateway_answering_done(&records).await;
     let base: serde_json::Value = serde_json::from_slice(GEMINI_CLI_FIRST_REQUEST).unwrap();
     let prompts = [
         "first".to_string(),
@@ -176,11 +173,7 @@ async fn cache_hit_exchanges_are_recorded_as_text_and_still_redacted() {
     for prompt in &prompts {
         let mut request = base.clone();
         request["contents"] = json!([{"role": "user", "parts": [{"text": prompt}]}]);
-        let frames =
-            Frames::new(post(&gw, "gemini-2.5-flash", "streamGenerateContent", &request).await)
-                .all()
-                .await;
-        assert_eq!(text_of(&frames), "done");
+        stream_expecting_done(&gw, &request).await;
         sent.push(request);
     }
     gw.shutdown().await.unwrap();
@@ -242,10 +235,7 @@ async fn cache_hit_exchanges_are_recorded_as_text_and_still_redacted() {
 #[tokio::test]
 async fn a_growing_history_is_stored_once_per_entry() {
     let records = tempfile::tempdir().unwrap();
-    let (upstream, gw) = start(Script::always(Reply::text_stream(["done"])), |config| {
-        config.records_dir = Some(records.path().to_path_buf());
-    })
-    .await;
+    let (upstream, gw) = recording_gateway_answering_done(&records).await;
     let base: serde_json::Value = serde_json::from_slice(GEMINI_CLI_FIRST_REQUEST).unwrap();
     let mut history = Vec::new();
     let mut sent = Vec::new();
@@ -257,11 +247,7 @@ async fn a_growing_history_is_stored_once_per_entry() {
         history.push(json!({"role": "user", "parts": [{"text": notes}]}));
         let mut request = base.clone();
         request["contents"] = json!(history);
-        let frames =
-            Frames::new(post(&gw, "gemini-2.5-flash", "streamGenerateContent", &request).await)
-                .all()
-                .await;
-        assert_eq!(text_of(&frames), "done");
+        stream_expecting_done(&gw, &request).await;
         sent.push(request);
     }
     gw.shutdown().await.unwrap();
@@ -292,6 +278,28 @@ async fn a_growing_history_is_stored_once_per_entry() {
         longest_row < 8_000,
         "the third exchange's row is {longest_row} bytes"
     );
+}
+
+/// A gateway recording into `records`, on an upstream that answers every request with the
+/// streamed text "done".
+async fn recording_gateway_answering_done(
+    records: &tempfile::TempDir,
+) -> (ChatUpstream, switchyard_gateway::GatewayHandle) {
+    start(Script::always(Reply::text_stream(["done"])), |config| {
+        config.records_dir = Some(records.path().to_path_buf());
+    })
+    .await
+}
+
+/// Sends `request` as a streamed exchange and checks the guest got "done".
+async fn stream_expecting_done(
+    gw: &switchyard_gateway::GatewayHandle,
+    request: &serde_json::Value,
+) {
+    let frames = Frames::new(post(gw, "gemini-2.5-flash", "streamGenerateContent", request).await)
+        .all()
+        .await;
+    assert_eq!(text_of(&frames), "done");
 }
 
 /// Rows of the store's `blobs` table.

@@ -782,6 +782,21 @@ mod tests {
             .collect()
     }
 
+    /// Stores `exchange` the value path's way (parsed, redacted as a whole) into `store`; returns
+    /// the record it stored.
+    fn store_by_value_path(
+        exchange: &ExchangeText,
+        redactor: &Redactor,
+        store: &mut SqliteStore,
+    ) -> ExchangeRecord {
+        let mut record = exchange.clone().into_record();
+        redactor.redact_exchange(&mut record);
+        store
+            .apply(&[RecordOp::UpsertExchange(Box::new(record.clone()))])
+            .unwrap();
+        record
+    }
+
     #[test]
     fn the_text_path_stores_what_the_value_path_stores() {
         let redactor = Redactor::new([SECRET]);
@@ -807,13 +822,7 @@ mod tests {
             assert!(!document.json().contains(SECRET));
             assert!(document.blobs().iter().all(|b| !b.body.contains(SECRET)));
             text_store.apply(std::slice::from_ref(&op)).unwrap();
-            let mut value_op = RecordOp::UpsertExchange(Box::new(exchange.clone().into_record()));
-            redactor.redact_op(&mut value_op);
-            let RecordOp::UpsertExchange(expected) = &value_op else {
-                unreachable!()
-            };
-            let expected = (**expected).clone();
-            value_store.apply(&[value_op]).unwrap();
+            let expected = store_by_value_path(&exchange, &redactor, &mut value_store);
 
             let stored = text_store.exchange(exchange.record.id).unwrap().unwrap();
             assert_eq!(stored, expected);
@@ -854,13 +863,7 @@ mod tests {
             let (_dir, mut text_store) = store();
             let (_dir2, mut value_store) = store();
             text_store.apply(std::slice::from_ref(&op)).unwrap();
-            let mut value_op = RecordOp::UpsertExchange(Box::new(exchange.clone().into_record()));
-            redactor.redact_op(&mut value_op);
-            let RecordOp::UpsertExchange(expected) = &value_op else {
-                unreachable!()
-            };
-            let expected = (**expected).clone();
-            value_store.apply(&[value_op]).unwrap();
+            let expected = store_by_value_path(&exchange, &redactor, &mut value_store);
             assert_eq!(
                 text_store.exchange(exchange.record.id).unwrap().unwrap(),
                 expected
