@@ -276,10 +276,7 @@ impl Trace {
     pub fn attempt_failed(&mut self, kind: &str, message: &str) {
         self.record(|r| {
             if let Some(a) = r.attempts.last_mut() {
-                a.error = Some(TypedError {
-                    kind: kind.to_string(),
-                    message: message.to_string(),
-                });
+                a.error = Some(typed_error(kind, message));
             }
         });
     }

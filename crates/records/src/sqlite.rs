@@ -7,11 +7,11 @@
 //! `Incomplete`. Rows of writers still alive in other processes are left alone.
 //!
 //! Exchanges are stored with their large repeated sub-values (system prompt, tool declarations,
-//! the history entries every turn resends) moved into the content-addressed `blobs` table (see [`crate::blobs`]), in the same transaction
-//! as the exchange row; every read of whole exchanges puts them back. Listings
-//! (`exchange_summaries`, and `for_each_exchange_summary`, which streams them row by row for
-//! usage totals) read their few fields from the stored JSON in place (`json_extract`): no
-//! request, response or blob is parsed.
+//! the history entries every turn resends) moved into the content-addressed `blobs` table (see
+//! [`crate::blobs`]), in the same transaction as the exchange row; every read of whole exchanges
+//! puts them back. Listings (`exchange_summaries`, and `for_each_exchange_summary`, which streams
+//! them row by row for usage totals) read their few fields from the stored JSON in place
+//! (`json_extract`): no request, response or blob is parsed.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions, TryLockError};
