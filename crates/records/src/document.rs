@@ -797,6 +797,23 @@ mod tests {
         record
     }
 
+    /// Prepares `exchange`, which must take the value path; returns the record of the op and the
+    /// record read back after storing it.
+    fn through_the_value_path(
+        exchange: &ExchangeText,
+        redactor: &Redactor,
+    ) -> (ExchangeRecord, ExchangeRecord) {
+        let op = prepare(exchange.clone(), redactor, &mut SharedBlobs::default());
+        let RecordOp::UpsertExchange(record) = &op else {
+            panic!("expected the value path: {op:?}");
+        };
+        let record = (**record).clone();
+        let (_dir, mut store) = store();
+        store.apply(&[op]).unwrap();
+        let stored = store.exchange(exchange.record.id).unwrap().unwrap();
+        (record, stored)
+    }
+
     #[test]
     fn the_text_path_stores_what_the_value_path_stores() {
         let redactor = Redactor::new([SECRET]);
@@ -940,11 +957,7 @@ mod tests {
         ] {
             let mut exchange = exchange_text("[]");
             exchange.guest_request = JsonText::whole(text(guest));
-            let op = prepare(exchange.clone(), &redactor, &mut SharedBlobs::default());
-            assert!(matches!(op, RecordOp::UpsertExchange(_)), "{guest}: {op:?}");
-            let (_dir, mut store) = store();
-            store.apply(&[op]).unwrap();
-            let stored = store.exchange(exchange.record.id).unwrap().unwrap();
+            let (_, stored) = through_the_value_path(&exchange, &redactor);
             assert_eq!(
                 stored.guest_request,
                 JsonText::whole(text(guest)).to_value()
@@ -1022,14 +1035,8 @@ mod tests {
         let redactor = Redactor::default();
         let mut exchange = exchange_text("[]");
         exchange.guest_request = JsonText::whole(text(r#"{"contents":[1,"#));
-        let op = prepare(exchange.clone(), &redactor, &mut SharedBlobs::default());
-        let RecordOp::UpsertExchange(record) = &op else {
-            panic!("expected the value path: {op:?}");
-        };
+        let (record, stored) = through_the_value_path(&exchange, &redactor);
         assert_eq!(record.guest_request, json!(r#"{"contents":[1,"#));
-        let (_dir, mut store) = store();
-        store.apply(&[op]).unwrap();
-        let stored = store.exchange(exchange.record.id).unwrap().unwrap();
         assert_eq!(stored.guest_request, json!(r#"{"contents":[1,"#));
     }
 
@@ -1039,15 +1046,9 @@ mod tests {
         let mut exchange = exchange_text("[]");
         // JSON in shape, with a byte that is not UTF-8 inside a string.
         exchange.guest_request = JsonText::whole(Bytes::from_static(b"{\"contents\":\"a\xffb\"}"));
-        let op = prepare(exchange.clone(), &redactor, &mut SharedBlobs::default());
-        let RecordOp::UpsertExchange(record) = &op else {
-            panic!("expected the value path: {op:?}");
-        };
+        let (record, stored) = through_the_value_path(&exchange, &redactor);
         let lossy = json!("{\"contents\":\"a\u{fffd}b\"}");
         assert_eq!(record.guest_request, lossy);
-        let (_dir, mut store) = store();
-        store.apply(&[op]).unwrap();
-        let stored = store.exchange(exchange.record.id).unwrap().unwrap();
         assert_eq!(stored.guest_request, lossy);
     }
 
@@ -1058,11 +1059,7 @@ mod tests {
         // The guest's own `tools` is a marker-shaped object, given inline (not shared).
         exchange.guest_request =
             JsonText::whole(text(r#"{"contents":[],"tools":{"$blob":"sha256:0000"}}"#));
-        let op = prepare(exchange.clone(), &redactor, &mut SharedBlobs::default());
-        assert!(matches!(op, RecordOp::UpsertExchange(_)), "{op:?}");
-        let (_dir, mut store) = store();
-        store.apply(&[op]).unwrap();
-        let stored = store.exchange(exchange.record.id).unwrap().unwrap();
+        let (_, stored) = through_the_value_path(&exchange, &redactor);
         assert_eq!(
             stored.guest_request["tools"],
             json!({"$blob": "sha256:0000"})
