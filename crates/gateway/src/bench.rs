@@ -33,6 +33,13 @@
 //!   only once every exchange it sent is stored (its time and CPU include the writer's
 //!   backlog); after a records-on latency round the backlog is stored untimed, so it never
 //!   lands on the next target's round.
+//! * records off vs on at a fixed offered rate (default [`PACED_RATE`], the gateway's own
+//!   throughput target): an open loop sends requests on schedule whatever the answers do, and
+//!   reports the rate served, the latency and the CPU per request ([`Paced`]). The saturated
+//!   series above answer "how much less can the machine serve with records on"; this one answers
+//!   "at the load the gateway is specified for, do records cost the guest anything": below
+//!   saturation the served rates should match, and the CPU difference is records' cost without
+//!   the closed loop's feedback.
 //!
 //! Build with `--release` for meaningful numbers. The in-process memory figures are the whole
 //! process (client, upstream and gateway); the gateway's share is the difference to the direct
@@ -77,6 +84,8 @@ pub struct BenchOptions {
     pub concurrency: usize,
     /// Concurrent open streams for the memory figure.
     pub streams: usize,
+    /// Requests/s offered by the paced records series ([`paced`]); 0 skips them.
+    pub paced_rate: u32,
     /// Samples of the chunk forwarding delay.
     pub forward_samples: usize,
     /// Also measure the memory of a gateway running as a separate process (see
@@ -92,6 +101,7 @@ impl Default for BenchOptions {
             throughput_duration: Duration::from_secs(3),
             concurrency: 16,
             streams: 1_000,
+            paced_rate: PACED_RATE,
             forward_samples: 500,
             gateway_process: true,
         }
@@ -143,6 +153,9 @@ pub struct RecordsReport {
     pub latency_stream: OffOn<Percentiles>,
     pub rps_unary: OffOn<Throughput>,
     pub rps_stream: OffOn<Throughput>,
+    /// At a fixed offered rate ([`BenchOptions::paced_rate`]; `None` when skipped).
+    pub paced_unary: Option<OffOn<Paced>>,
+    pub paced_stream: Option<OffOn<Paced>>,
     /// Record ops the records-on gateway's writer committed (proves it recorded).
     pub written_ops: u64,
     /// Record ops that failed to persist (should be 0).
@@ -165,6 +178,8 @@ pub struct BenchReport {
     pub rps_stream: Pair<Throughput>,
     pub concurrency: usize,
     pub streams: usize,
+    /// Requests/s offered by the paced records series.
+    pub paced_rate: u32,
     pub rss_idle_kib: u64,
     pub rss_streams_kib: Pair<u64>,
     /// The same with a ~100-byte request (the gateway's own per-stream cost, without the
@@ -271,6 +286,48 @@ fn write_throughput_rows(
     )
 }
 
+/// The rows of a records off/on figure at a fixed offered rate: served rate, latency and CPU
+/// per request (and, when any request was not sent, how many).
+fn write_paced_rows(
+    f: &mut std::fmt::Formatter<'_>,
+    kind: &str,
+    rate: u32,
+    pair: &OffOn<Paced>,
+) -> std::fmt::Result {
+    let name = format!("{kind} at {rate}/s");
+    write_row(
+        f,
+        &format!("served req/s {name}"),
+        pair.off.served_per_sec,
+        pair.on.served_per_sec,
+        0,
+        false,
+    )?;
+    write_percentile_rows(
+        f,
+        &format!("latency {name} (us)"),
+        pair.off.latency,
+        pair.on.latency,
+    )?;
+    write_row(
+        f,
+        &format!("CPU us/request {name}"),
+        pair.off.cpu_us_per_request,
+        pair.on.cpu_us_per_request,
+        1,
+        true,
+    )?;
+    if pair.off.skipped + pair.on.skipped > 0 {
+        writeln!(
+            f,
+            "({name}: not sent because {PACED_MAX_IN_FLIGHT} requests were waiting: \
+             records off {}, records on {})",
+            pair.off.skipped, pair.on.skipped
+        )?;
+    }
+    Ok(())
+}
+
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -363,6 +420,11 @@ impl std::fmt::Display for RecordsTable<'_> {
         }
         for (kind, pair) in [("unary", &r.rps_unary), ("stream", &r.rps_stream)] {
             write_throughput_rows(f, kind, self.0.concurrency, pair.off, pair.on)?;
+        }
+        for (kind, pair) in [("unary", &r.paced_unary), ("stream", &r.paced_stream)] {
+            if let Some(pair) = pair {
+                write_paced_rows(f, kind, self.0.paced_rate, pair)?;
+            }
         }
         writeln!(
             f,
@@ -754,6 +816,115 @@ async fn throughput_rounds(
     Ok((direct_sum, gateway_sums))
 }
 
+/// Requests/s the paced records series offer by default: the gateway's own throughput target
+/// (3,000 requests/s at concurrency 16), so records on and off are compared at the load the
+/// gateway is specified for, below saturation.
+pub const PACED_RATE: u32 = 3_000;
+
+/// Requests a paced series lets wait at once; beyond it a due request is not sent and counts
+/// as `skipped` (the served rate then falls short of the offered one).
+const PACED_MAX_IN_FLIGHT: usize = 512;
+
+/// A series at a fixed offered rate (open loop: requests are sent on schedule whether or not
+/// earlier ones have been answered), unlike [`Throughput`], which measures a saturated closed
+/// loop of `concurrency` clients.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Paced {
+    /// Requests answered per second, from the first send until the last answer (and, with
+    /// records on, until every exchange of the series is stored).
+    pub served_per_sec: f64,
+    /// Latency of each request, from its send to the end of its response.
+    pub latency: Percentiles,
+    /// Process CPU time per answered request, in microseconds. Below saturation this is the
+    /// cleanest cost figure: records on minus records off is what records cost per exchange.
+    pub cpu_us_per_request: f64,
+    /// Requests due while [`PACED_MAX_IN_FLIGHT`] were still waiting, so never sent.
+    pub skipped: u64,
+}
+
+/// Offers `rate` requests/s to `target` for `duration`: every millisecond (the runtime timer's
+/// resolution) the requests due by then are started, each on its own task. Requests that find
+/// [`PACED_MAX_IN_FLIGHT`] others waiting are skipped, so an overloaded target shows as a served
+/// rate below `rate`, not as an ever-growing queue.
+async fn paced(
+    client: &reqwest::Client,
+    target: &Target,
+    rate: u32,
+    duration: Duration,
+) -> Result<(Paced, Vec<Duration>), BenchError> {
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(PACED_MAX_IN_FLIGHT));
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut ticks = tokio::time::interval(Duration::from_millis(1));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let millis = u64::try_from(duration.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    let (mut due, mut skipped) = (0_u64, 0_u64);
+    let started = Instant::now();
+    let cpu_started = process_cpu_time();
+    for tick in 1..=millis {
+        ticks.tick().await;
+        let due_by_now = tick * u64::from(rate) / 1_000;
+        while due < due_by_now {
+            due += 1;
+            let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
+                skipped += 1;
+                continue;
+            };
+            let (client, target) = (client.clone(), target.clone());
+            tasks.spawn(async move {
+                let sent = Instant::now();
+                send_and_drain(&client, &target).await?;
+                drop(permit);
+                Ok::<_, BenchError>(sent.elapsed())
+            });
+        }
+    }
+    let mut samples = Vec::with_capacity(tasks.len());
+    while let Some(joined) = tasks.join_next().await {
+        samples.push(joined.map_err(|e| BenchError::Request(e.to_string()))??);
+    }
+    // As for the throughput series: storing the series' records counts in its time and CPU.
+    settle_records(target).await?;
+    let answered = samples.len().max(1) as f64;
+    let cpu = process_cpu_time().saturating_sub(cpu_started);
+    let paced = Paced {
+        served_per_sec: samples.len() as f64 / started.elapsed().as_secs_f64(),
+        latency: percentiles(samples.clone()),
+        cpu_us_per_request: micros(cpu) / answered,
+        skipped,
+    };
+    Ok((paced, samples))
+}
+
+/// Records off vs on at `options.paced_rate`: [`THROUGHPUT_ROUNDS`] alternating rounds of
+/// [`paced`] series, each a share of `throughput_duration`; rates and CPU averaged over rounds,
+/// latency percentiles over all samples.
+async fn paced_rounds(
+    client: &reqwest::Client,
+    off: &Target,
+    on: &Target,
+    options: &BenchOptions,
+) -> Result<OffOn<Paced>, BenchError> {
+    let round = options.throughput_duration / THROUGHPUT_ROUNDS;
+    let mut sums = [Paced::default(); 2];
+    let mut samples: [Vec<Duration>; 2] = Default::default();
+    for _ in 0..THROUGHPUT_ROUNDS {
+        for ((target, sum), all) in [off, on].into_iter().zip(&mut sums).zip(&mut samples) {
+            let (one, mut taken) = paced(client, target, options.paced_rate, round).await?;
+            sum.served_per_sec += one.served_per_sec / f64::from(THROUGHPUT_ROUNDS);
+            sum.cpu_us_per_request += one.cpu_us_per_request / f64::from(THROUGHPUT_ROUNDS);
+            sum.skipped += one.skipped;
+            all.append(&mut taken);
+        }
+    }
+    let [mut off, mut on] = sums;
+    let [off_samples, on_samples] = samples;
+    off.latency = percentiles(off_samples);
+    on.latency = percentiles(on_samples);
+    Ok(OffOn { off, on })
+}
+
 /// Open `n` streams whose upstream holds its second chunk until `gate` releases it, wait until
 /// every stream delivered its first chunk, sample RSS, then release them and drain.
 async fn rss_with_open_streams(
@@ -971,6 +1142,7 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         request_bytes: GEMINI_CLI_FIRST_REQUEST.len(),
         concurrency: options.concurrency,
         streams: options.streams,
+        paced_rate: options.paced_rate,
         ..BenchReport::default()
     };
     // Each figure: direct, gateway (records off), gateway (records on), in alternating rounds.
@@ -1028,6 +1200,13 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         off: stream_off,
         on: stream_on,
     };
+    if options.paced_rate > 0 {
+        eprintln!("bench: records at {} requests/s...", options.paced_rate);
+        report.records.paced_unary =
+            Some(paced_rounds(&client, &unary_via, &unary_recorded_via, &options).await?);
+        report.records.paced_stream =
+            Some(paced_rounds(&client, &stream_via, &stream_recorded_via, &options).await?);
+    }
     for handle in [
         unary_gateway,
         stream_gateway,

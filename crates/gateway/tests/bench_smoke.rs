@@ -13,6 +13,7 @@ async fn bench_runs_every_series() {
         throughput_duration: Duration::from_millis(200),
         concurrency: 4,
         streams: 20,
+        paced_rate: 300,
         forward_samples: 10,
         // This test binary cannot serve as the gateway child.
         gateway_process: false,
@@ -40,10 +41,23 @@ async fn bench_runs_every_series() {
     assert!(records.latency_unary.on.p50 > Duration::ZERO);
     assert!(records.latency_stream.on.p99 >= records.latency_stream.on.p50);
     assert!(measured(records.rps_unary.on) && measured(records.rps_stream.on));
+    for paced in [records.paced_unary, records.paced_stream] {
+        let paced = paced.expect("the paced series ran");
+        for one in [paced.off, paced.on] {
+            assert!(
+                one.served_per_sec > 0.0 && one.cpu_us_per_request > 0.0,
+                "{one:?}"
+            );
+            assert!(one.latency.p50 > Duration::ZERO && one.latency.p99 >= one.latency.p50);
+            // 300 requests/s never has 512 waiting on an idle machine.
+            assert_eq!(one.skipped, 0, "{one:?}");
+        }
+    }
     assert!(records.written_ops > 0, "the records-on gateway recorded");
     assert_eq!(records.failed_ops, 0);
     let text = report.to_string();
     assert!(text.contains("req/s unary c=4"), "{text}");
     assert!(text.contains("CPU us/request stream c=4"), "{text}");
     assert!(text.contains("records off vs on"), "{text}");
+    assert!(text.contains("served req/s stream at 300/s"), "{text}");
 }

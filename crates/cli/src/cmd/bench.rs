@@ -51,6 +51,9 @@ pub struct GatewayBenchArgs {
     /// Concurrent open streams for the memory figure.
     #[arg(long, default_value_t = 1000)]
     pub streams: usize,
+    /// Requests/s offered in the paced records off/on series (0 skips them).
+    #[arg(long, default_value_t = switchyard_gateway::bench::PACED_RATE)]
+    pub paced_rate: u32,
 }
 
 /// Entry point.
@@ -62,6 +65,7 @@ pub async fn run(command: BenchCommand) -> Result<u8> {
                 latency_requests: args.latency_requests,
                 throughput_duration: Duration::from_secs(args.throughput_secs),
                 streams: args.streams,
+                paced_rate: args.paced_rate,
                 ..Default::default()
             };
             let report = switchyard_gateway::bench::bench(options).await?;
