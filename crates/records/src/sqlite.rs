@@ -488,12 +488,12 @@ impl SqliteStore {
         Ok((exchanges, runs))
     }
 
-    /// Calls `visit` with the summaries of the exchanges `filter` selects, by id in `order`
-    /// (`ASC` or `DESC`), at most `limit` of them, one row at a time.
+    /// Calls `visit` with the summaries of the exchanges `filter` selects, by id in `order`, at
+    /// most `limit` of them, one row at a time.
     fn visit_summaries(
         &self,
         filter: ExchangeFilter,
-        order: &str,
+        order: IdOrder,
         limit: Option<usize>,
         visit: &mut dyn FnMut(ExchangeSummary),
     ) -> Result<(), StoreError> {
@@ -821,7 +821,7 @@ impl RecordStore for SqliteStore {
     ) -> Result<Vec<ExchangeSummary>, StoreError> {
         // The newest `limit`, read newest first, then put oldest first.
         let mut summaries = Vec::new();
-        self.visit_summaries(filter, "DESC", limit, &mut |summary| {
+        self.visit_summaries(filter, IdOrder::NewestFirst, limit, &mut |summary| {
             summaries.push(summary)
         })?;
         summaries.reverse();
@@ -833,7 +833,7 @@ impl RecordStore for SqliteStore {
         filter: ExchangeFilter,
         visit: &mut dyn FnMut(ExchangeSummary),
     ) -> Result<(), StoreError> {
-        self.visit_summaries(filter, "ASC", None, visit)
+        self.visit_summaries(filter, IdOrder::OldestFirst, None, visit)
     }
 
     fn exchange_count(&self, filter: ExchangeFilter) -> Result<u64, StoreError> {
@@ -899,7 +899,24 @@ fn exchange_condition(filter: ExchangeFilter) -> (&'static str, Option<String>) 
 /// The query of exchange summaries matching `condition`, by id in `order` (`ASC` or `DESC`), at
 /// most `limit` rows (negative: all). Fields are read from the stored JSON in place: requests
 /// and responses are never parsed.
-fn summary_query(condition: &str, order: &str, limit: i64) -> String {
+/// The order rows are read in, by id (UUID v7 ids sort by time).
+#[derive(Debug, Clone, Copy)]
+enum IdOrder {
+    OldestFirst,
+    NewestFirst,
+}
+
+impl IdOrder {
+    fn sql(self) -> &'static str {
+        match self {
+            IdOrder::OldestFirst => "ASC",
+            IdOrder::NewestFirst => "DESC",
+        }
+    }
+}
+
+fn summary_query(condition: &str, order: IdOrder, limit: i64) -> String {
+    let order = order.sql();
     format!(
         "SELECT id, run_id, status, ingress_api, upstream_model, received_at, \
                 json_extract(record, '$.requested_model'), \
