@@ -28,6 +28,8 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::gap_timer::GapTimer;
+
 /// The shared reservation pool (bytes of guest request bodies buffered at once).
 #[derive(Debug, Clone)]
 pub(crate) struct BodyBudget {
@@ -126,10 +128,15 @@ impl Intake {
         let mut frames = body.into_data_stream();
         let mut first: Option<Bytes> = None;
         let mut joined: Vec<u8> = Vec::new();
+        // One timer per body, not per piece (see `crate::gap_timer`).
+        let mut stall = GapTimer::new(self.stall);
         loop {
-            let next = tokio::time::timeout(self.stall, frames.next())
-                .await
-                .map_err(|_| IntakeError::Stalled(self.stall))?;
+            stall.start_gap();
+            let next = tokio::select! {
+                biased;
+                next = frames.next() => next,
+                () = stall.expired() => return Err(IntakeError::Stalled(stall.gap())),
+            };
             let Some(piece) = next else { break };
             let piece = piece.map_err(|e| IntakeError::Broken(e.to_string()))?;
             let size = first.as_ref().map_or(0, Bytes::len) + joined.len() + piece.len();

@@ -119,6 +119,7 @@ pub mod bench;
 pub mod config;
 mod exchange;
 pub mod fixtures;
+mod gap_timer;
 mod http1;
 mod intake;
 mod record_writer;

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 
 use crate::config::GatewayConfig;
+use crate::gap_timer::GapTimer;
 use crate::http1::{Http1Body, Http1Client, Http1ConfigError, Http1Error};
 use crate::retry::retry_after_from_headers;
 use crate::translation::ChatBody;
@@ -326,16 +327,24 @@ impl UpstreamClient {
                     .map(|chunk| chunk.map_err(|e| describe(&e))),
             ),
         };
-        let idle = self.idle;
+        // One idle timer per body, not per chunk (see `crate::gap_timer`).
+        let idle = GapTimer::new(self.idle);
         Box::pin(futures_util::stream::unfold(
-            Some(chunks),
-            move |state| async move {
-                let mut chunks = state?;
-                match tokio::time::timeout(idle, chunks.next()).await {
-                    Err(_) => Some((Err(UpstreamError::IdleTimeout(idle)), None)),
-                    Ok(None) => None,
-                    Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(chunks))),
-                    Ok(Some(Err(e))) => Some((Err(UpstreamError::Body(e)), None)),
+            Some((chunks, idle)),
+            |state| async move {
+                let (mut chunks, mut idle) = state?;
+                idle.start_gap();
+                let next = tokio::select! {
+                    biased;
+                    next = chunks.next() => next,
+                    () = idle.expired() => {
+                        return Some((Err(UpstreamError::IdleTimeout(idle.gap())), None));
+                    }
+                };
+                match next {
+                    None => None,
+                    Some(Ok(bytes)) => Some((Ok(bytes), Some((chunks, idle)))),
+                    Some(Err(e)) => Some((Err(UpstreamError::Body(e)), None)),
                 }
             },
         ))
