@@ -84,7 +84,7 @@ pub struct BenchOptions {
     pub concurrency: usize,
     /// Concurrent open streams for the memory figure.
     pub streams: usize,
-    /// Requests/s offered by the paced records series ([`paced`]); 0 skips them.
+    /// Requests/s offered by the paced records series ([`Paced`]); 0 skips them.
     pub paced_rate: u32,
     /// Samples of the chunk forwarding delay.
     pub forward_samples: usize,
@@ -823,7 +823,7 @@ pub const PACED_RATE: u32 = 3_000;
 
 /// Requests a paced series lets wait at once; beyond it a due request is not sent and counts
 /// as `skipped` (the served rate then falls short of the offered one).
-const PACED_MAX_IN_FLIGHT: usize = 512;
+pub const PACED_MAX_IN_FLIGHT: usize = 512;
 
 /// A series at a fixed offered rate (open loop: requests are sent on schedule whether or not
 /// earlier ones have been answered), unlike [`Throughput`], which measures a saturated closed
@@ -842,6 +842,15 @@ pub struct Paced {
     pub skipped: u64,
 }
 
+/// What one [`paced`] series measured: its latency as samples (percentiles are taken over all
+/// rounds), the rest as figures.
+struct PacedRound {
+    served_per_sec: f64,
+    cpu_us_per_request: f64,
+    skipped: u64,
+    samples: Vec<Duration>,
+}
+
 /// Offers `rate` requests/s to `target` for `duration`: every millisecond (the runtime timer's
 /// resolution) the requests due by then are started, each on its own task. Requests that find
 /// [`PACED_MAX_IN_FLIGHT`] others waiting are skipped, so an overloaded target shows as a served
@@ -851,7 +860,7 @@ async fn paced(
     target: &Target,
     rate: u32,
     duration: Duration,
-) -> Result<(Paced, Vec<Duration>), BenchError> {
+) -> Result<PacedRound, BenchError> {
     let in_flight = Arc::new(tokio::sync::Semaphore::new(PACED_MAX_IN_FLIGHT));
     let mut tasks = tokio::task::JoinSet::new();
     let mut ticks = tokio::time::interval(Duration::from_millis(1));
@@ -888,13 +897,12 @@ async fn paced(
     settle_records(target).await?;
     let answered = samples.len().max(1) as f64;
     let cpu = process_cpu_time().saturating_sub(cpu_started);
-    let paced = Paced {
+    Ok(PacedRound {
         served_per_sec: samples.len() as f64 / started.elapsed().as_secs_f64(),
-        latency: percentiles(samples.clone()),
         cpu_us_per_request: micros(cpu) / answered,
         skipped,
-    };
-    Ok((paced, samples))
+        samples,
+    })
 }
 
 /// Records off vs on at `options.paced_rate`: [`THROUGHPUT_ROUNDS`] alternating rounds of
@@ -911,11 +919,11 @@ async fn paced_rounds(
     let mut samples: [Vec<Duration>; 2] = Default::default();
     for _ in 0..THROUGHPUT_ROUNDS {
         for ((target, sum), all) in [off, on].into_iter().zip(&mut sums).zip(&mut samples) {
-            let (one, mut taken) = paced(client, target, options.paced_rate, round).await?;
+            let mut one = paced(client, target, options.paced_rate, round).await?;
             sum.served_per_sec += one.served_per_sec / f64::from(THROUGHPUT_ROUNDS);
             sum.cpu_us_per_request += one.cpu_us_per_request / f64::from(THROUGHPUT_ROUNDS);
             sum.skipped += one.skipped;
-            all.append(&mut taken);
+            all.append(&mut one.samples);
         }
     }
     let [mut off, mut on] = sums;

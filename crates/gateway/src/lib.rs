@@ -50,11 +50,12 @@
 //! Timeouts (`[timeouts]`): `connect_ms` 5 s, `first_byte_ms` (request sent → response head)
 //! 120 s, `idle_ms` (silence between body chunks) 120 s, `shutdown_ms` 3 s.
 //!
-//! What the upstream accepts and wants (`[translation]`, [`switchyard_translate::ProviderOptions`]):
-//! `top_k`, `reasoning_effort`, how many stop sequences, PNG re-encoding, `tool_choice:
-//! "required"`, reasoning echoed back as `reasoning_content` (carried through the guest in a
-//! `thoughtSignature`) and reasoning shown to the guest as thought parts. One setting for every
-//! exchange: the translation cache does not depend on it.
+//! What the upstream accepts and wants (`[translation]`,
+//! [`switchyard_translate::ProviderOptions`]): `top_k`, `reasoning_effort`, how many stop
+//! sequences, PNG re-encoding, `tool_choice: "required"`, reasoning echoed back as
+//! `reasoning_content` (carried through the guest in a `thoughtSignature`) and reasoning shown to
+//! the guest as thought parts. One setting for every exchange: the translation cache does not
+//! depend on it.
 //!
 //! ## Translation cache
 //! Gemini CLI repeats the same ~45 KB system prompt and tool declarations on every request.

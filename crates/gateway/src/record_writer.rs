@@ -103,9 +103,9 @@ impl Delivery {
                 reasoning: u64::from(u.thoughts_token_count.unwrap_or(0)),
             });
         // Written straight from the typed response: no JSON tree built.
-        let guest_response = match &*delivered {
-            [_] if sent.is_some() => sent.map(str::to_owned),
-            [one] => serde_json::to_string(one).ok(),
+        let guest_response = match (&*delivered, sent) {
+            ([_], Some(sent)) => Some(sent.to_owned()),
+            ([one], None) => serde_json::to_string(one).ok(),
             _ => merge_chunks(delivered.into_owned()).and_then(|r| serde_json::to_string(&r).ok()),
         };
         Delivery {

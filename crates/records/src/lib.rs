@@ -5,10 +5,12 @@
 //! Producers hold a [`Recorder`] (cheap to clone, `Send + Sync`) and call [`Recorder::record`] with
 //! [`RecordOp`]s; a single writer thread redacts secrets ([`Redactor`]) and commits batches to a
 //! [`RecordSink`] (the write side of a [`RecordStore`]; SQLite by default, [`SqliteStore`]).
-//! Readers open a [`SqliteStore`] and use the [`RecordStore`] trait; [`export`], [`html`] and [`timeline`] render what is stored, [`usage`]
-//! totals it (tokens, failures, latency by model, run or day).
+//! Readers open a [`SqliteStore`] and use the [`RecordStore`] trait; [`export`], [`html`] and
+//! [`timeline`] render what is stored, [`usage`] totals it (tokens, failures, latency by model,
+//! run or day).
 //! The SQLite store keeps the large sub-values every exchange of a session repeats (system prompt,
-//! tool declarations, history entries) once, content-addressed ([`blobs`]); readers always get whole records back.
+//! tool declarations, history entries) once, content-addressed ([`blobs`]); readers always get
+//! whole records back.
 //! Producers that hold the requests as bytes (the gateway) can hand an exchange over as text
 //! pieces instead of parsed values ([`Recorder::record_exchange_text`], [`document`]): stored
 //! without parsing when redaction could not change it.

@@ -896,9 +896,6 @@ fn exchange_condition(filter: ExchangeFilter) -> (&'static str, Option<String>) 
     }
 }
 
-/// The query of exchange summaries matching `condition`, by id in `order` (`ASC` or `DESC`), at
-/// most `limit` rows (negative: all). Fields are read from the stored JSON in place: requests
-/// and responses are never parsed.
 /// The order rows are read in, by id (UUID v7 ids sort by time).
 #[derive(Debug, Clone, Copy)]
 enum IdOrder {
@@ -915,6 +912,9 @@ impl IdOrder {
     }
 }
 
+/// The query of exchange summaries matching `condition`, by id in `order`, at most `limit` rows
+/// (negative: all). Fields are read from the stored JSON in place: requests and responses are
+/// never parsed.
 fn summary_query(condition: &str, order: IdOrder, limit: i64) -> String {
     let order = order.sql();
     format!(

@@ -13,8 +13,8 @@
 //!   images (labelled with the call id) and the user's own text/images.
 //! * `functionResponse.response` becomes the tool message content as **compact JSON of the whole
 //!   response object** (e.g. `{"output":"hello"}`).
-//! * Thought parts are dropped and `thoughtSignature`s are never sent upstream (counted in the report);
-//!   with [`ProviderOptions::echo_reasoning`], the reasoning a signature of ours carries
+//! * Thought parts are dropped and `thoughtSignature`s are never sent upstream (counted in the
+//!   report); with [`ProviderOptions::echo_reasoning`], the reasoning a signature of ours carries
 //!   ([`reasoning`]) goes back as the assistant message's `reasoning_content`.
 //! * PNG images are re-encoded as lossless, exact WebP ([`image`]); 16-bit PNGs pass unchanged (noted).
 //!   [`translate_request_with`] takes a [`ConversionCache`] that remembers conversions across

@@ -17,7 +17,8 @@
 //!   while the conversation continues is a typed error.
 //! * `thought: true` parts are dropped; `thoughtSignature`s are stripped (never sent upstream).
 //!   With [`crate::ProviderOptions::echo_reasoning`], the reasoning a signature of ours carries on
-//!   a model turn's call becomes that assistant message's `reasoning_content` ([`crate::reasoning`]).
+//!   a model turn's call becomes that assistant message's `reasoning_content`
+//!   ([`crate::reasoning`]).
 //! * `inlineData` must be `image/*` (else [`TranslateError::UnsupportedMimeType`]); it becomes an
 //!   `image_url` data URL; PNG is re-encoded as lossless WebP when
 //!   [`crate::ProviderOptions::reencode_png`] (16-bit/animated PNG pass unchanged, noted).
