@@ -29,6 +29,13 @@
 //!   [`PINNED_BUDGET_KIB`] of them wait: this bounds the memory records can pin under overload.
 //!   Beyond it exchanges wait (asynchronously: the runtime's worker threads are never blocked)
 //!   for room, and again when the recorder's own queue is full, so nothing is dropped.
+//! * The recorder hands back the parts of each stored exchange that the request threads
+//!   allocated (the record skeleton, the request texts: dozens of blocks), and each write frees
+//!   what came back since the previous one, on its own request thread
+//!   ([`Recorder::hand_back_spent`]): freed on the writer thread, they went back to the request
+//!   threads' allocator arenas under lock and made those threads' `malloc` slower. In
+//!   `switchyard bench gateway` (7 alternating pairs, 6 s throughput series) the records on/off
+//!   req/s ratio at c=16 went from 0.65 to 0.72 (unary) and from 0.69 to 0.77 (stream).
 //! * The gateway's shutdown flushes the recorder: every write queued before it is then stored.
 
 use std::sync::{Arc, OnceLock};
@@ -161,7 +168,10 @@ pub(crate) struct RecordWriter {
 }
 
 impl RecordWriter {
+    /// A writer to `recorder`, which from now on hands back what it stored (see the module
+    /// docs): each [`RecordWriter::write`] frees it.
     pub fn new(recorder: Recorder) -> Self {
+        recorder.hand_back_spent();
         Self {
             recorder,
             room: Arc::new(Semaphore::new(PINNED_BUDGET_KIB as usize)),
@@ -195,12 +205,14 @@ impl RecordWriter {
         }
     }
 
-    /// Queues one write (waits for room in the budget, and in the recorder's queue).
+    /// Queues one write (waits for room in the budget, and in the recorder's queue), after
+    /// freeing what the recorder handed back from earlier writes.
     pub async fn write(&self, write: PendingWrite) {
         let kib = write.pinned_kib().min(PINNED_BUDGET_KIB);
         let Ok(room) = Arc::clone(&self.room).acquire_many_owned(kib).await else {
             return; // never closed
         };
+        self.recorder.free_spent();
         let mut deferred: Box<dyn DeferredExchange> = Box::new(Deferred { write, _room: room });
         loop {
             match self.recorder.try_record_deferred(deferred) {
@@ -509,6 +521,27 @@ mod tests {
             write.await.unwrap();
         }
         assert_eq!(writer.room.available_permits(), PINNED_BUDGET_KIB as usize);
+    }
+
+    #[tokio::test]
+    async fn each_write_frees_the_parts_the_recorder_handed_back_from_earlier_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let recorder =
+            Recorder::open_dir(dir.path(), switchyard_records::Redactor::default()).unwrap();
+        let writer = RecordWriter::new(recorder.clone());
+        let text_write = || {
+            let mut guest = guest_body(Bytes::new());
+            guest.text = Some(JsonText::whole(Bytes::from_static(br#"{"contents":[]}"#)));
+            pending(guest, Vec::new())
+        };
+        writer.write(text_write()).await;
+        writer.settle().await.unwrap();
+        writer.write(text_write()).await;
+        writer.settle().await.unwrap();
+        assert_eq!(recorder.stats().exchanges_as_text, 2);
+        // The second write freed what the first one's record handed back; its own parts wait
+        // for the next write.
+        assert_eq!(recorder.free_spent(), 1);
     }
 
     #[test]

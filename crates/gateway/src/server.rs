@@ -358,10 +358,13 @@ impl GatewayHandle {
             tracing::warn!("some exchanges were still finishing at shutdown");
         }
         let recorder = self.recorder.clone();
-        tokio::task::spawn_blocking(move || recorder.flush())
+        let flushed = tokio::task::spawn_blocking(move || recorder.flush())
             .await
             .map_err(|_| GatewayError::Flush(switchyard_records::RecordError::Closed))
-            .and_then(|r| r.map_err(GatewayError::Flush))
+            .and_then(|r| r.map_err(GatewayError::Flush));
+        // What the recorder handed back after the last write (the recorder may outlive us).
+        self.recorder.free_spent();
+        flushed
     }
 }
 

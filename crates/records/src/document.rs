@@ -216,6 +216,17 @@ pub struct ExchangeDocument {
     record: ExchangeRecord,
     json: String,
     blobs: Vec<Arc<Blob>>,
+    /// The request texts `json` was written from: kept, not dropped, so that what the producer
+    /// allocated can be freed on the producer's threads ([`ExchangeDocument::into_spent`]).
+    requests: Vec<JsonText>,
+}
+
+/// The parts of a stored exchange that its producer allocated (the record skeleton and the
+/// request texts), for the producer's threads to free (see [`crate::recorder`]).
+#[derive(Debug)]
+pub struct SpentExchange {
+    _record: ExchangeRecord,
+    _requests: Vec<JsonText>,
 }
 
 impl ExchangeDocument {
@@ -233,6 +244,15 @@ impl ExchangeDocument {
     /// The blobs `json` refers to.
     pub fn blobs(&self) -> &[Arc<Blob>] {
         &self.blobs
+    }
+
+    /// Drops what this thread made (the stored text, the blob list) and returns what the
+    /// producer made.
+    pub fn into_spent(self) -> SpentExchange {
+        SpentExchange {
+            _record: self.record,
+            _requests: self.requests,
+        }
     }
 }
 
@@ -341,11 +361,16 @@ pub fn prepare(mut text: ExchangeText, redactor: &Redactor, shared: &mut SharedB
         written = write_document(&text, redactor, shared, Screen::RequestsOnly);
     }
     match written {
-        Ok((json, blobs)) => RecordOp::UpsertExchangeDocument(Box::new(ExchangeDocument {
-            record: text.record,
-            json,
-            blobs,
-        })),
+        Ok((json, blobs)) => {
+            let mut requests = text.attempt_requests;
+            requests.push(text.guest_request);
+            RecordOp::UpsertExchangeDocument(Box::new(ExchangeDocument {
+                record: text.record,
+                json,
+                blobs,
+                requests,
+            }))
+        }
         Err(_) => {
             let mut op = RecordOp::UpsertExchange(Box::new(text.into_record()));
             redactor.redact_op(&mut op);

@@ -43,7 +43,9 @@ pub mod store;
 pub mod timeline;
 pub mod usage;
 
-pub use document::{ExchangeDocument, ExchangeText, JsonPiece, JsonText, SharedJson};
+pub use document::{
+    ExchangeDocument, ExchangeText, JsonPiece, JsonText, SharedJson, SpentExchange,
+};
 pub use error::{RecordError, StoreError};
 pub use model::{
     DeliveredCall, EventRecord, ExchangeRecord, ExchangeStatus, ExchangeSummary, RawLineRecord,

@@ -10,7 +10,9 @@
 //! transaction; after a batch that did not fill up it lingers a few milliseconds so ops gather
 //! instead of waking it one by one. It runs in the idle scheduling class while it keeps up, and
 //! at nice +10 while it is behind or someone waits on it (at nice +10 throughout where the
-//! process could not leave the idle class again; [`crate::background`]). `flush` waits
+//! process could not leave the idle class again; [`crate::background`]). A producer that asks
+//! ([`Recorder::hand_back_spent`]) gets the parts of stored exchanges it allocated back, to free
+//! them on its own threads ([`Recorder::free_spent`]). `flush` waits
 //! until everything queued before it is committed; `close` (or dropping the last handle) flushes
 //! and stops the writer. [`Recorder::disabled`] is the "records off" recorder: it accepts and
 //! discards.
@@ -22,7 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::document::{self, ExchangeText, SharedBlobs};
+use crate::document::{self, ExchangeText, SharedBlobs, SpentExchange};
 use crate::error::{RecordError, StoreError};
 use crate::model::{EventRecord, ExchangeRecord, RawLineRecord, RecordOp, RunRecord};
 use crate::redact::Redactor;
@@ -98,7 +100,8 @@ pub struct WriterCpu {
     pub preparing: Duration,
     /// Applying the ops to the store (one transaction per batch).
     pub storing: Duration,
-    /// Freeing the applied ops (memory the producers' threads allocated).
+    /// Freeing the applied ops, or handing the parts producers allocated back to them
+    /// ([`Recorder::hand_back_spent`]).
     pub freeing: Duration,
 }
 
@@ -130,6 +133,53 @@ struct Shared {
     writer: Mutex<Option<JoinHandle<()>>>,
     redactor: Arc<RwLock<Redactor>>,
     status: Arc<WriterStatus>,
+    spent: Arc<SpentPile>,
+}
+
+/// Most stored exchanges whose producer-made parts wait in a [`SpentPile`]; beyond it the writer
+/// frees them itself.
+const SPENT_MAX: usize = 1024;
+
+/// Producer-made parts of stored exchanges, handed back for the producers' threads to free
+/// ([`Recorder::hand_back_spent`]).
+///
+/// Why: with glibc's allocator, a block freed on another thread than the one that allocated it
+/// goes back to the allocating thread's arena under that arena's lock, and that thread's later
+/// allocations miss its per-thread cache and take the slow path. An exchange record is dozens
+/// of blocks the request threads allocated (the record skeleton, the request texts); freed on
+/// the writer thread they made the request threads' `malloc` measurably slower.
+#[derive(Default)]
+struct SpentPile {
+    /// Set once a producer promised to call [`Recorder::free_spent`].
+    on: AtomicBool,
+    parts: Mutex<Vec<SpentExchange>>,
+}
+
+impl SpentPile {
+    /// Keeps the producer-made parts of the stored `batch` when handing back is on and the pile
+    /// has room; frees everything else here.
+    fn keep(&self, batch: Vec<RecordOp>) {
+        if !self.on.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut parts = self.parts.lock().unwrap_or_else(PoisonError::into_inner);
+        for op in batch {
+            match op {
+                RecordOp::UpsertExchangeDocument(document) if parts.len() < SPENT_MAX => {
+                    parts.push(document.into_spent());
+                }
+                other => drop(other),
+            }
+        }
+    }
+
+    /// Takes the whole pile unless another thread is at it (never waits).
+    fn take(&self) -> Vec<SpentExchange> {
+        match self.parts.try_lock() {
+            Ok(mut parts) => std::mem::take(&mut *parts),
+            Err(_) => Vec::new(),
+        }
+    }
 }
 
 impl Shared {
@@ -201,6 +251,7 @@ impl Recorder {
         let (sender, receiver) = sync_channel(options.queue_capacity.max(1));
         let redactor = Arc::new(RwLock::new(redactor));
         let status = Arc::new(WriterStatus::default());
+        let spent = Arc::new(SpentPile::default());
         let writer = Writer {
             store,
             receiver,
@@ -208,6 +259,7 @@ impl Recorder {
             status: Arc::clone(&status),
             max_batch: options.max_batch.max(1),
             shared_blobs: SharedBlobs::default(),
+            spent: Arc::clone(&spent),
         };
         let handle = std::thread::Builder::new()
             .name("switchyard-records-writer".into())
@@ -223,6 +275,7 @@ impl Recorder {
                 writer: Mutex::new(Some(handle)),
                 redactor,
                 status,
+                spent,
             })),
         })
     }
@@ -292,6 +345,29 @@ impl Recorder {
     /// [`Recorder::record_exchange`], see [`crate::document`]).
     pub fn record_exchange_text(&self, exchange: ExchangeText) -> Result<(), RecordError> {
         self.record(RecordOp::UpsertExchangeText(Box::new(exchange)))
+    }
+
+    /// From now on the writer hands back the parts of stored exchanges that the producer's
+    /// threads allocated (the record skeleton and the request texts of exchanges stored as
+    /// text), instead of freeing them itself; the producer frees them with
+    /// [`Recorder::free_spent`], which it must then call regularly (e.g. with each exchange it
+    /// hands over). At most a bounded number wait; beyond that the writer frees them as before.
+    pub fn hand_back_spent(&self) {
+        if let Some(shared) = &self.shared {
+            shared.spent.on.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Frees, on the calling thread, what the writer handed back ([`Recorder::hand_back_spent`]);
+    /// returns for how many exchanges. Never waits: returns 0 when another thread is at it.
+    pub fn free_spent(&self) -> usize {
+        let Some(shared) = &self.shared else {
+            return 0;
+        };
+        let spent = shared.spent.take();
+        let exchanges = spent.len();
+        drop(spent);
+        exchanges
     }
 
     /// Registers one more secret to redact (e.g. a per-run token). It applies to every op the
@@ -408,6 +484,7 @@ struct Writer {
     max_batch: usize,
     /// Blobs of the shared request parts seen so far (see [`crate::document`]).
     shared_blobs: SharedBlobs,
+    spent: Arc<SpentPile>,
 }
 
 impl Writer {
@@ -535,7 +612,7 @@ impl Writer {
             }
         }
         let stored = charge(&self.status.storing_ns, prepared);
-        drop(batch);
+        self.spent.keep(batch);
         charge(&self.status.freeing_ns, stored);
     }
 }
@@ -592,8 +669,11 @@ fn without_replaced_writes(batch: Vec<Pending>) -> Vec<Pending> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::document::JsonText;
     use crate::model::{EventRecord, RecordOp};
+    use bytes::Bytes;
     use chrono::Utc;
+    use serde_json::Value;
     use std::sync::Arc;
     use uuid::Uuid;
 
@@ -884,6 +964,51 @@ mod tests {
                 "event 2"
             ]
         );
+    }
+
+    /// An exchange the writer stores as a document (requests as text, nothing to redact).
+    fn text_exchange() -> ExchangeText {
+        ExchangeText {
+            record: ExchangeRecord::begin(None, "google", "gemini-2.5-flash", Value::Null),
+            guest_request: JsonText::whole(Bytes::from_static(br#"{"contents":[]}"#)),
+            attempt_requests: vec![JsonText::whole(Bytes::from_static(br#"{"messages":[]}"#))],
+            guest_response: None,
+        }
+    }
+
+    /// Records `count` text exchanges and waits until they are stored.
+    fn store_text_exchanges(recorder: &Recorder, count: usize) {
+        for _ in 0..count {
+            recorder.record_exchange_text(text_exchange()).unwrap();
+        }
+        recorder.flush().unwrap();
+        assert_eq!(recorder.stats().exchanges_as_text, count as u64);
+    }
+
+    #[test]
+    fn stored_exchanges_are_handed_back_once_the_producer_asks() {
+        let (recorder, applied) = picky_recorder(Redactor::default(), RecorderOptions::default());
+        recorder.hand_back_spent();
+        store_text_exchanges(&recorder, 3);
+        assert_eq!(applied.lock().unwrap().len(), 3);
+        assert_eq!(recorder.free_spent(), 3);
+        assert_eq!(recorder.free_spent(), 0, "the pile is emptied");
+    }
+
+    #[test]
+    fn nothing_is_handed_back_unless_asked() {
+        let (recorder, _) = picky_recorder(Redactor::default(), RecorderOptions::default());
+        store_text_exchanges(&recorder, 3);
+        assert_eq!(recorder.free_spent(), 0);
+        assert_eq!(Recorder::disabled().free_spent(), 0);
+    }
+
+    #[test]
+    fn the_writer_frees_what_does_not_fit_in_the_pile() {
+        let (recorder, _) = picky_recorder(Redactor::default(), RecorderOptions::default());
+        recorder.hand_back_spent();
+        store_text_exchanges(&recorder, SPENT_MAX + 10);
+        assert_eq!(recorder.free_spent(), SPENT_MAX);
     }
 
     #[test]
