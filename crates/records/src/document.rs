@@ -216,17 +216,21 @@ pub struct ExchangeDocument {
     record: ExchangeRecord,
     json: String,
     blobs: Vec<Arc<Blob>>,
-    /// The request texts `json` was written from: kept, not dropped, so that what the producer
-    /// allocated can be freed on the producer's threads ([`ExchangeDocument::into_spent`]).
+    /// The request texts and the guest response text `json` was written from: kept, not
+    /// dropped, so that what the producer allocated can be freed on the producer's threads
+    /// ([`ExchangeDocument::into_spent`]).
     requests: Vec<JsonText>,
+    guest_response: Option<String>,
 }
 
-/// The parts of a stored exchange that its producer allocated (the record skeleton and the
-/// request texts), for the producer's threads to free (see [`crate::recorder`]).
+/// The parts of a stored exchange that its producer allocated (the record skeleton, the
+/// request texts, the guest response text), for the producer's threads to free (see
+/// [`crate::recorder`]).
 #[derive(Debug)]
 pub struct SpentExchange {
     _record: ExchangeRecord,
     _requests: Vec<JsonText>,
+    _guest_response: Option<String>,
 }
 
 impl ExchangeDocument {
@@ -246,12 +250,13 @@ impl ExchangeDocument {
         &self.blobs
     }
 
-    /// Drops what this thread made (the stored text, the blob list) and returns what the
-    /// producer made.
+    /// Drops the parts the recorder made (the stored text, the blob list) and returns the
+    /// parts the producer made.
     pub fn into_spent(self) -> SpentExchange {
         SpentExchange {
             _record: self.record,
             _requests: self.requests,
+            _guest_response: self.guest_response,
         }
     }
 }
@@ -369,6 +374,7 @@ pub fn prepare(mut text: ExchangeText, redactor: &Redactor, shared: &mut SharedB
                 json,
                 blobs,
                 requests,
+                guest_response: text.guest_response,
             }))
         }
         Err(_) => {
