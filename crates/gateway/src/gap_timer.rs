@@ -12,10 +12,10 @@
 //! alternating pairs 223/266/260 -> 200/246/260 us. Latency p50, with requests to the two builds
 //! interleaved, moved by 0-20 us, within noise.
 //!
-//! [`GapTimer`] arms one timer for the first gap. Each wait for a piece only notes when it began
-//! ([`GapTimer::start_gap`]), as `timeout` would have started its timer then; when the timer
-//! fires, it is moved to the end of the current gap if a new one began since, and reports the gap
-//! as too long only when none did.
+//! [`GapTimer`] arms one timer for the first gap. Each wait for a piece ([`GapTimer::next`])
+//! only notes when it began ([`GapTimer::start_gap`]), as `timeout` would have started its timer
+//! then; when the timer fires, it is moved to the end of the current gap if a new one began since,
+//! and reports the gap as too long only when none did.
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -49,6 +49,17 @@ impl GapTimer {
     /// A wait for the next piece begins: the current gap starts now.
     pub fn start_gap(&mut self) {
         self.gap_started = Instant::now();
+    }
+
+    /// Waits for the next `piece`: a new gap starts now, and `None` means it lasted a whole
+    /// `gap` (the piece is dropped). A piece that is ready wins over an expiry due at once.
+    pub async fn next<F: Future>(&mut self, piece: F) -> Option<F::Output> {
+        self.start_gap();
+        tokio::select! {
+            biased;
+            piece = piece => Some(piece),
+            () = self.expired() => None,
+        }
     }
 
     /// Resolves once a whole gap has passed since the last [`GapTimer::start_gap`] (or since

@@ -131,11 +131,8 @@ impl Intake {
         // One timer per body, not per piece (see `crate::gap_timer`).
         let mut stall = GapTimer::new(self.stall);
         loop {
-            stall.start_gap();
-            let next = tokio::select! {
-                biased;
-                next = frames.next() => next,
-                () = stall.expired() => return Err(IntakeError::Stalled(stall.gap())),
+            let Some(next) = stall.next(frames.next()).await else {
+                return Err(IntakeError::Stalled(stall.gap()));
             };
             let Some(piece) = next else { break };
             let piece = piece.map_err(|e| IntakeError::Broken(e.to_string()))?;

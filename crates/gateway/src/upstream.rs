@@ -333,13 +333,8 @@ impl UpstreamClient {
             Some((chunks, idle)),
             |state| async move {
                 let (mut chunks, mut idle) = state?;
-                idle.start_gap();
-                let next = tokio::select! {
-                    biased;
-                    next = chunks.next() => next,
-                    () = idle.expired() => {
-                        return Some((Err(UpstreamError::IdleTimeout(idle.gap())), None));
-                    }
+                let Some(next) = idle.next(chunks.next()).await else {
+                    return Some((Err(UpstreamError::IdleTimeout(idle.gap())), None));
                 };
                 match next {
                     None => None,

@@ -12,10 +12,9 @@
 //! at nice +10 while it is behind or someone waits on it (at nice +10 throughout where the
 //! process could not leave the idle class again; [`crate::background`]). A producer that asks
 //! ([`Recorder::hand_back_spent`]) gets the parts of stored exchanges it allocated back, to free
-//! them on its own threads ([`Recorder::free_spent`]). `flush` waits
-//! until everything queued before it is committed; `close` (or dropping the last handle) flushes
-//! and stops the writer. [`Recorder::disabled`] is the "records off" recorder: it accepts and
-//! discards.
+//! them on its own threads ([`Recorder::free_spent`]). `flush` waits until everything queued
+//! before it is committed; `close` (or dropping the last handle) flushes and stops the writer.
+//! [`Recorder::disabled`] is the "records off" recorder: it accepts and discards.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

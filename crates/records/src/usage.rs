@@ -11,7 +11,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
 use crate::model::{ExchangeStatus, ExchangeSummary, Usage};
-use crate::timeline::write_table_row;
+use crate::timeline::{Column, write_table_row};
 
 /// The receive times an exchange must fall in to be counted: from `since` (inclusive) to
 /// `until` (exclusive), each open when `None`. A billing month is
@@ -234,8 +234,8 @@ impl UsageTally {
 
 /// The report as a text table, one line per group and a total line.
 pub fn render_usage(report: &UsageReport) -> String {
-    use crate::timeline::Column::{Left, Right};
-    const COLUMNS: [crate::timeline::Column; 11] = [
+    use Column::{Left, Right};
+    const COLUMNS: [Column; 11] = [
         Left(36),
         Right(9),
         Right(7),
