@@ -15,6 +15,9 @@
 //!   costs, e.g. records on minus records off is the records' CPU per exchange);
 //! * resident memory (process VmRSS) with N concurrent open streams (default 1,000), with the
 //!   47 KB request and with a tiny one;
+//! * the latency series again with the client, the gateway and the upstream each on threads of
+//!   their own, all pinned to one CPU ([`OneCpuLatency`]): the gateway's own cost at concurrency
+//!   1, without the cost of waking the other core on each of its two extra socket hops;
 //! * forwarding delay of one streamed text chunk: the client releases a held upstream chunk and
 //!   times until it arrives;
 //! * records off vs on: the latency and throughput series are also run through a second gateway
@@ -69,6 +72,10 @@ use crate::{Gateway, GatewayConfig, GatewayDeps, GatewayHandle};
 
 use crate::fixtures::GEMINI_CLI_FIRST_REQUEST;
 
+mod one_cpu;
+
+pub use one_cpu::OneCpuLatency;
+
 const BENCH_MODEL: &str = "bench-model";
 
 /// How much to measure.
@@ -91,6 +98,9 @@ pub struct BenchOptions {
     /// Also measure the memory of a gateway running as a separate process (see
     /// [`serve_child_if_requested`]).
     pub gateway_process: bool,
+    /// Also run the latency series with the client, gateway and upstream pinned to one CPU
+    /// ([`OneCpuLatency`]).
+    pub one_cpu: bool,
 }
 
 impl Default for BenchOptions {
@@ -104,6 +114,7 @@ impl Default for BenchOptions {
             paced_rate: PACED_RATE,
             forward_samples: 500,
             gateway_process: true,
+            one_cpu: true,
         }
     }
 }
@@ -123,6 +134,8 @@ pub enum BenchError {
     Records(std::io::Error),
     #[error("cannot start the gateway child process: {0}")]
     Child(std::io::Error),
+    #[error("cannot run the parties on one CPU: {0}")]
+    Pin(String),
 }
 
 /// p50/p99 of a latency series.
@@ -186,6 +199,10 @@ pub struct BenchReport {
     /// per-connection HTTP buffers a 47 KB body makes hyper keep).
     pub rss_small_streams_kib: Pair<u64>,
     pub forward_delay: Pair<Percentiles>,
+    /// The latency series with every party on one CPU (when enabled and possible).
+    pub one_cpu: Option<OneCpuLatency>,
+    /// Why the one-CPU series could not run (the rest of the report stands).
+    pub one_cpu_error: Option<String>,
     /// Records off vs on (same run).
     pub records: RecordsReport,
     /// The gateway's own memory, measured in a separate process (when enabled).
@@ -392,6 +409,23 @@ impl std::fmt::Display for BenchReport {
         }
         if let Some(e) = &self.gateway_process_error {
             writeln!(f, "gateway process alone: not measured ({e})")?;
+        }
+        if let Some(one) = &self.one_cpu {
+            writeln!(
+                f,
+                "latency with client, gateway and upstream pinned to CPU {} (the gateway's own \
+                 cost: no hop wakes another core)",
+                one.cpu
+            )?;
+            for (name, pair) in [
+                ("one CPU: latency unary (us)", &one.unary),
+                ("one CPU: latency stream (us)", &one.stream),
+            ] {
+                write_percentile_rows(f, name, pair.direct, pair.gateway)?;
+            }
+        }
+        if let Some(e) = &self.one_cpu_error {
+            writeln!(f, "latency on one CPU: not measured ({e})")?;
         }
         write!(f, "{}", RecordsTable(self))
     }
@@ -692,18 +726,18 @@ async fn send_and_drain(client: &reqwest::Client, target: &Target) -> Result<usi
 /// Latency of `targets` (direct, records off, records on), measured in [`LATENCY_ROUNDS`]
 /// alternating rounds of `latency_requests / LATENCY_ROUNDS` sequential requests each (after
 /// `warmup` requests to each), so a slow patch of the machine lands on all three alike.
-async fn latency_rounds(
+async fn latency_rounds<const N: usize>(
     client: &reqwest::Client,
-    targets: [&Target; 3],
+    targets: [&Target; N],
     options: &BenchOptions,
-) -> Result<[Percentiles; 3], BenchError> {
+) -> Result<[Percentiles; N], BenchError> {
     for target in targets {
         for _ in 0..options.warmup {
             send_and_drain(client, target).await?;
         }
     }
     let per_round = options.latency_requests.div_ceil(LATENCY_ROUNDS).max(1);
-    let mut samples: [Vec<Duration>; 3] =
+    let mut samples: [Vec<Duration>; N] =
         std::array::from_fn(|_| Vec::with_capacity(per_round * LATENCY_ROUNDS));
     for _ in 0..LATENCY_ROUNDS {
         for (target, samples) in targets.iter().zip(&mut samples) {
@@ -1063,16 +1097,16 @@ fn chat_body(stream: bool) -> Result<Bytes, BenchError> {
 }
 
 async fn gateway_for(upstream: &ChatUpstream) -> Result<GatewayHandle, BenchError> {
-    gateway_with(upstream, None).await
+    gateway_at(&upstream.base_url(), None).await
 }
 
-/// A gateway on `upstream`, recording to `recorder` when given. Both variants send the same
-/// (fake) upstream key, so the recorder has a real secret to redact.
-async fn gateway_with(
-    upstream: &ChatUpstream,
+/// A gateway on the upstream at `upstream_url`, recording to `recorder` when given. Both
+/// variants send the same (fake) upstream key, so the recorder has a real secret to redact.
+async fn gateway_at(
+    upstream_url: &str,
     recorder: Option<Recorder>,
 ) -> Result<GatewayHandle, BenchError> {
-    let mut config = GatewayConfig::new(upstream.base_url(), BENCH_MODEL);
+    let mut config = GatewayConfig::new(upstream_url, BENCH_MODEL);
     config.upstream_key_env = "SWITCHYARD_BENCH_NO_KEY".into();
     let deps = GatewayDeps {
         recorder: Some(recorder.unwrap_or_else(Recorder::disabled)),
@@ -1106,19 +1140,26 @@ fn held_stream_reply(gate: &Gate) -> Reply {
     ]))
 }
 
-/// Run the whole benchmark (about half a minute with the defaults).
-pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
-    crate::upstream::install_tls_provider();
-    let client = reqwest::Client::builder()
+/// The benchmark's HTTP client (every connection kept for reuse).
+fn bench_client() -> Result<reqwest::Client, BenchError> {
+    reqwest::Client::builder()
         .tcp_nodelay(true)
         .pool_max_idle_per_host(usize::MAX)
         .build()
-        .map_err(|e| BenchError::Request(e.to_string()))?;
-    let quiet = |reply: Reply| {
-        Script::always(reply)
-            .record_bodies(false)
-            .log_requests(false)
-    };
+        .map_err(|e| BenchError::Request(e.to_string()))
+}
+
+/// An upstream script answering every request with `reply`, keeping and logging nothing.
+fn quiet(reply: Reply) -> Script {
+    Script::always(reply)
+        .record_bodies(false)
+        .log_requests(false)
+}
+
+/// Run the whole benchmark (about half a minute with the defaults).
+pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
+    crate::upstream::install_tls_provider();
+    let client = bench_client()?;
 
     let unary_upstream = ChatUpstream::start(quiet(Reply::completion_text("Hello world")))
         .await
@@ -1132,8 +1173,8 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
     let records_dir = tempfile::tempdir().map_err(BenchError::Records)?;
     let recorder = Recorder::open_dir(records_dir.path(), Redactor::default())
         .map_err(|e| BenchError::Request(format!("cannot open bench records: {e}")))?;
-    let unary_recorded = gateway_with(&unary_upstream, Some(recorder.clone())).await?;
-    let stream_recorded = gateway_with(&stream_upstream, Some(recorder.clone())).await?;
+    let unary_recorded = gateway_at(&unary_upstream.base_url(), Some(recorder.clone())).await?;
+    let stream_recorded = gateway_at(&stream_upstream.base_url(), Some(recorder.clone())).await?;
     let google = Bytes::from_static(GEMINI_CLI_FIRST_REQUEST);
     let unary_direct = Target::direct(&unary_upstream.base_url(), chat_body(false)?);
     let chat_stream_body = chat_body(true)?;
@@ -1177,6 +1218,20 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         gateway: off,
     };
     report.records.latency_stream = OffOn { off, on };
+    if options.one_cpu {
+        eprintln!("bench: latency on one CPU...");
+        let one_cpu = tokio::task::spawn_blocking({
+            let options = options.clone();
+            move || one_cpu::one_cpu_latency(&options)
+        })
+        .await
+        .map_err(|e| BenchError::Pin(e.to_string()))
+        .and_then(|measured| measured);
+        match one_cpu {
+            Ok(one_cpu) => report.one_cpu = Some(one_cpu),
+            Err(e) => report.one_cpu_error = Some(e.to_string()),
+        }
+    }
     eprintln!("bench: throughput...");
     let (unary_direct_rps, [unary_off, unary_on]) = throughput_rounds(
         &client,

@@ -17,6 +17,7 @@ async fn bench_runs_every_series() {
         forward_samples: 10,
         // This test binary cannot serve as the gateway child.
         gateway_process: false,
+        one_cpu: true,
     })
     .await
     .expect("bench runs");
@@ -26,6 +27,13 @@ async fn bench_runs_every_series() {
         report.latency_stream,
         report.forward_delay,
     ] {
+        assert!(pair.direct.p50 > Duration::ZERO && pair.gateway.p50 > Duration::ZERO);
+        assert!(pair.direct.p99 >= pair.direct.p50 && pair.gateway.p99 >= pair.gateway.p50);
+    }
+    let one_cpu = report
+        .one_cpu
+        .unwrap_or_else(|| panic!("the one-CPU series ran: {:?}", report.one_cpu_error));
+    for pair in [one_cpu.unary, one_cpu.stream] {
         assert!(pair.direct.p50 > Duration::ZERO && pair.gateway.p50 > Duration::ZERO);
         assert!(pair.direct.p99 >= pair.direct.p50 && pair.gateway.p99 >= pair.gateway.p50);
     }
@@ -59,5 +67,6 @@ async fn bench_runs_every_series() {
     assert!(text.contains("req/s unary c=4"), "{text}");
     assert!(text.contains("CPU us/request stream c=4"), "{text}");
     assert!(text.contains("records off vs on"), "{text}");
+    assert!(text.contains("one CPU: latency stream (us) p99"), "{text}");
     assert!(text.contains("served req/s stream at 300/s"), "{text}");
 }
