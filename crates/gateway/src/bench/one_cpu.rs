@@ -39,6 +39,7 @@ pub struct OneCpuLatency {
 /// every party pinned to the first CPU this thread may run on. Blocks; call it off the runtime.
 pub(super) fn one_cpu_latency(options: &BenchOptions) -> Result<OneCpuLatency, BenchError> {
     let cpu = first_allowed_cpu()?;
+    let (unary_chat, stream_chat) = (chat_body(false)?, chat_body(true)?);
     let ([unary_upstream, stream_upstream], upstream) = Server::start(
         "bench-upstream",
         cpu,
@@ -88,29 +89,21 @@ pub(super) fn one_cpu_latency(options: &BenchOptions) -> Result<OneCpuLatency, B
     };
 
     let google = Bytes::from_static(GEMINI_CLI_FIRST_REQUEST);
-    let targets = (|| {
-        Ok::<_, BenchError>((
-            [
-                Target::direct(&unary_upstream, chat_body(false)?),
-                Target::via_gateway(&unary_gateway, false, google.clone()),
-            ],
-            [
-                Target::direct(&stream_upstream, chat_body(true)?),
-                Target::via_gateway(&stream_gateway, true, google),
-            ],
-        ))
-    })();
+    let unary = [
+        Target::direct(&unary_upstream, unary_chat),
+        Target::via_gateway(&unary_gateway, false, google.clone()),
+    ];
+    let stream = [
+        Target::direct(&stream_upstream, stream_chat),
+        Target::via_gateway(&stream_gateway, true, google),
+    ];
     let options = options.clone();
-    let measured = targets.and_then(|(unary, stream)| {
-        run_on("bench-client", cpu, move || async move {
-            let client = bench_client()?;
-            let [direct, gateway] =
-                latency_rounds(&client, [&unary[0], &unary[1]], &options).await?;
-            let unary = Pair { direct, gateway };
-            let [direct, gateway] =
-                latency_rounds(&client, [&stream[0], &stream[1]], &options).await?;
-            Ok((unary, Pair { direct, gateway }))
-        })
+    let measured = run_on("bench-client", cpu, move || async move {
+        let client = bench_client()?;
+        let [direct, gateway] = latency_rounds(&client, [&unary[0], &unary[1]], &options).await?;
+        let unary = Pair { direct, gateway };
+        let [direct, gateway] = latency_rounds(&client, [&stream[0], &stream[1]], &options).await?;
+        Ok((unary, Pair { direct, gateway }))
     });
     gateways.stop();
     upstream.stop();
