@@ -195,8 +195,7 @@ pub struct BenchReport {
     pub paced_rate: u32,
     pub rss_idle_kib: u64,
     pub rss_streams_kib: Pair<u64>,
-    /// The same with a ~100-byte request (the gateway's own per-stream cost, without the
-    /// per-connection HTTP buffers a 47 KB body makes hyper keep).
+    /// The same with a ~100-byte request (the per-stream cost when the request body is small).
     pub rss_small_streams_kib: Pair<u64>,
     pub forward_delay: Pair<Percentiles>,
     /// The latency series with every party on one CPU (when enabled and possible).

@@ -1,7 +1,7 @@
 //! The server: `Gateway::start(config)` binds, serves the Google GenerateContent routes and
 //! returns a [`GatewayHandle`] (`local_addr`, guest env lines, `shutdown`). Routing and handlers
 //! are an axum [`Router`]; connections are accepted by the gateway's own loop and served by
-//! hyper's HTTP/1 connection with a capped read buffer (see `MAX_CONNECTION_BUFFER`).
+//! [`crate::ingress`] (HTTP/1.1 without per-connection buffers).
 //!
 //! Routes (`{version}` is normally `v1beta`; the model segment is `{model}:{method}`):
 //! * `POST /{version}/models/{model}:streamGenerateContent?alt=sse`
@@ -187,16 +187,9 @@ impl Gateway {
     }
 }
 
-/// Largest per-connection read buffer. hyper grows a connection's read buffer (up to ~400 KB by
-/// default) while it reads a large request body and keeps it for the connection's life, i.e.
-/// for the whole streamed answer: with Gemini CLI's ~47 KB requests that was the largest part
-/// of the gateway's memory per open stream. Request bodies are read through the buffer in pieces
-/// anyway; only the request head must fit (Gemini CLI's is well under 1 KB).
-const MAX_CONNECTION_BUFFER: usize = 8 * 1024;
-
-/// The accept loop: each connection is served by hyper's HTTP/1 connection with a capped read
-/// buffer ([`MAX_CONNECTION_BUFFER`]) and `TCP_NODELAY`. On `stop`: stop accepting, let every
-/// connection finish its current exchange (graceful shutdown), then return.
+/// The accept loop: each connection is served by [`crate::ingress`] (with `TCP_NODELAY`). On
+/// `stop`: stop accepting; connections between requests close, those in an exchange finish it
+/// and then close; returns once every connection is closed.
 async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
@@ -222,23 +215,9 @@ async fn serve(
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let (stop, open) = (stop.clone(), open.clone());
+        let (app, stop, open) = (app.clone(), stop.clone(), open.clone());
         tokio::spawn(async move {
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.max_buf_size(MAX_CONNECTION_BUFFER);
-            let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
-            let mut connection = std::pin::pin!(connection);
-            let served = tokio::select! {
-                served = connection.as_mut() => served,
-                _ = stop.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-            };
-            if let Err(e) = served {
-                tracing::debug!(error = %e, "connection ended with an error");
-            }
+            crate::ingress::serve_connection(tcp, app, stop).await;
             drop(open);
         });
     }
@@ -426,7 +405,7 @@ async fn models(
             );
         }
     };
-    // hyper checked `Content-Length` and gives it as the body's exact size (none: chunked).
+    // The ingress checked `Content-Length` and gives it as the body's exact size (none: chunked).
     let declared_length = http_body::Body::size_hint(&body).exact();
     let guest = match state.intake.read(body, declared_length).await {
         Ok(guest) => guest,
