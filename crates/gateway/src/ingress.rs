@@ -3,10 +3,11 @@
 //!
 //! Why not hyper's server connection: it allocates an 8 KiB write buffer for every connection and
 //! keeps an 8 KiB read buffer (fully written by a 47 KB request body) for the connection's life,
-//! including the whole of a streamed answer. With 1,000 open streams that was ~17 of the ~27 KiB
-//! each stream cost the gateway process. Here a connection holds a read buffer only while bytes
-//! it has read wait to be used, and writes each response head and body frame straight from its
-//! pieces (vectored writes, no write buffer).
+//! including the whole of a streamed answer. Here a connection holds a read buffer only while
+//! bytes it has read wait to be used, and writes each response head and body frame straight from
+//! its pieces (vectored writes, no write buffer). In `switchyard bench gateway` the gateway
+//! process with 1,000 open streams went from 37–42 MiB to 25–26 MiB, and the added latency p50
+//! at concurrency 1 from 216–332 µs to 150–199 µs (same day, same machine).
 //!
 //! What a connection does, per request:
 //! * reads the head (parsed by `httparse`; at most [`MAX_HEAD`] bytes and [`MAX_HEADERS`]
@@ -16,7 +17,8 @@
 //!   `100 Continue` then;
 //! * runs the router; once the request body is read, it watches the connection for the guest
 //!   closing it, and drops the handler's future or the response body if it does (the exchange
-//!   then sees the guest gone, as with hyper);
+//!   then sees the guest gone, as with hyper). Bytes of a next (pipelined) request end the watch;
+//!   a guest leaving after that is noticed when a write fails;
 //! * writes the response: `Content-Length` when the body's size is known, else chunked transfer
 //!   coding (HTTP/1.0 guests: until close), with a `Date` header;
 //! * keeps the connection for the next request unless either side asked to close, the request

@@ -1,7 +1,7 @@
 //! The server: `Gateway::start(config)` binds, serves the Google GenerateContent routes and
 //! returns a [`GatewayHandle`] (`local_addr`, guest env lines, `shutdown`). Routing and handlers
-//! are an axum [`Router`]; connections are accepted by the gateway's own loop and served by
-//! [`crate::ingress`] (HTTP/1.1 without per-connection buffers).
+//! are an axum [`Router`]; connections are accepted and served by the gateway's own HTTP/1.1
+//! loop (`ingress.rs`: no per-connection buffers).
 //!
 //! Routes (`{version}` is normally `v1beta`; the model segment is `{model}:{method}`):
 //! * `POST /{version}/models/{model}:streamGenerateContent?alt=sse`
