@@ -50,8 +50,11 @@ pub(crate) const MAX_HEAD: usize = 64 * 1024;
 /// Most headers accepted in a request head.
 pub(crate) const MAX_HEADERS: usize = 100;
 
-/// Size of each read while a request is read.
+/// Size of each read of a request head, and of a body of unknown length.
 const READ_SIZE: usize = 8 * 1024;
+
+/// Largest single read of a body of known length.
+const MAX_BODY_READ: usize = 1024 * 1024;
 
 /// Serves one guest connection until it closes, fails, or `stop` ends it between requests.
 pub(crate) async fn serve_connection(stream: TcpStream, app: Router, stop: CancellationToken) {
@@ -567,6 +570,22 @@ struct BodyState {
 }
 
 impl BodyState {
+    /// Bytes of a body of known length that are not buffered yet (0 for chunked bodies).
+    fn missing(&self) -> u64 {
+        match self.framing {
+            Framing::Length(left) => left.saturating_sub(self.buffer.len() as u64),
+            Framing::Chunked(_) => 0,
+        }
+    }
+
+    /// How much the next read asks for: the rest of a body of known length (between
+    /// [`READ_SIZE`] and [`MAX_BODY_READ`]), else [`READ_SIZE`]. The handler reads a body only
+    /// after reserving its size from the gateway's body budget, so this stays within it.
+    fn read_size(&self) -> usize {
+        let missing = usize::try_from(self.missing()).unwrap_or(usize::MAX);
+        missing.clamp(READ_SIZE, MAX_BODY_READ)
+    }
+
     /// The next piece of body that is already buffered; `Ok(None)`: more must be read first
     /// (or the body ended: then `framing` is done).
     fn next_piece(&mut self) -> io::Result<Option<Bytes>> {
@@ -678,6 +697,19 @@ impl http_body::Body for RequestBody {
                 state = this.shared.lock();
                 state.continue_due = false;
             }
+            if state.missing() > 0 {
+                // Take what the socket already holds (no waiting) into one buffer sized for the
+                // rest of the body: over loopback the whole body is usually there, so it goes
+                // out as one piece, read in one call.
+                let size = state.read_size();
+                state.buffer.reserve(size);
+                match this.stream.try_read_buf(&mut state.buffer) {
+                    // An early end shows again below, once what is buffered is handed out.
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Poll::Ready(Some(Err(e))),
+                }
+            }
             let piece = state.next_piece()?;
             if state.buffer.is_empty() {
                 // Nothing kept: give the allocation back (an exchange streaming its answer, or
@@ -697,7 +729,8 @@ impl http_body::Body for RequestBody {
             drop(state);
             ready!(this.stream.poll_read_ready(cx))?;
             let mut state = this.shared.lock();
-            state.buffer.reserve(READ_SIZE);
+            let size = state.read_size();
+            state.buffer.reserve(size);
             match this.stream.try_read_buf(&mut state.buffer) {
                 Ok(0) => {
                     return Poll::Ready(Some(Err(io::Error::new(
@@ -873,6 +906,23 @@ mod tests {
         // And the connection stays for a third.
         stream.send(post_echo("third").as_bytes()).await;
         assert_eq!(read_response(&mut stream).await.2, b"third");
+    }
+
+    #[tokio::test]
+    async fn a_body_that_arrives_in_parts_is_read_to_its_length() {
+        let (address, _stop) = serve(echo()).await;
+        let mut stream = Guest::connect(address).await;
+        stream
+            .send(b"POST /echo HTTP/1.1\r\nhost: x\r\ncontent-length: 11\r\n\r\nhello")
+            .await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stream.send(b" wo").await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stream
+            .send(format!("rld{}", post_echo("next")).as_bytes())
+            .await;
+        assert_eq!(read_response(&mut stream).await.2, b"hello world");
+        assert_eq!(read_response(&mut stream).await.2, b"next");
     }
 
     #[tokio::test]
