@@ -6,8 +6,9 @@
 //! including the whole of a streamed answer. Here a connection holds a read buffer only while
 //! bytes it has read wait to be used, and writes each response head and body frame straight from
 //! its pieces (vectored writes, no write buffer). In `switchyard bench gateway` the gateway
-//! process with 1,000 open streams went from 37–42 MiB to 25–26 MiB, and the added latency p50
-//! at concurrency 1 from 216–332 µs to 150–199 µs (same day, same machine).
+//! process with 1,000 open streams went from 37–42 MiB to 25–26 MiB, and the median of the
+//! unary added latency p50 at concurrency 1 from 283 µs (8 runs) to 217 µs (14 runs), on the
+//! same machine the same day.
 //!
 //! What a connection does, per request:
 //! * reads the head (parsed by `httparse`; at most [`MAX_HEAD`] bytes and [`MAX_HEADERS`]
