@@ -722,7 +722,7 @@ async fn send_and_drain(client: &reqwest::Client, target: &Target) -> Result<usi
     Ok(n)
 }
 
-/// Latency of `targets` (direct, records off, records on), measured in [`LATENCY_ROUNDS`]
+/// Latency of `targets` (e.g. direct, records off, records on), measured in [`LATENCY_ROUNDS`]
 /// alternating rounds of `latency_requests / LATENCY_ROUNDS` sequential requests each (after
 /// `warmup` requests to each), so a slow patch of the machine lands on all three alike.
 async fn latency_rounds<const N: usize>(
