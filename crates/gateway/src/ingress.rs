@@ -241,7 +241,7 @@ fn has_token(headers: &HeaderMap, token: &str) -> bool {
 fn request_framing(headers: &HeaderMap) -> Result<Framing, Refusal> {
     let lengths: Vec<&HeaderValue> = headers.get_all(header::CONTENT_LENGTH).iter().collect();
     if headers.contains_key(header::TRANSFER_ENCODING) {
-        // Both are how requests get smuggled: refuse, as the RFC allows.
+        // Both at once is how requests get smuggled: refuse, as RFC 9112 §6.3 allows.
         if !lengths.is_empty() {
             return Err(Refusal::BadRequest);
         }
