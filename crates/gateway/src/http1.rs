@@ -11,7 +11,8 @@
 //!   no buffer held, then what is there is read (through a 4 KiB scratch array into a buffer of
 //!   its own size; reads that fill it go on into buffers doubling up to 64 KiB);
 //! * the response head is parsed by `httparse`; the body is framed by `Content-Length`, by
-//!   chunked transfer coding (`httparse::parse_chunk_size`) or by the end of the connection.
+//!   chunked transfer coding or by the end of the connection (decoded by `crate::wire`, which
+//!   the guest-facing `ingress.rs` uses too).
 //!
 //! A connection goes back to the idle pool only after its response body was read to its end and
 //! neither side asked to close; a body dropped early closes its connection unless the rest of
@@ -32,8 +33,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+
+use crate::wire::{Chunk, Framing, write_all};
 
 /// Smallest read (and the first read of each response).
 const MIN_READ: usize = 4 * 1024;
@@ -259,12 +261,12 @@ impl Http1Client {
 
     async fn exchange(
         &self,
-        mut stream: TcpStream,
+        stream: TcpStream,
         head: &[u8],
         pieces: &[Bytes],
     ) -> Result<Http1Response, Http1Error> {
         let mut buffer = ReadBuffer::default();
-        if let Err(sending) = write_request(&mut stream, head, pieces).await {
+        if let Err(sending) = write_request(&stream, head, pieces).await {
             // The server may have answered before reading the whole request (a 413, say) and
             // closed: that answer, if it arrived, says more than the failed write.
             return match read_head(&stream, &mut buffer).await {
@@ -349,21 +351,13 @@ async fn read_head(stream: &TcpStream, buffer: &mut ReadBuffer) -> Result<Head, 
 }
 
 /// Writes `head` then `pieces` with vectored writes (nothing copied).
-async fn write_request(stream: &mut TcpStream, head: &[u8], pieces: &[Bytes]) -> io::Result<()> {
+async fn write_request(stream: &TcpStream, head: &[u8], pieces: &[Bytes]) -> io::Result<()> {
     let mut slices: Vec<IoSlice<'_>> = std::iter::once(head)
         .chain(pieces.iter().map(|piece| &piece[..]))
         .filter(|slice| !slice.is_empty())
         .map(IoSlice::new)
         .collect();
-    let mut rest = &mut slices[..];
-    while !rest.is_empty() {
-        let written = stream.write_vectored(rest).await?;
-        if written == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
-        }
-        IoSlice::advance_slices(&mut rest, written);
-    }
-    Ok(())
+    write_all(stream, &mut slices).await
 }
 
 /// A parsed response head.
@@ -452,31 +446,6 @@ fn parse_head(bytes: &[u8]) -> Result<Option<Head>, Http1Error> {
     }))
 }
 
-/// How the body's end is known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Framing {
-    /// This many bytes are left.
-    Length(u64),
-    Chunked(Chunk),
-    /// Everything until the server closes the connection.
-    UntilClose,
-    /// Read to its end.
-    Done,
-}
-
-/// Where a chunked body is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Chunk {
-    /// Expecting a chunk-size line.
-    Size,
-    /// This many data bytes of the current chunk are left.
-    Data(u64),
-    /// Expecting the CRLF after a chunk's data.
-    DataEnd,
-    /// After the last chunk: trailer lines until an empty one.
-    Trailers,
-}
-
 /// Bytes read and not consumed yet; holds no allocation while it is empty.
 #[derive(Default)]
 struct ReadBuffer {
@@ -492,11 +461,6 @@ impl ReadBuffer {
 
     fn consume(&mut self, count: usize) {
         self.bytes.advance(count);
-    }
-
-    /// The first `count` bytes, as their own buffer.
-    fn split(&mut self, count: usize) -> Bytes {
-        self.bytes.split_to(count).freeze()
     }
 
     /// Waits until the socket is readable, then reads what is there. `Ok(0)` at end of stream.
@@ -597,83 +561,9 @@ impl Http1Body {
     /// Advances through what is buffered: body bytes, or `None` when more must be read (or
     /// the body ended: then `framing` is `Done`).
     fn step(&mut self) -> Result<Option<Bytes>, Http1Error> {
-        loop {
-            let available = self.buffer.bytes().len();
-            match self.framing {
-                Framing::Done => return Ok(None),
-                Framing::Length(0) => {
-                    self.framing = Framing::Done;
-                    return Ok(None);
-                }
-                Framing::Length(left) => {
-                    if available == 0 {
-                        return Ok(None);
-                    }
-                    let take = available.min(usize::try_from(left).unwrap_or(usize::MAX));
-                    self.framing = Framing::Length(left - take as u64);
-                    return Ok(Some(self.buffer.split(take)));
-                }
-                Framing::UntilClose => {
-                    if available == 0 {
-                        return Ok(None);
-                    }
-                    return Ok(Some(self.buffer.split(available)));
-                }
-                Framing::Chunked(Chunk::Size) => {
-                    match httparse::parse_chunk_size(self.buffer.bytes()) {
-                        Ok(httparse::Status::Complete((used, size))) => {
-                            self.buffer.consume(used);
-                            self.framing = Framing::Chunked(if size == 0 {
-                                Chunk::Trailers
-                            } else {
-                                Chunk::Data(size)
-                            });
-                        }
-                        Ok(httparse::Status::Partial) => return Ok(None),
-                        Err(_) => return Err(Http1Error::Invalid("invalid chunk size".into())),
-                    }
-                }
-                Framing::Chunked(Chunk::Data(left)) => {
-                    if available == 0 {
-                        return Ok(None);
-                    }
-                    let take = available.min(usize::try_from(left).unwrap_or(usize::MAX));
-                    let rest = left - take as u64;
-                    self.framing = Framing::Chunked(if rest == 0 {
-                        Chunk::DataEnd
-                    } else {
-                        Chunk::Data(rest)
-                    });
-                    return Ok(Some(self.buffer.split(take)));
-                }
-                Framing::Chunked(Chunk::DataEnd) => {
-                    if available < 2 {
-                        return Ok(None);
-                    }
-                    if &self.buffer.bytes()[..2] != b"\r\n" {
-                        return Err(Http1Error::Invalid(
-                            "chunk data not followed by CRLF".into(),
-                        ));
-                    }
-                    self.buffer.consume(2);
-                    self.framing = Framing::Chunked(Chunk::Size);
-                }
-                Framing::Chunked(Chunk::Trailers) => {
-                    let bytes = self.buffer.bytes();
-                    let Some(end) = bytes.windows(2).position(|w| w == b"\r\n") else {
-                        if bytes.len() > MAX_HEAD {
-                            return Err(Http1Error::Invalid("trailers too large".into()));
-                        }
-                        return Ok(None);
-                    };
-                    self.buffer.consume(end + 2);
-                    if end == 0 {
-                        self.framing = Framing::Done;
-                        return Ok(None);
-                    }
-                }
-            }
-        }
+        self.framing
+            .next_piece(&mut self.buffer.bytes)
+            .map_err(|e| Http1Error::Invalid(e.to_string()))
     }
 
     /// Reads the rest of the body from what has already arrived (no waiting), so that a body
@@ -728,7 +618,7 @@ mod tests {
     use std::collections::VecDeque;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use tokio::io::AsyncReadExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
     use super::*;

@@ -13,7 +13,8 @@
 //! What a connection does, per request:
 //! * reads the head (parsed by `httparse`; at most [`MAX_HEAD`] bytes and [`MAX_HEADERS`]
 //!   headers, else 431; unparsable, or an ambiguous body length, 400 and close);
-//! * frames the body by `Content-Length` or chunked transfer coding (any other coding: 501);
+//! * frames the body by `Content-Length` or chunked transfer coding (any other coding: 501;
+//!   the decoding is `crate::wire`'s, shared with the upstream client);
 //!   the body is read only when the handler reads it, and answers `Expect: 100-continue` with
 //!   `100 Continue` then;
 //! * runs the router; once the request body is read, it watches the connection for the guest
@@ -45,11 +46,13 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+use crate::wire::{Chunk, Framing, write_all};
+
 /// Largest request head accepted (request line and headers).
-pub(crate) const MAX_HEAD: usize = 64 * 1024;
+const MAX_HEAD: usize = 64 * 1024;
 
 /// Most headers accepted in a request head.
-pub(crate) const MAX_HEADERS: usize = 100;
+const MAX_HEADERS: usize = 100;
 
 /// Size of each read of a request head, and of a body of unknown length.
 const READ_SIZE: usize = 8 * 1024;
@@ -239,25 +242,25 @@ fn has_token(headers: &HeaderMap, token: &str) -> bool {
 
 /// How a request body is delimited (RFC 9112 §6.3).
 fn request_framing(headers: &HeaderMap) -> Result<Framing, Refusal> {
-    let lengths: Vec<&HeaderValue> = headers.get_all(header::CONTENT_LENGTH).iter().collect();
     if headers.contains_key(header::TRANSFER_ENCODING) {
         // Both at once is how requests get smuggled: refuse, as RFC 9112 §6.3 allows.
-        if !lengths.is_empty() {
+        if headers.contains_key(header::CONTENT_LENGTH) {
             return Err(Refusal::BadRequest);
         }
-        let codings: Vec<String> = headers
+        let mut codings = headers
             .get_all(header::TRANSFER_ENCODING)
             .iter()
             .flat_map(|v| v.to_str().unwrap_or("?").split(','))
-            .map(|c| c.trim().to_ascii_lowercase())
-            .collect();
-        return match codings.as_slice() {
-            [only] if only == "chunked" => Ok(Framing::Chunked(ChunkState::Size)),
+            .map(str::trim);
+        return match (codings.next(), codings.next()) {
+            (Some(only), None) if only.eq_ignore_ascii_case("chunked") => {
+                Ok(Framing::Chunked(Chunk::Size))
+            }
             _ => Err(Refusal::UnsupportedCoding),
         };
     }
     let mut length = None;
-    for value in lengths {
+    for value in headers.get_all(header::CONTENT_LENGTH) {
         let parsed: u64 = value
             .to_str()
             .ok()
@@ -487,21 +490,6 @@ async fn write_refusal(stream: &TcpStream, refusal: Refusal) -> io::Result<()> {
     write_all(stream, &mut [IoSlice::new(text.as_bytes())]).await
 }
 
-/// Writes every byte of `slices` (vectored; no copy into a buffer).
-async fn write_all(stream: &TcpStream, mut slices: &mut [IoSlice<'_>]) -> io::Result<()> {
-    IoSlice::advance_slices(&mut slices, 0);
-    while !slices.is_empty() {
-        stream.writable().await?;
-        match stream.try_write_vectored(slices) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(written) => IoSlice::advance_slices(&mut slices, written),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 /// Waits until `stream` is readable and reads up to `size` bytes into `buffer`. `Ok(0)`: end
 /// of stream.
 async fn read_some(stream: &TcpStream, buffer: &mut BytesMut, size: usize) -> io::Result<usize> {
@@ -513,39 +501,6 @@ async fn read_some(stream: &TcpStream, buffer: &mut BytesMut, size: usize) -> io
             read => return read,
         }
     }
-}
-
-/// How much of the request body is left to read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Framing {
-    /// This many bytes.
-    Length(u64),
-    /// Chunked transfer coding, in this state.
-    Chunked(ChunkState),
-}
-
-impl Framing {
-    fn is_done(self) -> bool {
-        matches!(
-            self,
-            Framing::Length(0) | Framing::Chunked(ChunkState::Done)
-        )
-    }
-}
-
-/// Where a chunked body is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ChunkState {
-    /// Expecting a chunk-size line.
-    Size,
-    /// This many data bytes of the current chunk are left.
-    Data(u64),
-    /// Expecting the CRLF after a chunk's data.
-    DataEnd,
-    /// After the last chunk: trailer lines until an empty one.
-    Trailers,
-    /// The body ended.
-    Done,
 }
 
 /// The request body's progress, shared by the body (which reads) and the connection (which
@@ -571,11 +526,11 @@ struct BodyState {
 }
 
 impl BodyState {
-    /// Bytes of a body of known length that are not buffered yet (0 for chunked bodies).
+    /// Bytes of a body of known length that are not buffered yet (0 for other bodies).
     fn missing(&self) -> u64 {
         match self.framing {
             Framing::Length(left) => left.saturating_sub(self.buffer.len() as u64),
-            Framing::Chunked(_) => 0,
+            _ => 0,
         }
     }
 
@@ -586,81 +541,6 @@ impl BodyState {
         let missing = usize::try_from(self.missing()).unwrap_or(usize::MAX);
         missing.clamp(READ_SIZE, MAX_BODY_READ)
     }
-
-    /// The next piece of body that is already buffered; `Ok(None)`: more must be read first
-    /// (or the body ended: then `framing` is done).
-    fn next_piece(&mut self) -> io::Result<Option<Bytes>> {
-        loop {
-            match self.framing {
-                Framing::Length(0) | Framing::Chunked(ChunkState::Done) => return Ok(None),
-                Framing::Length(left) => {
-                    if self.buffer.is_empty() {
-                        return Ok(None);
-                    }
-                    let take = usize::try_from(left)
-                        .unwrap_or(usize::MAX)
-                        .min(self.buffer.len());
-                    self.framing = Framing::Length(left - take as u64);
-                    return Ok(Some(self.buffer.split_to(take).freeze()));
-                }
-                Framing::Chunked(ChunkState::Size) => {
-                    match httparse::parse_chunk_size(&self.buffer) {
-                        Ok(httparse::Status::Complete((used, 0))) => {
-                            self.buffer.advance(used);
-                            self.framing = Framing::Chunked(ChunkState::Trailers);
-                        }
-                        Ok(httparse::Status::Complete((used, size))) => {
-                            self.buffer.advance(used);
-                            self.framing = Framing::Chunked(ChunkState::Data(size));
-                        }
-                        Ok(httparse::Status::Partial) => return Ok(None),
-                        Err(_) => return Err(invalid("bad chunk size line")),
-                    }
-                }
-                Framing::Chunked(ChunkState::Data(left)) => {
-                    if self.buffer.is_empty() {
-                        return Ok(None);
-                    }
-                    let take = usize::try_from(left)
-                        .unwrap_or(usize::MAX)
-                        .min(self.buffer.len());
-                    let rest = left - take as u64;
-                    self.framing = Framing::Chunked(if rest == 0 {
-                        ChunkState::DataEnd
-                    } else {
-                        ChunkState::Data(rest)
-                    });
-                    return Ok(Some(self.buffer.split_to(take).freeze()));
-                }
-                Framing::Chunked(ChunkState::DataEnd) => {
-                    if self.buffer.len() < 2 {
-                        return Ok(None);
-                    }
-                    if &self.buffer[..2] != b"\r\n" {
-                        return Err(invalid("chunk data not followed by CRLF"));
-                    }
-                    self.buffer.advance(2);
-                    self.framing = Framing::Chunked(ChunkState::Size);
-                }
-                Framing::Chunked(ChunkState::Trailers) => {
-                    let Some(end) = self.buffer.windows(2).position(|w| w == b"\r\n") else {
-                        if self.buffer.len() > MAX_HEAD {
-                            return Err(invalid("trailers too large"));
-                        }
-                        return Ok(None);
-                    };
-                    self.buffer.advance(end + 2);
-                    if end == 0 {
-                        self.framing = Framing::Chunked(ChunkState::Done);
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn invalid(what: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what.to_owned())
 }
 
 /// The request body handed to the router: reads from the connection as the handler asks.
@@ -711,7 +591,13 @@ impl http_body::Body for RequestBody {
                     Err(e) => return Poll::Ready(Some(Err(e))),
                 }
             }
-            let piece = state.next_piece()?;
+            let piece = {
+                let state = &mut *state;
+                state
+                    .framing
+                    .next_piece(&mut state.buffer)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
+            };
             if state.buffer.is_empty() {
                 // Nothing kept: give the allocation back (an exchange streaming its answer, or
                 // waiting for more of the body, holds none).
@@ -753,8 +639,8 @@ impl http_body::Body for RequestBody {
     fn size_hint(&self) -> SizeHint {
         match self.shared.lock().framing {
             Framing::Length(left) => SizeHint::with_exact(left),
-            Framing::Chunked(ChunkState::Done) => SizeHint::with_exact(0),
-            Framing::Chunked(_) => SizeHint::default(),
+            Framing::Done => SizeHint::with_exact(0),
+            Framing::Chunked(_) | Framing::UntilClose => SizeHint::default(),
         }
     }
 }

@@ -94,7 +94,8 @@
 //!
 //! ## Connections and request bodies
 //! The gateway serves HTTP/1.1 itself (`ingress.rs`: heads parsed by httparse, bodies framed by
-//! `Content-Length` or chunked coding, the axum router called per request), with `TCP_NODELAY`.
+//! `Content-Length` or chunked coding with the decoder the upstream client uses too, `wire.rs`;
+//! the axum router called per request), with `TCP_NODELAY`.
 //! A connection holds a read buffer only while read bytes wait to be used and writes each
 //! response head and frame straight from its pieces, so an open stream keeps no HTTP buffer
 //! (hyper's server connection kept an 8 KiB read and an 8 KiB write buffer per connection:
@@ -134,6 +135,7 @@ pub mod server;
 mod trace;
 pub mod translation;
 pub mod upstream;
+mod wire;
 
 pub use config::{
     ConfigError, DEFAULT_UPSTREAM_KEY_ENV, GatewayConfig, LimitConfig, RetryConfig, TimeoutConfig,
