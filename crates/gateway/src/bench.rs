@@ -48,10 +48,11 @@
 //! process (client, upstream and gateway); the gateway's share is the difference to the direct
 //! phase, which runs first (a direct phase that leaves freed memory in the allocator makes the
 //! gateway figure an underestimate, so both absolute values are reported). The honest figure is
-//! the **gateway process alone** (`gateway_process`, on by default): the same stream phases
-//! against a gateway in a child process (`switchyard gateway` when run as `switchyard bench
-//! gateway`, else this binary again through [`serve_child_if_requested`]), reading the child's
-//! `VmRSS`/`VmHWM` from `/proc/<pid>/status` while the streams are open.
+//! the **gateway process alone** (`gateway_process`, see [`GatewayProcess`]): the same stream
+//! phases against a gateway in a child process (this binary's `gateway` subcommand when the
+//! caller is the `switchyard` binary, else this binary again through
+//! [`serve_child_if_requested`]), reading the child's `VmRSS`/`VmHWM` from `/proc/<pid>/status`
+//! while the streams are open.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -95,9 +96,8 @@ pub struct BenchOptions {
     pub paced_rate: u32,
     /// Samples of the chunk forwarding delay.
     pub forward_samples: usize,
-    /// Also measure the memory of a gateway running as a separate process (see
-    /// [`serve_child_if_requested`]).
-    pub gateway_process: bool,
+    /// Whether and how to measure the memory of a gateway running as a separate process.
+    pub gateway_process: GatewayProcess,
     /// Also run the latency series with the client, gateway and upstream pinned to one CPU
     /// ([`OneCpuLatency`]).
     pub one_cpu: bool,
@@ -113,10 +113,23 @@ impl Default for BenchOptions {
             streams: 1_000,
             paced_rate: PACED_RATE,
             forward_samples: 500,
-            gateway_process: true,
+            gateway_process: GatewayProcess::ThisBinaryAsChild,
             one_cpu: true,
         }
     }
+}
+
+/// How the benchmark starts the gateway whose process memory it reads alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatewayProcess {
+    /// Not measured (a test binary cannot serve as the gateway).
+    Skip,
+    /// This binary again with [`CHILD_ENV`] set: benchmark binaries that call
+    /// [`serve_child_if_requested`] first thing.
+    ThisBinaryAsChild,
+    /// This binary's `gateway` subcommand: the `switchyard` binary, so the figure is the memory
+    /// of `switchyard gateway` itself (whatever the binary file is called).
+    GatewaySubcommand,
 }
 
 /// Why the benchmark could not run.
@@ -544,14 +557,10 @@ struct GatewayChild {
 }
 
 impl GatewayChild {
-    /// Starts `switchyard gateway` when this is the `switchyard` binary, else this binary again
-    /// with [`CHILD_ENV`] (benchmark binaries call [`serve_child_if_requested`]).
-    async fn start(upstream_url: &str) -> Result<Self, BenchError> {
+    /// Starts this binary as the gateway, the way `how` says.
+    async fn start(upstream_url: &str, how: GatewayProcess) -> Result<Self, BenchError> {
         let exe = std::env::current_exe().map_err(BenchError::Child)?;
-        let is_cli = exe
-            .file_stem()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n == "switchyard");
+        let is_cli = how == GatewayProcess::GatewaySubcommand;
         let mut command = std::process::Command::new(&exe);
         if is_cli {
             command.args([
@@ -1373,15 +1382,16 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
     };
     memory_gateway.shutdown().await?;
 
-    if options.gateway_process {
+    if options.gateway_process != GatewayProcess::Skip {
         eprintln!("bench: memory of the gateway process...");
-        let child = match GatewayChild::start(&memory_upstream.base_url()).await {
-            Ok(child) => child,
-            Err(e) => {
-                report.gateway_process_error = Some(e.to_string());
-                return Ok(report);
-            }
-        };
+        let child =
+            match GatewayChild::start(&memory_upstream.base_url(), options.gateway_process).await {
+                Ok(child) => child,
+                Err(e) => {
+                    report.gateway_process_error = Some(e.to_string());
+                    return Ok(report);
+                }
+            };
         let via_child = |body: Bytes| Target::via_gateway(&child.base_url, true, body);
         let measured = async {
             // A few exchanges first, so one-time allocations (translation cache, connection

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use switchyard_gateway::bench::{BenchOptions, Throughput, bench};
+use switchyard_gateway::bench::{BenchOptions, GatewayProcess, Throughput, bench};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_runs_every_series() {
@@ -16,7 +16,7 @@ async fn bench_runs_every_series() {
         paced_rate: 300,
         forward_samples: 10,
         // This test binary cannot serve as the gateway child.
-        gateway_process: false,
+        gateway_process: GatewayProcess::Skip,
         one_cpu: true,
     })
     .await

@@ -66,6 +66,8 @@ pub async fn run(command: BenchCommand) -> Result<u8> {
                 throughput_duration: Duration::from_secs(args.throughput_secs),
                 streams: args.streams,
                 paced_rate: args.paced_rate,
+                // The memory figure is of `switchyard gateway`, even under another file name.
+                gateway_process: switchyard_gateway::bench::GatewayProcess::GatewaySubcommand,
                 ..Default::default()
             };
             let report = switchyard_gateway::bench::bench(options).await?;
