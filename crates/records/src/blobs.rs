@@ -18,8 +18,13 @@ use sha2::{Digest, Sha256};
 use crate::error::StoreError;
 use crate::model::{ExchangeRecord, UpstreamAttempt};
 
-/// Sub-values whose serialized JSON is at least this many bytes become blobs.
-pub const MIN_BLOB_BYTES: usize = 1024;
+/// Sub-values whose serialized JSON is at least this many bytes become blobs. A marker is 83
+/// bytes, so a history entry this size that the guest resends even once more takes less room
+/// as a blob; and the entries a session resends with every turn are mostly a few hundred bytes
+/// (Gemini CLI's session context, ~700 bytes, the user's prompt, a model turn with a call). At
+/// 1,024 those stayed inline in every exchange of a session: a Gemini CLI exchange record with
+/// its first request was 3.9 KB instead of 3.0 KB (`switchyard bench gateway`'s store).
+pub const MIN_BLOB_BYTES: usize = 256;
 
 /// The single key of a marker object.
 const MARKER_KEY: &str = "$blob";
@@ -374,6 +379,25 @@ mod tests {
         assert_eq!(blobs.len(), 2);
         assert_eq!(stored.guest_request["contents"][0], marker(&blobs[0].hash));
         assert_eq!(stored.guest_request["contents"][1], json!({"role": "user"}));
+        assert_eq!(inflated(&stored, &blobs), exchange);
+    }
+
+    #[test]
+    fn gemini_cli_session_context_entry_is_a_blob() {
+        let request: Value = serde_json::from_slice(include_bytes!(
+            "../../gateway/benches/data/gemini-cli-0.61.0-first-request.json"
+        ))
+        .unwrap();
+        let context = request["contents"][0].clone();
+        let context_len = serde_json::to_string(&context).unwrap().len();
+        assert!(
+            context_len < 1024,
+            "the entry the threshold is for: {context_len} bytes"
+        );
+        let exchange = exchange_with(json!({ "contents": [context] }), json!({}));
+        let (stored, blobs) = deflate(&exchange).unwrap();
+        assert_eq!(blobs.len(), 1);
+        assert_eq!(stored.guest_request["contents"][0], marker(&blobs[0].hash));
         assert_eq!(inflated(&stored, &blobs), exchange);
     }
 
