@@ -28,11 +28,13 @@
 //!   first reuses the cached system prompt and tools, so it is recorded as text
 //!   (`exchanges_as_text`). What records still cost (the CPU-per-request difference) is spent on
 //!   the request path (keeping the record's parts, merging and serializing what was delivered)
-//!   and on the recorder's writer thread (building the ~4 KB stored record, screening ~2 KB of
+//!   and on the recorder's writer thread (building the ~3 KB stored record, screening ~2 KB of
 //!   request text, one SQLite upsert), all on the same two cores as the client, gateway and
 //!   upstream. The writer thread's share is printed by stage (preparing, storing, freeing; its
 //!   own CPU clock, per written op: [`switchyard_records::WriterCpu`]); the rest of the added
-//!   CPU is spent on the request threads. A records-on throughput series ends
+//!   CPU is spent on the request threads. Under it, the storage floor ([`StorageFloor`]): bare
+//!   inserts of rows the size the series stored, next to the added CPU per request a 0.90
+//!   ratio leaves. A records-on throughput series ends
 //!   only once every exchange it sent is stored (its time and CPU include the writer's
 //!   backlog); after a records-on latency round the backlog is stored untimed, so it never
 //!   lands on the next target's round.
@@ -65,7 +67,7 @@ use switchyard_testkit::chat_upstream::{
 };
 use switchyard_translate::TranslateOptions;
 
-use switchyard_records::{Recorder, Redactor};
+use switchyard_records::{Recorder, Redactor, SqliteStore};
 
 use crate::record_writer::RecordWriter;
 use crate::upstream::describe;
@@ -192,6 +194,27 @@ pub struct RecordsReport {
     pub replaced_ops: u64,
     /// The writer thread's CPU time, by stage (all records-on series together).
     pub writer_cpu: switchyard_records::WriterCpu,
+    /// Bytes of exchange record JSON stored (blob bodies not included).
+    pub exchange_text_bytes: u64,
+    /// Transactions the writer committed.
+    pub batches: u64,
+    /// What storing alone costs for records this size ([`StorageFloor`]).
+    pub storage_floor: Option<StorageFloor>,
+}
+
+/// The least SQLite spends storing the exchange rows the records series stored: as many rows of
+/// their mean record size, in transactions of their mean batch size, inserted with the store's
+/// own statement and pragmas into a new store, with nothing built, redacted or deduplicated
+/// ([`switchyard_records::SqliteStore::insert_floor`]). A lower bound under the writer's
+/// storing CPU, to weigh the records-on ratio against: what no preparing can take away.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StorageFloor {
+    /// Mean record JSON bytes per stored exchange.
+    pub record_bytes: u64,
+    /// Rows per transaction.
+    pub batch: u64,
+    /// CPU time per row (the inserting thread's own clock).
+    pub cpu_per_row: Duration,
 }
 
 /// Everything `bench` measured.
@@ -487,7 +510,23 @@ impl std::fmt::Display for RecordsTable<'_> {
             per_op(cpu.preparing),
             per_op(cpu.storing),
             per_op(cpu.freeing)
-        )
+        )?;
+        if let Some(floor) = &r.storage_floor {
+            // Ratio 0.90 with the machine saturated allows 1/9 of records-off's CPU per request.
+            let allowed = |off: &Throughput| off.cpu_us_per_request / 9.0;
+            writeln!(
+                f,
+                "(records storage floor: bare SQLite inserts of {}-byte exchange rows, {} to a \
+                 transaction, same statement and pragmas: {:.1} us CPU per row; a req/s ratio of \
+                 0.90 leaves {:.1} us (unary) / {:.1} us (stream) of added CPU per request)",
+                floor.record_bytes,
+                floor.batch,
+                micros(floor.cpu_per_row),
+                allowed(&r.rps_unary.off),
+                allowed(&r.rps_stream.off)
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -857,6 +896,10 @@ async fn throughput_rounds(
     }
     Ok((direct_sum, gateway_sums))
 }
+
+/// Most rows the storage floor inserts (its rows are as many as the records series stored, up to
+/// this: about a second of inserts).
+const FLOOR_MAX_ROWS: u64 = 100_000;
 
 /// Requests/s the paced records series offer by default: the gateway's own throughput target
 /// (3,000 requests/s at concurrency 16), so records on and off are compared at the load the
@@ -1298,10 +1341,41 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
     report.records.exchanges_as_text = stats.exchanges_as_text;
     report.records.replaced_ops = stats.replaced_ops;
     report.records.writer_cpu = stats.writer_cpu;
+    report.records.exchange_text_bytes = stats.exchange_text_bytes;
+    report.records.batches = stats.batches;
     if let Err(e) = flushed {
         eprintln!("bench: records flush reported: {e}");
     }
     drop(recorder);
+    if let Some(record_bytes) = stats
+        .exchange_text_bytes
+        .checked_div(stats.exchanges_as_text)
+    {
+        eprintln!("bench: records storage floor...");
+        let floor_path = records_dir.path().join("floor.sqlite3");
+        let floor = StorageFloor {
+            record_bytes,
+            batch: (stats.written_ops / stats.batches.max(1)).max(1),
+            cpu_per_row: Duration::ZERO,
+        };
+        let rows = stats.exchanges_as_text.min(FLOOR_MAX_ROWS) as usize;
+        let measured = tokio::task::spawn_blocking(move || {
+            SqliteStore::open(&floor_path).and_then(|mut store| {
+                store.insert_floor(floor.record_bytes as usize, rows, floor.batch as usize)
+            })
+        })
+        .await
+        .map_err(|e| BenchError::Request(e.to_string()))?;
+        match measured {
+            Ok(cpu_per_row) => {
+                report.records.storage_floor = Some(StorageFloor {
+                    cpu_per_row,
+                    ..floor
+                })
+            }
+            Err(e) => eprintln!("bench: records storage floor not measured: {e}"),
+        }
+    }
     drop(records_dir);
 
     eprintln!("bench: chunk forwarding...");

@@ -63,10 +63,18 @@ async fn bench_runs_every_series() {
     }
     assert!(records.written_ops > 0, "the records-on gateway recorded");
     assert_eq!(records.failed_ops, 0);
+    let floor = records.storage_floor.expect("the storage floor ran");
+    // The mean stored record of a Gemini CLI exchange (its request mostly in blobs).
+    assert!((1_000..20_000).contains(&floor.record_bytes), "{floor:?}");
+    assert!(
+        floor.batch >= 1 && floor.cpu_per_row > Duration::ZERO,
+        "{floor:?}"
+    );
     let text = report.to_string();
     assert!(text.contains("req/s unary c=4"), "{text}");
     assert!(text.contains("CPU us/request stream c=4"), "{text}");
     assert!(text.contains("records off vs on"), "{text}");
     assert!(text.contains("one CPU: latency stream (us) p99"), "{text}");
     assert!(text.contains("served req/s stream at 300/s"), "{text}");
+    assert!(text.contains("records storage floor"), "{text}");
 }

@@ -234,6 +234,11 @@ pub struct SpentExchange {
 }
 
 impl ExchangeDocument {
+    /// Length of the record's stored JSON text (blob bodies not included).
+    pub fn stored_len(&self) -> usize {
+        self.json.len()
+    }
+
     /// The record without its requests (and without its guest response when that came as
     /// text), for the store's index columns.
     pub fn record(&self) -> &ExchangeRecord {

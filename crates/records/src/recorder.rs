@@ -84,6 +84,9 @@ pub struct RecorderStats {
     /// Exchange writes skipped because a later write of the same exchange in the same batch
     /// replaced them (an exchange that began and ended within one batch is stored once).
     pub replaced_ops: u64,
+    /// Bytes of the exchange records stored as text (their JSON, blobs not counted), summed:
+    /// divided by [`RecorderStats::exchanges_as_text`], what one exchange adds to the store.
+    pub exchange_text_bytes: u64,
     /// CPU time the writer thread spent on its batches, by stage.
     pub writer_cpu: WriterCpu,
 }
@@ -119,6 +122,7 @@ struct WriterStatus {
     batches: AtomicU64,
     exchanges_as_text: AtomicU64,
     replaced_ops: AtomicU64,
+    exchange_text_bytes: AtomicU64,
     /// [`WriterCpu`] in nanoseconds.
     preparing_ns: AtomicU64,
     storing_ns: AtomicU64,
@@ -417,6 +421,7 @@ impl Recorder {
             batches: shared.status.batches.load(Ordering::Relaxed),
             exchanges_as_text: shared.status.exchanges_as_text.load(Ordering::Relaxed),
             replaced_ops: shared.status.replaced_ops.load(Ordering::Relaxed),
+            exchange_text_bytes: shared.status.exchange_text_bytes.load(Ordering::Relaxed),
             writer_cpu: WriterCpu {
                 preparing: nanos(&shared.status.preparing_ns),
                 storing: nanos(&shared.status.storing_ns),
@@ -431,7 +436,7 @@ fn nanos(counter: &AtomicU64) -> Duration {
 }
 
 /// CPU time the calling thread has used (zero where the clock is unavailable).
-fn thread_cpu_time() -> Duration {
+pub(crate) fn thread_cpu_time() -> Duration {
     #[cfg(unix)]
     {
         let mut now = libc::timespec {
@@ -582,8 +587,11 @@ impl Writer {
                 .map(|op| match op {
                     RecordOp::UpsertExchangeText(text) => {
                         let op = document::prepare(*text, &redactor, shared_blobs);
-                        if matches!(op, RecordOp::UpsertExchangeDocument(_)) {
+                        if let RecordOp::UpsertExchangeDocument(document) = &op {
                             status.exchanges_as_text.fetch_add(1, Ordering::Relaxed);
+                            status
+                                .exchange_text_bytes
+                                .fetch_add(document.stored_len() as u64, Ordering::Relaxed);
                         }
                         op
                     }
