@@ -677,15 +677,16 @@ impl SqliteStore {
                 .conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(backend("starting a write transaction"))?;
-            for _ in 0..batch.clamp(1, left) {
+            let this_batch = batch.clamp(1, left);
+            for _ in 0..this_batch {
                 row.id = crate::model::new_record_id();
                 SqliteStore::write_exchange(&tx, &writer, &row, &record)?;
             }
             tx.commit().map_err(backend("committing a batch"))?;
-            left -= batch.clamp(1, left);
+            left -= this_batch;
         }
         let spent = crate::recorder::thread_cpu_time().saturating_sub(started);
-        Ok(spent / rows.max(1) as u32)
+        Ok(spent.div_f64(rows.max(1) as f64))
     }
 }
 
