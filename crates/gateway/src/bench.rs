@@ -194,10 +194,6 @@ pub struct RecordsReport {
     pub replaced_ops: u64,
     /// The writer thread's CPU time, by stage (all records-on series together).
     pub writer_cpu: switchyard_records::WriterCpu,
-    /// Bytes of exchange record JSON stored (blob bodies not included).
-    pub exchange_text_bytes: u64,
-    /// Transactions the writer committed.
-    pub batches: u64,
     /// What storing alone costs for records this size ([`StorageFloor`]).
     pub storage_floor: Option<StorageFloor>,
 }
@@ -772,7 +768,7 @@ async fn send_and_drain(client: &reqwest::Client, target: &Target) -> Result<usi
 
 /// Latency of `targets` (e.g. direct, records off, records on), measured in [`LATENCY_ROUNDS`]
 /// alternating rounds of `latency_requests / LATENCY_ROUNDS` sequential requests each (after
-/// `warmup` requests to each), so a slow patch of the machine lands on all three alike.
+/// `warmup` requests to each), so a slow patch of the machine lands on all of them alike.
 async fn latency_rounds<const N: usize>(
     client: &reqwest::Client,
     targets: [&Target; N],
@@ -900,6 +896,42 @@ async fn throughput_rounds(
 /// Most rows the storage floor inserts (its rows are as many as the records series stored, up to
 /// this: about a second of inserts).
 const FLOOR_MAX_ROWS: u64 = 100_000;
+
+/// Measures the [`StorageFloor`] under what the records series stored (`stats`) in a new store in
+/// `dir`. `None`: no exchange was stored as text (no record size to insert), or the store failed
+/// (said on stderr; the rest of the report stands).
+async fn storage_floor(
+    dir: &std::path::Path,
+    stats: &switchyard_records::RecorderStats,
+) -> Result<Option<StorageFloor>, BenchError> {
+    let Some(record_bytes) = stats
+        .exchange_text_bytes
+        .checked_div(stats.exchanges_as_text)
+    else {
+        return Ok(None);
+    };
+    eprintln!("bench: records storage floor...");
+    let batch = (stats.written_ops / stats.batches.max(1)).max(1);
+    let rows = stats.exchanges_as_text.min(FLOOR_MAX_ROWS) as usize;
+    let path = dir.join("floor.sqlite3");
+    let measured = tokio::task::spawn_blocking(move || {
+        SqliteStore::open(&path)
+            .and_then(|mut store| store.insert_floor(record_bytes as usize, rows, batch as usize))
+    })
+    .await
+    .map_err(|e| BenchError::Request(e.to_string()))?;
+    match measured {
+        Ok(cpu_per_row) => Ok(Some(StorageFloor {
+            record_bytes,
+            batch,
+            cpu_per_row,
+        })),
+        Err(e) => {
+            eprintln!("bench: records storage floor not measured: {e}");
+            Ok(None)
+        }
+    }
+}
 
 /// Requests/s the paced records series offer by default: the gateway's own throughput target
 /// (3,000 requests/s at concurrency 16), so records on and off are compared at the load the
@@ -1341,41 +1373,11 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
     report.records.exchanges_as_text = stats.exchanges_as_text;
     report.records.replaced_ops = stats.replaced_ops;
     report.records.writer_cpu = stats.writer_cpu;
-    report.records.exchange_text_bytes = stats.exchange_text_bytes;
-    report.records.batches = stats.batches;
     if let Err(e) = flushed {
         eprintln!("bench: records flush reported: {e}");
     }
     drop(recorder);
-    if let Some(record_bytes) = stats
-        .exchange_text_bytes
-        .checked_div(stats.exchanges_as_text)
-    {
-        eprintln!("bench: records storage floor...");
-        let floor_path = records_dir.path().join("floor.sqlite3");
-        let floor = StorageFloor {
-            record_bytes,
-            batch: (stats.written_ops / stats.batches.max(1)).max(1),
-            cpu_per_row: Duration::ZERO,
-        };
-        let rows = stats.exchanges_as_text.min(FLOOR_MAX_ROWS) as usize;
-        let measured = tokio::task::spawn_blocking(move || {
-            SqliteStore::open(&floor_path).and_then(|mut store| {
-                store.insert_floor(floor.record_bytes as usize, rows, floor.batch as usize)
-            })
-        })
-        .await
-        .map_err(|e| BenchError::Request(e.to_string()))?;
-        match measured {
-            Ok(cpu_per_row) => {
-                report.records.storage_floor = Some(StorageFloor {
-                    cpu_per_row,
-                    ..floor
-                })
-            }
-            Err(e) => eprintln!("bench: records storage floor not measured: {e}"),
-        }
-    }
+    report.records.storage_floor = storage_floor(records_dir.path(), &stats).await?;
     drop(records_dir);
 
     eprintln!("bench: chunk forwarding...");

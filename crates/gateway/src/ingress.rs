@@ -541,6 +541,18 @@ impl BodyState {
         let missing = usize::try_from(self.missing()).unwrap_or(usize::MAX);
         missing.clamp(READ_SIZE, MAX_BODY_READ)
     }
+
+    /// Reads what `stream` holds now (no waiting; up to [`BodyState::read_size`]) into the
+    /// buffer: how many bytes, `Some(0)` when the guest closed the connection, `None` when
+    /// nothing is there yet.
+    fn read_available(&mut self, stream: &TcpStream) -> io::Result<Option<usize>> {
+        self.buffer.reserve(self.read_size());
+        match stream.try_read_buf(&mut self.buffer) {
+            Ok(read) => Ok(Some(read)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// The request body handed to the router: reads from the connection as the handler asks.
@@ -581,14 +593,10 @@ impl http_body::Body for RequestBody {
             if state.missing() > 0 {
                 // Take what the socket already holds (no waiting) into one buffer sized for the
                 // rest of the body: over loopback the whole body is usually there, so it goes
-                // out as one piece, read in one call.
-                let size = state.read_size();
-                state.buffer.reserve(size);
-                match this.stream.try_read_buf(&mut state.buffer) {
-                    // An early end shows again below, once what is buffered is handed out.
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Poll::Ready(Some(Err(e))),
+                // out as one piece, read in one call. An early end shows again below, once what
+                // is buffered is handed out.
+                if let Err(e) = state.read_available(&this.stream) {
+                    return Poll::Ready(Some(Err(e)));
                 }
             }
             let piece = {
@@ -615,18 +623,14 @@ impl http_body::Body for RequestBody {
             }
             drop(state);
             ready!(this.stream.poll_read_ready(cx))?;
-            let mut state = this.shared.lock();
-            let size = state.read_size();
-            state.buffer.reserve(size);
-            match this.stream.try_read_buf(&mut state.buffer) {
-                Ok(0) => {
+            match this.shared.lock().read_available(&this.stream) {
+                Ok(Some(0)) => {
                     return Poll::Ready(Some(Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         "the guest closed the connection before the request body ended",
                     ))));
                 }
                 Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) => return Poll::Ready(Some(Err(e))),
             }
         }
@@ -760,6 +764,13 @@ mod tests {
         into.extend_from_slice(&chunk[..read]);
     }
 
+    /// Reads into `seen` until it holds `needle`.
+    async fn read_until(stream: &mut Guest, seen: &mut Vec<u8>, needle: &[u8]) {
+        while !seen.windows(needle.len()).any(|w| w == needle) {
+            read_more(stream, seen).await;
+        }
+    }
+
     /// Whether the server closed `stream` (reads to the end within a bound).
     async fn closed(stream: &mut Guest) -> bool {
         let mut rest = Vec::new();
@@ -846,9 +857,7 @@ mod tests {
             .unwrap();
         // The first frame arrives while the second does not exist yet.
         let mut seen = Vec::new();
-        while !seen.windows(7).any(|w| w == b"data: a") {
-            read_more(&mut stream, &mut seen).await;
-        }
+        read_until(&mut stream, &mut seen, b"data: a").await;
         let text = String::from_utf8_lossy(&seen).to_ascii_lowercase();
         assert!(text.contains("transfer-encoding: chunked"), "{text}");
         assert!(text.ends_with("9\r\ndata: a\n\n\r\n"), "{text}");
@@ -997,9 +1006,7 @@ mod tests {
             .send(b"POST /forever HTTP/1.1\r\ncontent-length: 0\r\n\r\n")
             .await;
         let mut seen = Vec::new();
-        while !seen.windows(7).any(|w| w == b"data: a") {
-            read_more(&mut stream, &mut seen).await;
-        }
+        read_until(&mut stream, &mut seen, b"data: a").await;
         assert!(!dropped.load(Ordering::SeqCst));
         drop(stream);
         tokio::time::timeout(Duration::from_secs(10), async {

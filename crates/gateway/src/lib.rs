@@ -95,15 +95,17 @@
 //! ## Connections and request bodies
 //! The gateway serves HTTP/1.1 itself (`ingress.rs`: heads parsed by httparse, bodies framed by
 //! `Content-Length` or chunked coding with the decoder the upstream client uses too, `wire.rs`;
-//! the axum router called per request), with `TCP_NODELAY`.
-//! A connection holds a read buffer only while read bytes wait to be used and writes each
-//! response head and frame straight from its pieces, so an open stream keeps no HTTP buffer
-//! (hyper's server connection kept an 8 KiB read and an 8 KiB write buffer per connection:
-//! 1,000 open streams cost the gateway process ~38 MiB with it, ~25 MiB without). Request bodies are read within a byte budget shared by all
-//! connections (`[limits] buffered_request_bytes`, 1 MiB): when many guests send at once, the
-//! bodies that do not fit wait in the kernel instead of in the gateway's memory; a body over
-//! `max_request_bytes` (256 MiB) is a 413, a guest pausing longer than
-//! `timeouts.guest_body_idle_ms` (30 s) while sending one a 408. Upstream request bodies are sent
+//! the axum router called per request), with `TCP_NODELAY`. A connection holds a read buffer
+//! only while read bytes wait to be used and writes each response head and frame straight from
+//! its pieces, so an open stream keeps no HTTP buffer (hyper's server connection kept an 8 KiB
+//! read and an 8 KiB write buffer per connection: 1,000 open streams cost the gateway process
+//! ~38 MiB with it, ~25 MiB without).
+//!
+//! Request bodies are read within a byte budget shared by all connections (`[limits]
+//! buffered_request_bytes`, 1 MiB): when many guests send at once, the bodies that do not fit
+//! wait in the kernel instead of in the gateway's memory; a body over `max_request_bytes`
+//! (256 MiB) is a 413, a guest pausing longer than `timeouts.guest_body_idle_ms` (30 s) while
+//! sending one a 408. Upstream request bodies are sent
 //! as the translation cache's shared segments with an exact `Content-Length`.
 //!
 //! An `http://` upstream (a local vLLM, llama.cpp or Ollama) is reached with a lean HTTP/1.1
