@@ -1,7 +1,7 @@
 //! The server: `Gateway::start(config)` binds, serves the Google GenerateContent routes and
 //! returns a [`GatewayHandle`] (`local_addr`, guest env lines, `shutdown`). Routing and handlers
 //! are an axum [`Router`]; connections are accepted and served by the gateway's own HTTP/1.1
-//! loop (`ingress.rs`: no per-connection buffers).
+//! loop (`ingress.rs`: no buffer kept while a connection waits).
 //!
 //! Routes (`{version}` is normally `v1beta`; the model segment is `{model}:{method}`):
 //! * `POST /{version}/models/{model}:streamGenerateContent?alt=sse`
