@@ -34,7 +34,10 @@
 //!   own CPU clock, per written op: [`switchyard_records::WriterCpu`]); the rest of the added
 //!   CPU is spent on the request threads. Under it, the storage floor ([`StorageFloor`]): bare
 //!   inserts of rows the size the series stored, next to the added CPU per request a 0.90
-//!   ratio leaves. A records-on throughput series ends
+//!   ratio leaves. Over it, the handover ([`Handover`]): the throughput series also runs, in the
+//!   same rounds, through a third gateway pair whose recorder drops every write unbuilt
+//!   (`Recorder::discarding`): what records cost the request path and the queue alone, the most
+//!   any store could reach with that path as it is. A records-on throughput series ends
 //!   only once every exchange it sent is stored (its time and CPU include the writer's
 //!   backlog); after a records-on latency round the backlog is stored untimed, so it never
 //!   lands on the next target's round.
@@ -196,6 +199,24 @@ pub struct RecordsReport {
     pub writer_cpu: switchyard_records::WriterCpu,
     /// What storing alone costs for records this size ([`StorageFloor`]).
     pub storage_floor: Option<StorageFloor>,
+    /// The throughput series through a third pair of gateways whose recorder drops every write
+    /// unbuilt ([`Recorder::discarding`]), in the same rounds: what records cost before anything
+    /// is built or stored.
+    pub handover: Handover,
+}
+
+/// Records cost on the request path alone: req/s and CPU per request through gateways whose
+/// recorder's writer thread takes each write off the queue and drops it (nothing built,
+/// redacted or stored). Its ratio to records off is the most any store could reach with the
+/// request path as it is.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Handover {
+    pub rps_unary: Throughput,
+    pub rps_stream: Throughput,
+    /// Writes the discarding writer dropped (proves the gateways handed them over).
+    pub discarded_ops: u64,
+    /// The discarding writer thread's CPU time (dropping the writes).
+    pub writer_cpu: Duration,
 }
 
 /// The least SQLite spends storing the exchange rows the records series stored: as many rows of
@@ -520,6 +541,27 @@ impl std::fmt::Display for RecordsTable<'_> {
                 micros(floor.cpu_per_row),
                 allowed(&r.rps_unary.off),
                 allowed(&r.rps_stream.off)
+            )?;
+        }
+        let h = &r.handover;
+        if h.discarded_ops > 0 {
+            let ratio = |handed: &Throughput, off: &Throughput| {
+                handed.requests_per_sec / off.requests_per_sec
+            };
+            let added = |handed: &Throughput, off: &Throughput| {
+                handed.cpu_us_per_request - off.cpu_us_per_request
+            };
+            writeln!(
+                f,
+                "(records handover alone: gateways whose recorder drops every write unbuilt, \
+                 nothing built, redacted or stored, in the same rounds: req/s ratio to records off \
+                 {:.2} (unary) / {:.2} (stream), added CPU {:.1} / {:.1} us per request, of which \
+                 the writer thread dropping {:.1} us)",
+                ratio(&h.rps_unary, &r.rps_unary.off),
+                ratio(&h.rps_stream, &r.rps_stream.off),
+                added(&h.rps_unary, &r.rps_unary.off),
+                added(&h.rps_stream, &r.rps_stream.off),
+                micros(h.writer_cpu) / h.discarded_ops as f64
             )?;
         }
         Ok(())
@@ -869,12 +911,12 @@ const THROUGHPUT_ROUNDS: u32 = 3;
 
 /// Throughput of `direct` and of each gateway target: [`THROUGHPUT_ROUNDS`] rounds, each target
 /// for a share of `throughput_duration` per round, figures averaged over rounds.
-async fn throughput_rounds(
+async fn throughput_rounds<const N: usize>(
     client: &reqwest::Client,
     direct: &Target,
-    gateways: [&Target; 2],
+    gateways: [&Target; N],
     options: &BenchOptions,
-) -> Result<(Throughput, [Throughput; 2]), BenchError> {
+) -> Result<(Throughput, [Throughput; N]), BenchError> {
     let round = BenchOptions {
         throughput_duration: options.throughput_duration / THROUGHPUT_ROUNDS,
         ..options.clone()
@@ -883,7 +925,7 @@ async fn throughput_rounds(
         sum.requests_per_sec += one.requests_per_sec / f64::from(THROUGHPUT_ROUNDS);
         sum.cpu_us_per_request += one.cpu_us_per_request / f64::from(THROUGHPUT_ROUNDS);
     };
-    let (mut direct_sum, mut gateway_sums) = (Throughput::default(), [Throughput::default(); 2]);
+    let (mut direct_sum, mut gateway_sums) = (Throughput::default(), [Throughput::default(); N]);
     for _ in 0..THROUGHPUT_ROUNDS {
         add(&mut direct_sum, throughput(client, direct, &round).await?);
         for (target, sum) in gateways.iter().zip(&mut gateway_sums) {
@@ -1258,6 +1300,10 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         .map_err(|e| BenchError::Request(format!("cannot open bench records: {e}")))?;
     let unary_recorded = gateway_at(&unary_upstream.base_url(), Some(recorder.clone())).await?;
     let stream_recorded = gateway_at(&stream_upstream.base_url(), Some(recorder.clone())).await?;
+    let discarding = Recorder::discarding()
+        .map_err(|e| BenchError::Request(format!("cannot start a discarding recorder: {e}")))?;
+    let unary_handover = gateway_at(&unary_upstream.base_url(), Some(discarding.clone())).await?;
+    let stream_handover = gateway_at(&stream_upstream.base_url(), Some(discarding.clone())).await?;
     let google = Bytes::from_static(GEMINI_CLI_FIRST_REQUEST);
     let unary_direct = Target::direct(&unary_upstream.base_url(), chat_body(false)?);
     let chat_stream_body = chat_body(true)?;
@@ -1269,6 +1315,11 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
     let stream_recorded_via =
         Target::via_gateway(&stream_recorded.base_url(), true, google.clone())
             .recorded_by(&stream_recorded);
+    let unary_handover_via = Target::via_gateway(&unary_handover.base_url(), false, google.clone())
+        .recorded_by(&unary_handover);
+    let stream_handover_via =
+        Target::via_gateway(&stream_handover.base_url(), true, google.clone())
+            .recorded_by(&stream_handover);
 
     let mut report = BenchReport {
         request_bytes: GEMINI_CLI_FIRST_REQUEST.len(),
@@ -1316,10 +1367,10 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         }
     }
     eprintln!("bench: throughput...");
-    let (unary_direct_rps, [unary_off, unary_on]) = throughput_rounds(
+    let (unary_direct_rps, [unary_off, unary_on, unary_handed]) = throughput_rounds(
         &client,
         &unary_direct,
-        [&unary_via, &unary_recorded_via],
+        [&unary_via, &unary_recorded_via, &unary_handover_via],
         &options,
     )
     .await?;
@@ -1331,10 +1382,10 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         off: unary_off,
         on: unary_on,
     };
-    let (stream_direct_rps, [stream_off, stream_on]) = throughput_rounds(
+    let (stream_direct_rps, [stream_off, stream_on, stream_handed]) = throughput_rounds(
         &client,
         &stream_direct,
-        [&stream_via, &stream_recorded_via],
+        [&stream_via, &stream_recorded_via, &stream_handover_via],
         &options,
     )
     .await?;
@@ -1346,6 +1397,8 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         off: stream_off,
         on: stream_on,
     };
+    report.records.handover.rps_unary = unary_handed;
+    report.records.handover.rps_stream = stream_handed;
     if options.paced_rate > 0 {
         eprintln!("bench: records at {} requests/s...", options.paced_rate);
         report.records.paced_unary =
@@ -1358,9 +1411,15 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         stream_gateway,
         unary_recorded,
         stream_recorded,
+        unary_handover,
+        stream_handover,
     ] {
         handle.shutdown().await?;
     }
+    let handed = discarding.stats();
+    report.records.handover.discarded_ops = handed.discarded_ops;
+    report.records.handover.writer_cpu = handed.writer_cpu.freeing;
+    drop(discarding);
     let flushed = tokio::task::spawn_blocking({
         let recorder = recorder.clone();
         move || recorder.flush()

@@ -70,6 +70,15 @@ async fn bench_runs_every_series() {
         floor.batch >= 1 && floor.cpu_per_row > Duration::ZERO,
         "{floor:?}"
     );
+    let handover = records.handover;
+    assert!(
+        measured(handover.rps_unary) && measured(handover.rps_stream),
+        "{handover:?}"
+    );
+    assert!(
+        handover.discarded_ops > 0,
+        "the handover gateways handed writes over"
+    );
     let text = report.to_string();
     assert!(text.contains("req/s unary c=4"), "{text}");
     assert!(text.contains("CPU us/request stream c=4"), "{text}");
@@ -77,4 +86,5 @@ async fn bench_runs_every_series() {
     assert!(text.contains("one CPU: latency stream (us) p99"), "{text}");
     assert!(text.contains("served req/s stream at 300/s"), "{text}");
     assert!(text.contains("records storage floor"), "{text}");
+    assert!(text.contains("records handover alone"), "{text}");
 }

@@ -87,6 +87,8 @@ pub struct RecorderStats {
     /// Bytes of the exchange records stored as text (their JSON, blobs not counted), summed:
     /// divided by [`RecorderStats::exchanges_as_text`], what one exchange adds to the store.
     pub exchange_text_bytes: u64,
+    /// Writes a [`Recorder::discarding`] recorder's writer dropped unbuilt (0 for any other).
+    pub discarded_ops: u64,
     /// CPU time the writer thread spent on its batches, by stage.
     pub writer_cpu: WriterCpu,
 }
@@ -103,7 +105,8 @@ pub struct WriterCpu {
     /// Applying the ops to the store (one transaction per batch).
     pub storing: Duration,
     /// Freeing the applied ops, or handing the parts producers allocated back to them
-    /// ([`Recorder::hand_back_spent`]).
+    /// ([`Recorder::hand_back_spent`]); for a [`Recorder::discarding`] recorder, dropping the
+    /// writes.
     pub freeing: Duration,
 }
 
@@ -123,6 +126,7 @@ struct WriterStatus {
     exchanges_as_text: AtomicU64,
     replaced_ops: AtomicU64,
     exchange_text_bytes: AtomicU64,
+    discarded_ops: AtomicU64,
     /// [`WriterCpu`] in nanoseconds.
     preparing_ns: AtomicU64,
     storing_ns: AtomicU64,
@@ -248,6 +252,27 @@ impl Recorder {
     /// Starts a writer thread that owns `store`.
     pub fn start(
         store: Box<dyn RecordSink>,
+        redactor: Redactor,
+        options: RecorderOptions,
+    ) -> Result<Self, RecordError> {
+        Recorder::start_writer(WriterSink::Store(store), redactor, options)
+    }
+
+    /// A recorder whose writer thread takes every write off the queue, like any recorder's, and
+    /// drops it: nothing is built, redacted or stored ([`RecorderStats::discarded_ops`] counts
+    /// them). A benchmark instrument, not a way to run: with it, what records cost is what
+    /// producers spend handing writes over, the queue and the dropping (`switchyard bench
+    /// gateway` prints it as "records handover alone").
+    pub fn discarding() -> Result<Self, RecordError> {
+        Recorder::start_writer(
+            WriterSink::Discard,
+            Redactor::default(),
+            RecorderOptions::default(),
+        )
+    }
+
+    fn start_writer(
+        store: WriterSink,
         redactor: Redactor,
         options: RecorderOptions,
     ) -> Result<Self, RecordError> {
@@ -422,6 +447,7 @@ impl Recorder {
             exchanges_as_text: shared.status.exchanges_as_text.load(Ordering::Relaxed),
             replaced_ops: shared.status.replaced_ops.load(Ordering::Relaxed),
             exchange_text_bytes: shared.status.exchange_text_bytes.load(Ordering::Relaxed),
+            discarded_ops: shared.status.discarded_ops.load(Ordering::Relaxed),
             writer_cpu: WriterCpu {
                 preparing: nanos(&shared.status.preparing_ns),
                 storing: nanos(&shared.status.storing_ns),
@@ -480,8 +506,15 @@ fn take_failures(status: &WriterStatus) -> Result<(), RecordError> {
 /// flush): waking it for every op costs producers more than the records' delay.
 const LINGER: std::time::Duration = std::time::Duration::from_millis(5);
 
+/// Where a writer's batches go.
+enum WriterSink {
+    Store(Box<dyn RecordSink>),
+    /// Nowhere: see [`Recorder::discarding`].
+    Discard,
+}
+
 struct Writer {
-    store: Box<dyn RecordSink>,
+    store: WriterSink,
     receiver: Receiver<Message>,
     redactor: Arc<RwLock<Redactor>>,
     status: Arc<WriterStatus>,
@@ -558,6 +591,16 @@ impl Writer {
             return;
         }
         let started = thread_cpu_time();
+        let store = match &mut self.store {
+            WriterSink::Store(store) => store,
+            WriterSink::Discard => {
+                let dropped = pending.len() as u64;
+                pending.clear();
+                self.status.count_discarded(dropped);
+                charge(&self.status.freeing_ns, started);
+                return;
+            }
+        };
         let before = pending.len();
         let kept = without_replaced_writes(std::mem::take(pending));
         self.status
@@ -606,12 +649,12 @@ impl Writer {
         if batch.is_empty() {
             return;
         }
-        match self.store.apply(&batch) {
+        match store.apply(&batch) {
             Ok(()) => self.status.count_written(batch.len()),
             Err(_) => {
                 // Retry one op per transaction so one bad op cannot sink the others.
                 for op in batch.iter() {
-                    match self.store.apply(std::slice::from_ref(op)) {
+                    match store.apply(std::slice::from_ref(op)) {
                         Ok(()) => self.status.count_written(1),
                         Err(error) => self.status.count_failed(&error),
                     }
@@ -625,6 +668,11 @@ impl Writer {
 }
 
 impl WriterStatus {
+    fn count_discarded(&self, ops: u64) {
+        self.discarded_ops.fetch_add(ops, Ordering::Relaxed);
+        self.batches.fetch_add(1, Ordering::Relaxed);
+    }
+
     fn count_written(&self, ops: usize) {
         self.written_ops.fetch_add(ops as u64, Ordering::Relaxed);
         self.batches.fetch_add(1, Ordering::Relaxed);
@@ -822,6 +870,33 @@ mod tests {
             RecordOp::UpsertExchange(record) => record.notes.join(","),
             other => panic!("expected an exchange upsert, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_discarding_recorder_takes_every_write_and_builds_or_stores_none() {
+        let recorder = Recorder::discarding().unwrap();
+        let built_on = Arc::new(Mutex::new(Vec::new()));
+        for note in ["a", "b", "c"] {
+            let write = NoteOnBuild {
+                built_on: Arc::clone(&built_on),
+                ..NoteOnBuild::new(note)
+            };
+            assert!(matches!(
+                recorder.try_record_deferred(Box::new(write)),
+                Ok(Queued::Yes)
+            ));
+        }
+        recorder.record_event(event(1, "plain")).unwrap();
+        recorder.flush().unwrap();
+        assert!(built_on.lock().unwrap().is_empty(), "nothing was built");
+        let stats = recorder.stats();
+        assert_eq!(stats.discarded_ops, 4);
+        assert_eq!((stats.written_ops, stats.failed_ops), (0, 0));
+        assert_eq!(
+            stats.writer_cpu.preparing + stats.writer_cpu.storing,
+            Duration::ZERO
+        );
+        recorder.close().unwrap();
     }
 
     #[test]
