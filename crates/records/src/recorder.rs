@@ -15,6 +15,8 @@
 //! them on its own threads ([`Recorder::free_spent`]). `flush` waits until everything queued
 //! before it is committed; `close` (or dropping the last handle) flushes and stops the writer.
 //! [`Recorder::disabled`] is the "records off" recorder: it accepts and discards.
+//! [`Recorder::discarding`] is a benchmark instrument between records off and on: a real writer
+//! thread and queue that drop every write unbuilt.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
