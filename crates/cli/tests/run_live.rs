@@ -460,6 +460,31 @@ async fn records_match_what_the_upstream_saw() {
         serde_json::json!({"file_path": "notes.txt"})
     );
     assert!(first.delivered_at.is_some());
+
+    // Gemini CLI's own tool_result event for read_file carries no output; the timeline shows
+    // the file text the guest sent the model in the next request.
+    let view = switchyard_records::timeline::RunView::load(&store, &run.id.to_string()).unwrap();
+    let sent = view.tool_results_sent();
+    let result = view
+        .events
+        .iter()
+        .find(|e| e.kind == "tool_result")
+        .expect("a tool_result event");
+    assert_eq!(result.event["output"], "", "{}", result.event);
+    let call_id = result.event["call_id"].as_str().unwrap();
+    assert!(
+        sent[call_id]
+            .to_string()
+            .contains("The secret word is quokka."),
+        "{sent:?}"
+    );
+    let timeline = switchyard_records::timeline::render_timeline(&view);
+    assert!(
+        timeline.contains(
+            "sent to the model: {\"output\":\"Meeting notes.\\nThe secret word is quokka.\\n\"}"
+        ),
+        "{timeline}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

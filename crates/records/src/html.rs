@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::model::{EventRecord, ExchangeRecord};
 use crate::timeline::{
     RunView, TimelineEntry, ended_label, event_payload, first_byte_latency, outcome_label,
-    seconds_between, summary_line, total_latency, usage_text,
+    seconds_between, sent_result, summary_line, total_latency, usage_text,
 };
 
 const STYLE: &str = "
@@ -21,7 +21,7 @@ table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.25em .6em;te
 .user{border-color:#2b6cb0}.assistant{border-color:#2f855a}.tool-call{border-color:#b7791f}
 .tool-result{border-color:#805ad5}.exchange{border-color:#718096;background:#f4f6f8}.problem{border-color:#c53030}
 pre{white-space:pre-wrap;word-break:break-word;background:#f0f0f0;padding:.5em;margin:.3em 0}
-.kind{font-weight:600}
+.kind{font-weight:600}.sent{color:#555;font-size:.85em;margin-top:.3em}
 ";
 
 /// HTML-escapes `text` for element content and attribute values.
@@ -79,10 +79,13 @@ pub fn render_html(view: &RunView) -> String {
         );
     }
     out.push_str("</table>\n<h2>Timeline</h2>\n");
+    let sent = view.tool_results_sent();
     for entry in view.entries() {
         let at = escape(&seconds_between(run.started_at, entry.at()));
         match entry {
-            TimelineEntry::Event(event) => render_event(&mut out, &at, event),
+            TimelineEntry::Event(event) => {
+                render_event(&mut out, &at, event, sent_result(&sent, event));
+            }
             TimelineEntry::Exchange(exchange) => render_exchange(&mut out, &at, exchange),
         }
     }
@@ -112,7 +115,8 @@ pub fn render_html(view: &RunView) -> String {
     out
 }
 
-fn render_event(out: &mut String, at: &str, event: &EventRecord) {
+/// One event; `sent` is what the model was sent as a tool result's result, when known.
+fn render_event(out: &mut String, at: &str, event: &EventRecord, sent: Option<&Value>) {
     let body = &event.event;
     let text = |key: &str| escape(body.get(key).and_then(Value::as_str).unwrap_or(""));
     let (class, inner) = match event.kind.as_str() {
@@ -146,13 +150,25 @@ fn render_event(out: &mut String, at: &str, event: &EventRecord) {
                 .map(str::to_owned)
                 .or_else(|| body.get("error").map(pretty))
                 .unwrap_or_default();
+            let sent = sent
+                .map(|result| {
+                    format!(
+                        "<div class=\"sent\">sent to the model</div><pre>{}</pre>",
+                        escape(&pretty(result))
+                    )
+                })
+                .unwrap_or_default();
             (
                 "tool-result",
                 format!(
-                    "<span class=\"kind\">Tool result</span> <code>{}</code> {} <pre>{}</pre>",
+                    "<span class=\"kind\">Tool result</span> <code>{}</code> {}{}{sent}",
                     text("call_id"),
                     text("status"),
-                    escape(&detail)
+                    if detail.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" <pre>{}</pre>", escape(&detail))
+                    }
                 ),
             )
         }

@@ -1,6 +1,7 @@
 //! A run as one ordered timeline (canonical events and model exchanges merged by time), with the
 //! plain-text renderings used by `switchyard records list`, `show`, `exchanges` and `exchange`.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
@@ -69,6 +70,65 @@ impl RunView {
         entries.sort_by_key(TimelineEntry::at);
         entries
     }
+
+    /// What the guest sent the model as the result of each tool call, by the call's canonical
+    /// `call_id`: the `response` of the `functionResponse` part that answers it in the guest's
+    /// GenerateContent requests (the first request that carries it). Matched through the
+    /// `tool_call` event's `model_call_id` and `tool_name` (the part's `id` and `name`).
+    ///
+    /// A guest's own `tool_result` event may leave the result out (Gemini CLI's stream-json
+    /// sends `output: ""` for `read_file` and no output for `list_directory`), so this is where
+    /// the result the model saw is. Calls without a model call id, and exchanges of other
+    /// ingress APIs, give nothing.
+    pub fn tool_results_sent(&self) -> HashMap<&str, &Value> {
+        let mut answers: HashMap<(&str, &str), &Value> = HashMap::new();
+        for exchange in &self.exchanges {
+            if !exchange.ingress_api.starts_with("google.") {
+                continue;
+            }
+            for response in function_responses(&exchange.guest_request) {
+                let id = response.get("id").and_then(Value::as_str);
+                let name = response.get("name").and_then(Value::as_str);
+                if let (Some(id), Some(name), Some(result)) = (id, name, response.get("response")) {
+                    answers.entry((id, name)).or_insert(result);
+                }
+            }
+        }
+        let mut sent = HashMap::new();
+        for event in self.events.iter().filter(|e| e.kind == "tool_call") {
+            let text = |key: &str| event.event.get(key).and_then(Value::as_str);
+            let (Some(call_id), Some(model_call_id), Some(name)) =
+                (text("call_id"), text("model_call_id"), text("tool_name"))
+            else {
+                continue;
+            };
+            if let Some(result) = answers.get(&(model_call_id, name)) {
+                sent.insert(call_id, *result);
+            }
+        }
+        sent
+    }
+}
+
+/// The `functionResponse` objects of a GenerateContent request's `contents`, in order.
+fn function_responses(request: &Value) -> impl Iterator<Item = &Value> {
+    request
+        .get("contents")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|content| content.get("parts").and_then(Value::as_array))
+        .flatten()
+        .filter_map(|part| part.get("functionResponse"))
+}
+
+/// The result the model was sent for a `tool_result` event, from [`RunView::tool_results_sent`].
+pub fn sent_result<'a>(sent: &HashMap<&str, &'a Value>, event: &EventRecord) -> Option<&'a Value> {
+    if event.kind != "tool_result" {
+        return None;
+    }
+    let call_id = event.event.get("call_id").and_then(Value::as_str)?;
+    sent.get(call_id).copied()
 }
 
 /// Seconds between two instants, e.g. `"1.250s"`.
@@ -259,12 +319,11 @@ pub fn describe_event(event: &EventRecord) -> String {
                 .map(str::to_owned)
                 .or_else(|| body.get("error").map(Value::to_string))
                 .unwrap_or_default();
-            format!(
-                "tool result [{}] {}: {}",
-                text("call_id"),
-                text("status"),
-                one_line(&detail, 200)
-            )
+            let mut line = format!("tool result [{}] {}", text("call_id"), text("status"));
+            if !detail.is_empty() {
+                let _ = write!(line, ": {}", one_line(&detail, 200));
+            }
+            line
         }
         "warning" | "error" => format!("{}: {}", event.kind, one_line(text("message"), 200)),
         "session_started" => format!("session {} model {}", text("session_id"), text("model")),
@@ -477,10 +536,21 @@ pub fn render_timeline(view: &RunView) -> String {
         view.raw_line_count, run.raw_lines_truncated, run.raw_lines_dropped
     );
     let _ = writeln!(out);
+    let sent = view.tool_results_sent();
     for entry in view.entries() {
         let offset = seconds_between(run.started_at, entry.at());
         let line = match entry {
-            TimelineEntry::Event(event) => format!("#{:<4} {}", event.seq, describe_event(event)),
+            TimelineEntry::Event(event) => {
+                let mut line = format!("#{:<4} {}", event.seq, describe_event(event));
+                if let Some(result) = sent_result(&sent, event) {
+                    let _ = write!(
+                        line,
+                        " | sent to the model: {}",
+                        one_line(&result.to_string(), 200)
+                    );
+                }
+                line
+            }
             TimelineEntry::Exchange(exchange) => describe_exchange(exchange),
         };
         let _ = writeln!(out, "+{offset:>9}  {line}");

@@ -306,6 +306,62 @@ fn html_timeline_is_self_contained_and_escaped() {
     }
 }
 
+/// A tool result whose event carries no output (as Gemini CLI's `read_file` and
+/// `list_directory` results do) is shown with what the guest sent the model: the
+/// `functionResponse` answering the call, matched by the call's model call id and tool name.
+#[test]
+fn tool_results_show_what_the_model_was_sent() {
+    let (dir, run_id, _) = populated();
+    let store = SqliteStore::open_existing(store_path(dir.path())).unwrap();
+    let mut view = RunView::load(&store, &run_id.to_string()).unwrap();
+    let result_event = view
+        .events
+        .iter_mut()
+        .find(|e| e.kind == "tool_result")
+        .unwrap();
+    result_event.event["output"] = json!("");
+    // The second request carries the call and its answer, next to a same-id answer of another
+    // tool that must not be taken for it.
+    view.exchanges[1].guest_request = json!({"contents": [
+        {"role": "user", "parts": [{"text": "list the files"}]},
+        {"role": "model", "parts": [{"functionCall": {"id": "call_1", "name": "list_directory", "args": {"dir_path": "."}}}]},
+        {"role": "user", "parts": [
+            {"functionResponse": {"id": "call_1", "name": "other_tool", "response": {"output": "not this"}}},
+            {"functionResponse": {"id": "call_1", "name": "list_directory", "response": {"output": "a.txt <1 KB>\nb.txt"}}}
+        ]}
+    ]});
+    let sent = view.tool_results_sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent["c1"], &json!({"output": "a.txt <1 KB>\nb.txt"}));
+
+    let text = render_timeline(&view);
+    assert!(
+        text.contains(
+            r#"tool result [c1] success | sent to the model: {"output":"a.txt <1 KB>\nb.txt"}"#
+        ),
+        "{text}"
+    );
+    let html = render_html(&view);
+    assert!(
+        html.contains(
+            "<span class=\"kind\">Tool result</span> <code>c1</code> success\
+             <div class=\"sent\">sent to the model</div><pre>{\n  &quot;output&quot;: \
+             &quot;a.txt &lt;1 KB&gt;\\nb.txt&quot;\n}</pre>"
+        ),
+        "{html}"
+    );
+
+    // No answer for the call's model call id: nothing is shown as sent.
+    let call_event = view
+        .events
+        .iter_mut()
+        .find(|e| e.kind == "tool_call")
+        .unwrap();
+    call_event.event["model_call_id"] = json!("call_2");
+    assert!(view.tool_results_sent().is_empty());
+    assert!(!render_html(&view).contains("sent to the model"));
+}
+
 /// The Chromium to render with: `CHROMIUM` if set, else `chromium` when it is on `PATH`.
 fn chromium() -> Option<std::path::PathBuf> {
     if let Some(path) = std::env::var_os("CHROMIUM") {
