@@ -24,7 +24,8 @@
 //!   pair that records every exchange into a real SQLite store (`Recorder::open_dir` on a
 //!   temporary directory, with the upstream key registered for redaction), and reported side by
 //!   side with ratios. The latency and throughput series run in alternating rounds (direct,
-//!   records off, records on), so machine noise spreads over all three. Every exchange after the
+//!   records off, records on; the throughput series also the handover below), so machine noise
+//!   spreads over all of them. Every exchange after the
 //!   first reuses the cached system prompt and tools, so it is recorded as text
 //!   (`exchanges_as_text`). What records still cost (the CPU-per-request difference) is spent on
 //!   the request path (keeping the record's parts, merging and serializing what was delivered)
@@ -34,7 +35,7 @@
 //!   own CPU clock, per written op: [`switchyard_records::WriterCpu`]); the rest of the added
 //!   CPU is spent on the request threads. Under it, the storage floor ([`StorageFloor`]): bare
 //!   inserts of rows the size the series stored, next to the added CPU per request a 0.90
-//!   ratio leaves. Over it, the handover ([`Handover`]): the throughput series also runs, in the
+//!   ratio leaves. Next to it, the handover ([`Handover`]): the throughput series also runs, in the
 //!   same rounds, through a third gateway pair whose recorder drops every write unbuilt
 //!   (`Recorder::discarding`): what records cost the request path and the queue alone, the most
 //!   any store could reach with that path as it is. A records-on throughput series ends
