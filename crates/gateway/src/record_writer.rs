@@ -31,11 +31,14 @@
 //!   for room, and again when the recorder's own queue is full, so nothing is dropped.
 //! * The recorder hands back the parts of each stored exchange that the request threads
 //!   allocated (the record skeleton, the request texts: dozens of blocks), and each write frees
-//!   what came back since the previous one, on its own request thread
-//!   ([`Recorder::hand_back_spent`]): freed on the writer thread, they went back to the request
+//!   a few of them, on its own request thread ([`Recorder::hand_back_spent`],
+//!   [`Recorder::free_spent`]): freed on the writer thread, they went back to the request
 //!   threads' allocator arenas under lock and made those threads' `malloc` slower. In
 //!   `switchyard bench gateway` (7 alternating pairs, 6 s throughput series) the records on/off
-//!   req/s ratio at c=16 went from 0.65 to 0.72 (unary) and from 0.69 to 0.77 (stream).
+//!   req/s ratio at c=16 went from 0.65 to 0.72 (unary) and from 0.69 to 0.77 (stream). A write
+//!   frees at most a few exchanges' parts: freeing all that a batch handed back (up to 512
+//!   exchanges) took 4-19 ms, a stall of the runtime worker it ran on and a tail-latency spike
+//!   for every exchange on it. What no write takes back, the recorder frees once it is idle.
 //! * The gateway's shutdown flushes the recorder: every write queued before it is then stored.
 
 use std::sync::{Arc, OnceLock};
@@ -206,7 +209,7 @@ impl RecordWriter {
     }
 
     /// Queues one write (waits for room in the budget, and in the recorder's queue), after
-    /// freeing what the recorder handed back from earlier writes.
+    /// freeing some of what the recorder handed back from earlier writes.
     pub async fn write(&self, write: PendingWrite) {
         let kib = write.pinned_kib().min(PINNED_BUDGET_KIB);
         let Ok(room) = Arc::clone(&self.room).acquire_many_owned(kib).await else {

@@ -337,13 +337,16 @@ impl GatewayHandle {
             tracing::warn!("some exchanges were still finishing at shutdown");
         }
         let recorder = self.recorder.clone();
-        let flushed = tokio::task::spawn_blocking(move || recorder.flush())
-            .await
-            .map_err(|_| GatewayError::Flush(switchyard_records::RecordError::Closed))
-            .and_then(|r| r.map_err(GatewayError::Flush));
-        // What the recorder handed back after the last write (the recorder may outlive us).
-        self.recorder.free_spent();
-        flushed
+        // Flushed, then what the recorder handed back after the last write is freed (the
+        // recorder may outlive us), off the runtime's worker threads.
+        tokio::task::spawn_blocking(move || {
+            let flushed = recorder.flush();
+            recorder.free_all_spent();
+            flushed
+        })
+        .await
+        .map_err(|_| GatewayError::Flush(switchyard_records::RecordError::Closed))
+        .and_then(|r| r.map_err(GatewayError::Flush))
     }
 }
 

@@ -52,7 +52,10 @@ pub use model::{
     RawStream, RecordOp, RunRecord, RunState, RunSummary, TypedError, UpstreamAttempt, Usage,
     ingress, new_record_id,
 };
-pub use recorder::{DeferredExchange, Queued, Recorder, RecorderOptions, RecorderStats, WriterCpu};
+pub use recorder::{
+    DeferredExchange, Queued, Recorder, RecorderOptions, RecorderStats, SPENT_FREED_PER_CALL,
+    WriterCpu,
+};
 pub use redact::{REDACTED, Redactor};
 pub use sqlite::SqliteStore;
 pub use store::{ExchangeFilter, RecordSink, RecordStore, RecoveryReport};

@@ -12,15 +12,19 @@
 //! at nice +10 while it is behind or someone waits on it (at nice +10 throughout where the
 //! process could not leave the idle class again; [`crate::background`]). A producer that asks
 //! ([`Recorder::hand_back_spent`]) gets the parts of stored exchanges it allocated back, to free
-//! them on its own threads ([`Recorder::free_spent`]). `flush` waits until everything queued
-//! before it is committed; `close` (or dropping the last handle) flushes and stops the writer.
+//! them on its own threads, a few per call ([`Recorder::free_spent`]); what it does not take
+//! back the writer frees once its queue has been empty for a second. `flush` waits until
+//! everything queued before it is committed; `close` (or dropping the last handle) flushes and
+//! stops the writer.
 //! [`Recorder::disabled`] is the "records off" recorder: it accepts and discards.
 //! [`Recorder::discarding`] is a benchmark instrument between records off and on: a real writer
 //! thread and queue that drop every write unbuilt.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvError, SyncSender, TryRecvError, sync_channel};
+use std::sync::mpsc::{
+    Receiver, RecvError, RecvTimeoutError, SyncSender, TryRecvError, sync_channel,
+};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -149,6 +153,15 @@ struct Shared {
 /// frees them itself.
 const SPENT_MAX: usize = 1024;
 
+/// Most exchanges whose parts one [`Recorder::free_spent`] call frees.
+pub const SPENT_FREED_PER_CALL: usize = 8;
+
+/// How long the writer's queue stays empty before the writer frees the parts producers have not
+/// taken back ([`SpentPile`]): with nobody writing there is no allocator contention to avoid, and
+/// an idle producer would otherwise keep them (up to [`SPENT_MAX`] exchanges, their request
+/// bodies included) until its next writes.
+const IDLE_FREE_AFTER: Duration = Duration::from_secs(1);
+
 /// Producer-made parts of stored exchanges, handed back for the producers' threads to free
 /// ([`Recorder::hand_back_spent`]).
 ///
@@ -182,10 +195,14 @@ impl SpentPile {
         }
     }
 
-    /// Takes the whole pile unless another thread is at it (never waits).
-    fn take(&self) -> Vec<SpentExchange> {
+    /// Takes up to `most` exchanges' parts (the newest) unless another thread is at the pile
+    /// (never waits).
+    fn take(&self, most: usize) -> Vec<SpentExchange> {
         match self.parts.try_lock() {
-            Ok(mut parts) => std::mem::take(&mut *parts),
+            Ok(mut parts) => {
+                let keep = parts.len().saturating_sub(most);
+                parts.split_off(keep)
+            }
             Err(_) => Vec::new(),
         }
     }
@@ -388,13 +405,27 @@ impl Recorder {
         }
     }
 
-    /// Frees, on the calling thread, what the writer handed back ([`Recorder::hand_back_spent`]);
-    /// returns for how many exchanges. Never waits: returns 0 when another thread is at it.
+    /// Frees, on the calling thread, the parts of at most [`SPENT_FREED_PER_CALL`] exchanges the
+    /// writer handed back ([`Recorder::hand_back_spent`]); returns for how many. A producer
+    /// calls it once per write and each write hands back at most one exchange, so this keeps
+    /// up, and one call never holds a request thread for long (freeing a whole pile of 512
+    /// exchanges took 4-19 ms, blocking an async runtime's worker). Never waits: returns 0 when
+    /// another thread is at it.
     pub fn free_spent(&self) -> usize {
+        self.free_handed_back(SPENT_FREED_PER_CALL)
+    }
+
+    /// Frees everything the writer handed back, on the calling thread (at shutdown, or off the
+    /// request path); returns for how many exchanges.
+    pub fn free_all_spent(&self) -> usize {
+        self.free_handed_back(usize::MAX)
+    }
+
+    fn free_handed_back(&self, most: usize) -> usize {
         let Some(shared) = &self.shared else {
             return 0;
         };
-        let spent = shared.spent.take();
+        let spent = shared.spent.take(most);
         let exchanges = spent.len();
         drop(spent);
         exchanges
@@ -533,9 +564,17 @@ impl Writer {
         let mut closing = false;
         let mut behind = false;
         while !closing {
-            match self.receiver.recv() {
+            let next = match self.receiver.recv_timeout(IDLE_FREE_AFTER) {
+                Err(RecvTimeoutError::Timeout) => {
+                    // Idle: free what no producer took back, then wait as long as it takes.
+                    drop(self.spent.take(usize::MAX));
+                    self.receiver.recv().map_err(|RecvError| ())
+                }
+                other => other.map_err(|_| ()),
+            };
+            match next {
                 Ok(message) => closing = self.take(message, &mut batch, &mut flushes),
-                Err(RecvError) => closing = true,
+                Err(()) => closing = true,
             }
             while !closing && batch.len() < self.max_batch {
                 match self.receiver.try_recv() {
@@ -1092,7 +1131,46 @@ mod tests {
         let (recorder, _) = picky_recorder(Redactor::default(), RecorderOptions::default());
         recorder.hand_back_spent();
         store_text_exchanges(&recorder, SPENT_MAX + 10);
-        assert_eq!(recorder.free_spent(), SPENT_MAX);
+        assert_eq!(recorder.free_all_spent(), SPENT_MAX);
+    }
+
+    #[test]
+    fn one_free_spent_call_frees_a_few_exchanges() {
+        let (recorder, _) = picky_recorder(Redactor::default(), RecorderOptions::default());
+        recorder.hand_back_spent();
+        store_text_exchanges(&recorder, 2 * SPENT_FREED_PER_CALL + 3);
+        let freed: Vec<usize> = (0..4).map(|_| recorder.free_spent()).collect();
+        assert_eq!(
+            freed,
+            [SPENT_FREED_PER_CALL, SPENT_FREED_PER_CALL, 3, 0],
+            "at most {SPENT_FREED_PER_CALL} a call, until the pile is empty"
+        );
+    }
+
+    #[test]
+    fn the_writer_frees_the_pile_once_its_queue_stays_empty() {
+        let (recorder, _) = picky_recorder(Redactor::default(), RecorderOptions::default());
+        recorder.hand_back_spent();
+        store_text_exchanges(&recorder, 3);
+        let pile_len = || {
+            let shared = recorder.shared.as_ref().unwrap();
+            shared.spent.parts.lock().unwrap().len()
+        };
+        let deadline = std::time::Instant::now() + IDLE_FREE_AFTER * 10;
+        while pile_len() > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the idle writer left {} exchanges in the pile",
+                pile_len()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(recorder.free_spent(), 0, "nothing left for the producer");
+        // The writer still stores after freeing.
+        recorder.record_exchange_text(text_exchange()).unwrap();
+        recorder.flush().unwrap();
+        assert_eq!(recorder.stats().exchanges_as_text, 4);
+        recorder.close().unwrap();
     }
 
     #[test]
