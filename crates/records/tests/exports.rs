@@ -306,6 +306,16 @@ fn html_timeline_is_self_contained_and_escaped() {
     }
 }
 
+/// The body of the view's first event of `kind`.
+fn event_of_kind<'a>(view: &'a mut RunView, kind: &str) -> &'a mut Value {
+    &mut view
+        .events
+        .iter_mut()
+        .find(|e| e.kind == kind)
+        .unwrap_or_else(|| panic!("no {kind} event"))
+        .event
+}
+
 /// A tool result whose event carries no output (as Gemini CLI's `read_file` and
 /// `list_directory` results do) is shown with what the guest sent the model: the
 /// `functionResponse` answering the call, matched by the call's model call id and tool name.
@@ -314,12 +324,7 @@ fn tool_results_show_what_the_model_was_sent() {
     let (dir, run_id, _) = populated();
     let store = SqliteStore::open_existing(store_path(dir.path())).unwrap();
     let mut view = RunView::load(&store, &run_id.to_string()).unwrap();
-    let result_event = view
-        .events
-        .iter_mut()
-        .find(|e| e.kind == "tool_result")
-        .unwrap();
-    result_event.event["output"] = json!("");
+    event_of_kind(&mut view, "tool_result")["output"] = json!("");
     // The second request carries the call and its answer, next to a same-id answer of another
     // tool that must not be taken for it.
     view.exchanges[1].guest_request = json!({"contents": [
@@ -352,12 +357,7 @@ fn tool_results_show_what_the_model_was_sent() {
     );
 
     // No answer for the call's model call id: nothing is shown as sent.
-    let call_event = view
-        .events
-        .iter_mut()
-        .find(|e| e.kind == "tool_call")
-        .unwrap();
-    call_event.event["model_call_id"] = json!("call_2");
+    event_of_kind(&mut view, "tool_call")["model_call_id"] = json!("call_2");
     assert!(view.tool_results_sent().is_empty());
     assert!(!render_html(&view).contains("sent to the model"));
 }
