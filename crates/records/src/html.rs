@@ -150,7 +150,7 @@ fn render_event(out: &mut String, at: &str, event: &EventRecord, sent: Option<&V
                 .map(str::to_owned)
                 .or_else(|| body.get("error").map(pretty))
                 .unwrap_or_default();
-            let sent = sent
+            let sent_block = sent
                 .map(|result| {
                     format!(
                         "<div class=\"sent\">sent to the model</div><pre>{}</pre>",
@@ -161,7 +161,7 @@ fn render_event(out: &mut String, at: &str, event: &EventRecord, sent: Option<&V
             (
                 "tool-result",
                 format!(
-                    "<span class=\"kind\">Tool result</span> <code>{}</code> {}{}{sent}",
+                    "<span class=\"kind\">Tool result</span> <code>{}</code> {}{}{sent_block}",
                     text("call_id"),
                     text("status"),
                     if detail.is_empty() {

@@ -291,7 +291,7 @@ impl Recorder {
     }
 
     fn start_writer(
-        store: WriterSink,
+        sink: WriterSink,
         redactor: Redactor,
         options: RecorderOptions,
     ) -> Result<Self, RecordError> {
@@ -300,7 +300,7 @@ impl Recorder {
         let status = Arc::new(WriterStatus::default());
         let spent = Arc::new(SpentPile::default());
         let writer = Writer {
-            store,
+            sink,
             receiver,
             redactor: Arc::clone(&redactor),
             status: Arc::clone(&status),
@@ -547,7 +547,7 @@ enum WriterSink {
 }
 
 struct Writer {
-    store: WriterSink,
+    sink: WriterSink,
     receiver: Receiver<Message>,
     redactor: Arc<RwLock<Redactor>>,
     status: Arc<WriterStatus>,
@@ -632,7 +632,7 @@ impl Writer {
             return;
         }
         let started = thread_cpu_time();
-        let store = match &mut self.store {
+        let store = match &mut self.sink {
             WriterSink::Store(store) => store,
             WriterSink::Discard => {
                 let dropped = pending.len() as u64;
