@@ -28,10 +28,16 @@ pub enum ConfigError {
         source: Box<toml::de::Error>,
     },
     #[error(
-        "refusing to listen on non-loopback address {0}: the gateway serves unauthenticated model \
-         traffic; set allow_non_loopback = true (flag --allow-non-loopback) to do it anyway"
+        "refusing to listen on non-loopback address {0}: the gateway spends the provider key for \
+         whoever reaches it; set allow_non_loopback = true (flag --allow-non-loopback) and an \
+         ingress key to do it anyway"
     )]
     NonLoopback(SocketAddr),
+    #[error(
+        "refusing to listen on non-loopback address {0} without an ingress key: nobody off this \
+         machine may use the gateway unauthenticated (set ingress_key, flag --ingress-key-env)"
+    )]
+    NonLoopbackWithoutKey(SocketAddr),
     #[error("upstream_url is required (flag --upstream-url)")]
     MissingUpstreamUrl,
     #[error("upstream_model is required (flag --upstream-model)")]
@@ -42,7 +48,10 @@ pub enum ConfigError {
     BadAlias(String),
     #[error("ingress_key must not be empty")]
     EmptyIngressKey,
-    #[error("limits.max_request_bytes and limits.buffered_request_bytes must be at least 1")]
+    #[error(
+        "limits.max_request_bytes, limits.buffered_request_bytes and limits.max_connections must \
+         be at least 1"
+    )]
     ZeroLimit,
 }
 
@@ -65,6 +74,10 @@ pub struct GatewayConfig {
     pub records_dir: Option<PathBuf>,
     /// When set, every guest request must carry `x-goog-api-key: <ingress_key>`.
     pub ingress_key: Option<String>,
+    /// Host names (besides loopback addresses, `localhost` and the listen address) that a
+    /// request's `Host` and `Origin` may name, e.g. this machine's name when listening off
+    /// loopback. Anything else is refused (403): DNS rebinding and cross-site requests.
+    pub allowed_hosts: Vec<String>,
     /// Guest model name (or `prefix*` pattern) -> upstream model. Exact names win over patterns;
     /// among patterns the longest prefix wins.
     pub aliases: BTreeMap<String, String>,
@@ -92,6 +105,7 @@ impl Default for GatewayConfig {
             upstream_key_env: DEFAULT_UPSTREAM_KEY_ENV.to_string(),
             records_dir: None,
             ingress_key: None,
+            allowed_hosts: Vec::new(),
             aliases: BTreeMap::new(),
             translation: ProviderOptions::default(),
             strict_models: false,
@@ -153,6 +167,15 @@ pub struct TimeoutConfig {
     /// Longest pause of a guest while sending its request body (then 408 and the body's
     /// reservation of `limits.buffered_request_bytes` is freed).
     pub guest_body_idle_ms: u64,
+    /// Longest time a guest may take to send a whole request body, however steadily it
+    /// trickles (then 408), so that no guest holds the body budget for ever.
+    pub guest_body_ms: u64,
+    /// Longest wait for a complete request head: on a new connection, and between requests on
+    /// a kept-alive one (so it is also the idle keep-alive timeout). The connection is closed.
+    pub guest_head_ms: u64,
+    /// Longest time a write to a guest may stay blocked (a guest that stopped reading); the
+    /// connection is then closed and the exchange ends as `guest_disconnected`.
+    pub guest_write_ms: u64,
 }
 
 impl Default for TimeoutConfig {
@@ -163,6 +186,9 @@ impl Default for TimeoutConfig {
             idle_ms: 120_000,
             shutdown_ms: 3_000,
             guest_body_idle_ms: 30_000,
+            guest_body_ms: 120_000,
+            guest_head_ms: 20_000,
+            guest_write_ms: 30_000,
         }
     }
 }
@@ -183,6 +209,15 @@ impl TimeoutConfig {
     pub fn guest_body_idle(&self) -> Duration {
         Duration::from_millis(self.guest_body_idle_ms)
     }
+    pub fn guest_body(&self) -> Duration {
+        Duration::from_millis(self.guest_body_ms)
+    }
+    pub fn guest_head(&self) -> Duration {
+        Duration::from_millis(self.guest_head_ms)
+    }
+    pub fn guest_write(&self) -> Duration {
+        Duration::from_millis(self.guest_write_ms)
+    }
 }
 
 /// Bounds on what guests may make the gateway buffer.
@@ -195,6 +230,9 @@ pub struct LimitConfig {
     /// only when its size fits (one larger than this is read alone), the others wait in the
     /// kernel. Bounds the gateway's memory when many guests send at once.
     pub buffered_request_bytes: u32,
+    /// Guest connections open at once; further ones wait in the kernel's accept queue until
+    /// one closes. Bounds file descriptors and per-connection memory.
+    pub max_connections: usize,
 }
 
 impl Default for LimitConfig {
@@ -202,6 +240,7 @@ impl Default for LimitConfig {
         Self {
             max_request_bytes: 256 * 1024 * 1024,
             buffered_request_bytes: 1024 * 1024,
+            max_connections: 4_096,
         }
     }
 }
@@ -241,8 +280,13 @@ impl GatewayConfig {
 
     /// Check the settings that can be checked without I/O.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if !self.allow_non_loopback && !self.listen.ip().is_loopback() {
-            return Err(ConfigError::NonLoopback(self.listen));
+        if !self.listen.ip().is_loopback() {
+            if !self.allow_non_loopback {
+                return Err(ConfigError::NonLoopback(self.listen));
+            }
+            if self.ingress_key.is_none() {
+                return Err(ConfigError::NonLoopbackWithoutKey(self.listen));
+            }
         }
         if self.upstream_url.is_empty() {
             return Err(ConfigError::MissingUpstreamUrl);
@@ -265,7 +309,10 @@ impl GatewayConfig {
         if self.ingress_key.as_deref() == Some("") {
             return Err(ConfigError::EmptyIngressKey);
         }
-        if self.limits.buffered_request_bytes == 0 || self.limits.max_request_bytes == 0 {
+        if self.limits.buffered_request_bytes == 0
+            || self.limits.max_request_bytes == 0
+            || self.limits.max_connections == 0
+        {
             return Err(ConfigError::ZeroLimit);
         }
         Ok(())
@@ -355,7 +402,13 @@ mod tests {
         cfg.listen = "0.0.0.0:8080".parse().unwrap();
         assert!(matches!(cfg.validate(), Err(ConfigError::NonLoopback(_))));
         cfg.allow_non_loopback = true;
+        assert!(matches!(
+            cfg.validate(),
+            Err(ConfigError::NonLoopbackWithoutKey(_))
+        ));
+        cfg.ingress_key = Some("a-long-ingress-key".into());
         cfg.validate().unwrap();
+        cfg.ingress_key = None;
         cfg.listen = "[::1]:0".parse().unwrap();
         cfg.allow_non_loopback = false;
         cfg.validate().unwrap();

@@ -46,8 +46,23 @@ pub(crate) struct ExchangeContext {
     pub session: String,
 }
 
-/// What the guest gets when the upstream cannot be reached successfully.
+/// What the guest gets when the upstream cannot be reached successfully, with every secret the
+/// gateway knows (the provider key, the ingress key) redacted: provider error text can quote
+/// them, and what the guest sees reaches the model.
 fn upstream_failure_body(
+    state: &AppState,
+    error: &UpstreamError,
+    attempts: u32,
+) -> GoogleErrorBody {
+    let mut body = unredacted_failure_body(state, error, attempts);
+    state.guest_redactor.redact_string(&mut body.error.message);
+    for detail in &mut body.error.details {
+        state.guest_redactor.redact_value(detail);
+    }
+    body
+}
+
+fn unredacted_failure_body(
     state: &AppState,
     error: &UpstreamError,
     attempts: u32,
@@ -195,17 +210,18 @@ fn prepare(
                 TranslationFailure::Serialize(e) => error_response(500, &e.to_string()),
             })
         })?;
-    {
-        let mut sessions = state.sessions.lock().expect("session ledgers");
-        let ledger = sessions.entry(ctx.session.clone()).or_insert_with(|| {
+    let checked = state.sessions.with(
+        &ctx.session,
+        || {
             // First request of a session: its history (a resumed session) is accepted as is.
             let mut ledger = CallLedger::new();
             ledger.adopt_history(&translated.request);
             ledger
-        });
-        if let Err(e) = ledger.check_request(&translated.request) {
-            return Err(Box::new(error_response(400, &e.to_string())));
-        }
+        },
+        |ledger| ledger.check_request(&translated.request),
+    );
+    if let Err(e) = checked {
+        return Err(Box::new(error_response(400, &e.to_string())));
     }
     trace.guest_shared(&translated.guest_shared);
     trace.note(|| {
@@ -234,9 +250,12 @@ fn prepare(
 
 /// Check a completed turn's call ids against the session ledger and register them.
 fn accept_call_ids(state: &AppState, session: &str, ids: &[String]) -> Result<(), String> {
-    let mut sessions = state.sessions.lock().expect("session ledgers");
-    let ledger = sessions.entry(session.to_string()).or_default();
-    ledger.register_delivered(ids).map_err(|e| e.to_string())
+    state
+        .sessions
+        .with(session, CallLedger::new, |ledger| {
+            ledger.register_delivered(ids)
+        })
+        .map_err(|e| e.to_string())
 }
 
 fn frame(chunk: &GenerateContentResponse) -> Bytes {
@@ -505,7 +524,9 @@ async fn stream_attempt(
     delivered: &mut Vec<GenerateContentResponse>,
 ) -> AttemptEnd {
     let mut translator = StreamTranslator::new(config);
-    let mut events = state.upstream.body_stream(response).eventsource();
+    let body = state.upstream.body_stream(response);
+    let mut events =
+        crate::upstream::bounded_events(body, crate::upstream::MAX_SSE_EVENT).eventsource();
     loop {
         let next = tokio::select! {
             next = events.next() => next,

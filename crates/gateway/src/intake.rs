@@ -14,8 +14,9 @@
 //! * A body without one (chunked) reserves the whole budget: its size is unknown.
 //! * A body larger than `limits.max_request_bytes` is refused (413) before it is read, or as soon
 //!   as a chunked body passes the limit.
-//! * A sender that stalls for `timeouts.guest_body_idle_ms` between two pieces loses its
-//!   reservation (408), so a stuck client cannot hold the budget.
+//! * A sender that stalls for `timeouts.guest_body_idle_ms` between two pieces, or takes longer
+//!   than `timeouts.guest_body_ms` for the whole body, loses its reservation (408), so neither a
+//!   stuck nor a trickling client can hold the budget.
 //!
 //! Loopback clients deliver a body in microseconds, so the budget costs no throughput: it only
 //! decides how many bodies sit in memory at the same time.
@@ -28,8 +29,6 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::gap_timer::GapTimer;
-
 /// The shared reservation pool (bytes of guest request bodies buffered at once).
 #[derive(Debug, Clone)]
 pub(crate) struct BodyBudget {
@@ -40,7 +39,7 @@ pub(crate) struct BodyBudget {
 /// A reservation from the [`BodyBudget`]; released on drop.
 #[derive(Debug)]
 pub(crate) struct BodyPermit {
-    _reserved: OwnedSemaphorePermit,
+    _reserved: Option<OwnedSemaphorePermit>,
 }
 
 /// A guest's request body, with its reservation from the body budget. Dropped once the request
@@ -59,6 +58,8 @@ pub(crate) enum IntakeError {
     TooLarge { size: u64, limit: usize },
     #[error("the request body stalled for {0:?}")]
     Stalled(Duration),
+    #[error("the request body took longer than {0:?} to arrive")]
+    TooSlow(Duration),
     #[error("the request body could not be read: {0}")]
     Broken(String),
 }
@@ -68,18 +69,19 @@ impl IntakeError {
     pub fn status(&self) -> u16 {
         match self {
             IntakeError::TooLarge { .. } => 413,
-            IntakeError::Stalled(_) => 408,
+            IntakeError::Stalled(_) | IntakeError::TooSlow(_) => 408,
             IntakeError::Broken(_) => 400,
         }
     }
 }
 
-/// How bodies are read: the size limit, the shared budget, the stall bound.
+/// How bodies are read: the size limit, the shared budget, the stall and whole-body bounds.
 #[derive(Debug, Clone)]
 pub(crate) struct Intake {
     pub budget: BodyBudget,
     pub max_body: usize,
     pub stall: Duration,
+    pub deadline: Duration,
 }
 
 impl BodyBudget {
@@ -104,10 +106,11 @@ impl BodyBudget {
         let charge = size.map_or(self.total, |s| {
             u32::try_from(s).unwrap_or(u32::MAX).min(self.total)
         });
+        // The semaphore is never closed, so acquiring only waits.
         let reserved = Arc::clone(&self.available)
             .acquire_many_owned(charge)
             .await
-            .expect("the body budget semaphore is never closed");
+            .ok();
         BodyPermit {
             _reserved: reserved,
         }
@@ -125,15 +128,24 @@ impl Intake {
             });
         }
         let permit = self.budget.reserve(declared).await;
+        let bytes = tokio::time::timeout(self.deadline, self.read_pieces(body, declared))
+            .await
+            .map_err(|_| IntakeError::TooSlow(self.deadline))??;
+        Ok(GuestBody { bytes, permit })
+    }
+
+    /// The body's pieces, joined (one piece is kept as it is).
+    async fn read_pieces(&self, body: Body, declared: Option<u64>) -> Result<Bytes, IntakeError> {
         let mut frames = body.into_data_stream();
+        // Sized from the declared length, but a guest's word allocates at most 1 MiB ahead.
+        let mut joined = bytes::BytesMut::with_capacity(
+            declared.map_or(0, |d| usize::try_from(d).unwrap_or(0).min(1 << 20)),
+        );
         let mut first: Option<Bytes> = None;
-        let mut joined: Vec<u8> = Vec::new();
-        // One timer per body, not per piece (see `crate::gap_timer`).
-        let mut stall = GapTimer::new(self.stall);
         loop {
-            let Some(next) = stall.next(frames.next()).await else {
-                return Err(IntakeError::Stalled(stall.gap()));
-            };
+            let next = tokio::time::timeout(self.stall, frames.next())
+                .await
+                .map_err(|_| IntakeError::Stalled(self.stall))?;
             let Some(piece) = next else { break };
             let piece = piece.map_err(|e| IntakeError::Broken(e.to_string()))?;
             let size = first.as_ref().map_or(0, Bytes::len) + joined.len() + piece.len();
@@ -143,21 +155,16 @@ impl Intake {
                     limit: self.max_body,
                 });
             }
-            // One piece stays as it is (no copy); several are joined into one buffer, sized
-            // once from the declared length.
             match first.take() {
                 None if joined.is_empty() => first = Some(piece),
-                None => joined.extend_from_slice(&piece),
                 Some(earlier) => {
-                    let capacity = declared.map_or(0, |d| d as usize).max(size);
-                    joined.reserve_exact(capacity);
                     joined.extend_from_slice(&earlier);
                     joined.extend_from_slice(&piece);
                 }
+                None => joined.extend_from_slice(&piece),
             }
         }
-        let bytes = first.unwrap_or_else(|| Bytes::from(joined));
-        Ok(GuestBody { bytes, permit })
+        Ok(first.unwrap_or_else(|| joined.freeze()))
     }
 }
 
@@ -170,6 +177,7 @@ mod tests {
             budget: BodyBudget::new(budget),
             max_body,
             stall: Duration::from_millis(200),
+            deadline: Duration::from_secs(2),
         }
     }
 
@@ -267,5 +275,25 @@ mod tests {
         assert_eq!(err, IntakeError::Stalled(Duration::from_millis(200)));
         assert_eq!(err.status(), 408);
         assert_eq!(intake.budget.available(), 100);
+    }
+
+    #[tokio::test]
+    async fn a_trickling_body_is_cut_off_at_the_whole_body_deadline() {
+        let intake = Intake {
+            deadline: Duration::from_millis(300),
+            ..intake(100, 1_000)
+        };
+        // One byte every 50 ms: never a stall of 200 ms, but never done either.
+        let trickle = futures_util::stream::unfold((), |()| async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Some((Ok::<_, std::io::Error>(Bytes::from_static(b" ")), ()))
+        });
+        let err = intake
+            .read(Body::from_stream(trickle), Some(1_000))
+            .await
+            .unwrap_err();
+        assert_eq!(err, IntakeError::TooSlow(Duration::from_millis(300)));
+        assert_eq!(err.status(), 408);
+        assert_eq!(intake.budget.available(), 100, "the reservation is freed");
     }
 }

@@ -126,18 +126,16 @@ pub mod bench;
 pub mod config;
 mod exchange;
 pub mod fixtures;
-mod gap_timer;
-mod http1;
-mod ingress;
+pub mod guard;
 mod intake;
 mod record_writer;
 pub mod retry;
 pub mod routing;
 pub mod server;
+mod sessions;
 mod trace;
 pub mod translation;
 pub mod upstream;
-mod wire;
 
 pub use config::{
     ConfigError, DEFAULT_UPSTREAM_KEY_ENV, GatewayConfig, LimitConfig, RetryConfig, TimeoutConfig,

@@ -9,6 +9,8 @@
 
 use std::time::{Duration, Instant};
 
+use switchyard_translate::google_errors::MAX_RETRY_HINT;
+
 use crate::config::RetryConfig;
 
 /// Tracks retries of one exchange.
@@ -79,7 +81,7 @@ pub fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Opt
     }
     let when = chrono::DateTime::parse_from_rfc2822(value.trim()).ok()?;
     let delta = when.with_timezone(&chrono::Utc) - now;
-    Some(delta.to_std().unwrap_or(Duration::ZERO))
+    Some(delta.to_std().unwrap_or(Duration::ZERO).min(MAX_RETRY_HINT))
 }
 
 /// The delay an upstream response asks for: `retry-after-ms` (OpenAI), else `Retry-After`.
@@ -88,9 +90,9 @@ pub fn retry_after_from_headers(headers: &reqwest::header::HeaderMap) -> Option<
         .get("retry-after-ms")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+        .and_then(|ms| parse_retry_after(&(ms / 1000.0).to_string(), chrono::Utc::now()))
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(ms);
     }
     headers
         .get(reqwest::header::RETRY_AFTER)
@@ -125,6 +127,10 @@ mod tests {
             Some(Duration::from_secs(90))
         );
         assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(
+            parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", now),
+            Some(MAX_RETRY_HINT)
+        );
         assert_eq!(parse_retry_after("-3", now), None);
     }
 
@@ -175,5 +181,40 @@ mod tests {
         assert!(b.next_malformed());
         assert!(!b.next_malformed());
         assert!(b.next_transient(None).is_some());
+    }
+
+    #[test]
+    fn hostile_retry_headers_parse_without_panicking_and_are_clamped() {
+        let headers = |name: &'static str, value: &'static str| {
+            let mut h = reqwest::header::HeaderMap::new();
+            h.insert(name, reqwest::header::HeaderValue::from_static(value));
+            h
+        };
+        for value in ["1e20", "1e308", "99999999999999999999999999"] {
+            assert_eq!(
+                retry_after_from_headers(&headers("retry-after", value)),
+                Some(MAX_RETRY_HINT)
+            );
+            assert_eq!(
+                retry_after_from_headers(&headers("retry-after-ms", value)),
+                Some(MAX_RETRY_HINT)
+            );
+        }
+        for value in ["-5", "NaN", "garbage", "", "Thu, 99 Foo 2015"] {
+            assert_eq!(
+                retry_after_from_headers(&headers("retry-after", value)),
+                None
+            );
+            assert_eq!(
+                retry_after_from_headers(&headers("retry-after-ms", value)),
+                None
+            );
+        }
+        let mut b = RetryBudget::new(&RetryConfig::default());
+        assert_eq!(
+            b.next_transient(retry_after_from_headers(&headers("retry-after", "1e20"))),
+            Some(Duration::from_millis(RetryConfig::default().max_backoff_ms)),
+            "the wait is clamped to the retry budget"
+        );
     }
 }

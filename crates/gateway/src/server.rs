@@ -1,7 +1,6 @@
 //! The server: `Gateway::start(config)` binds, serves the Google GenerateContent routes and
 //! returns a [`GatewayHandle`] (`local_addr`, guest env lines, `shutdown`). Routing and handlers
-//! are an axum [`Router`]; connections are accepted and served by the gateway's own HTTP/1.1
-//! loop (`ingress.rs`: no buffer kept while a connection waits).
+//! are an axum [`Router`]; each connection is served by hyper's HTTP/1.1 server.
 //!
 //! Routes (`{version}` is normally `v1beta`; the model segment is `{model}:{method}`):
 //! * `POST /{version}/models/{model}:streamGenerateContent?alt=sse`
@@ -12,9 +11,8 @@
 //! wait (bounded by `timeouts.shutdown_ms`) for exchanges to finish writing their records, then
 //! flush the recorder.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -22,8 +20,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use switchyard_records::Recorder;
-use switchyard_translate::CallLedger;
+use switchyard_records::{Recorder, Redactor};
 use switchyard_translate::google::GoogleErrorBody;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -32,9 +29,11 @@ use uuid::Uuid;
 use crate::auth::ingress_allowed;
 use crate::config::{ConfigError, GatewayConfig};
 use crate::exchange;
+use crate::guard::HostGuard;
 use crate::intake::{BodyBudget, Intake};
 use crate::record_writer::RecordWriter;
 use crate::routing::ModelRouter;
+use crate::sessions::{MAX_SESSION_ID, MAX_SESSIONS, Sessions};
 use crate::translation::RequestTranslator;
 use crate::upstream::UpstreamClient;
 
@@ -88,8 +87,10 @@ pub(crate) struct AppState {
     /// Queues exchange records, built off the request path (`None`: records off).
     pub records: Option<RecordWriter>,
     pub run_id: Option<Uuid>,
-    /// Call-id ledgers by session id.
-    pub sessions: Mutex<HashMap<String, CallLedger>>,
+    /// Call-id ledgers by session id (bounded).
+    pub sessions: Sessions,
+    /// Redacts the secrets the gateway knows from upstream text the guest is shown.
+    pub guest_redactor: Redactor,
     pub cancel: CancellationToken,
     /// Each in-flight exchange holds a clone; shutdown waits until all are dropped.
     pub in_flight: mpsc::Sender<()>,
@@ -133,6 +134,12 @@ impl Gateway {
         for secret in upstream_key.iter().chain(config.ingress_key.iter()) {
             recorder.add_secret(secret.clone());
         }
+        let guest_redactor = Redactor::new(
+            upstream_key
+                .iter()
+                .chain(config.ingress_key.iter())
+                .cloned(),
+        );
         let upstream = UpstreamClient::new(&config, upstream_key)?;
         let records = recorder
             .is_enabled()
@@ -151,6 +158,7 @@ impl Gateway {
             budget: BodyBudget::new(config.limits.buffered_request_bytes),
             max_body: config.limits.max_request_bytes,
             stall: config.timeouts.guest_body_idle(),
+            deadline: config.timeouts.guest_body(),
         };
         let state = Arc::new(AppState {
             router: ModelRouter::new(
@@ -164,15 +172,26 @@ impl Gateway {
             intake,
             records,
             run_id: deps.run_id,
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Sessions::new(MAX_SESSIONS),
+            guest_redactor,
             cancel: cancel.clone(),
             in_flight,
         });
+        let guard = Arc::new(HostGuard::new(local_addr.ip(), &state.config.allowed_hosts));
         let app = Router::new()
             .route("/{version}/models/{*rest}", post(models))
             .fallback(not_found)
-            .with_state(state.clone());
-        let server = tokio::spawn(serve(listener, app, cancel.clone()));
+            .with_state(state.clone())
+            .layer(axum::middleware::from_fn_with_state(
+                guard,
+                crate::guard::check,
+            ));
+        let bounds = ConnectionBounds {
+            head: state.config.timeouts.guest_head(),
+            write: state.config.timeouts.guest_write(),
+            max_open: state.config.limits.max_connections,
+        };
+        let server = tokio::spawn(serve(listener, app, cancel.clone(), bounds));
         tracing::info!(%local_addr, upstream = %state.upstream.url(), "gateway listening");
         Ok(GatewayHandle {
             local_addr,
@@ -187,17 +206,36 @@ impl Gateway {
     }
 }
 
-/// The accept loop: each connection is served by [`crate::ingress`] (with `TCP_NODELAY`). On
-/// `stop`: stop accepting; connections between requests close, those in an exchange finish it
-/// and then close; returns once every connection is closed.
+/// What bounds a guest connection (from `[timeouts]` and `[limits]`).
+#[derive(Debug, Clone, Copy)]
+struct ConnectionBounds {
+    head: std::time::Duration,
+    write: std::time::Duration,
+    max_open: usize,
+}
+
+/// The accept loop: each connection is served by hyper's HTTP/1.1 server (with `TCP_NODELAY`,
+/// a header-read timeout that also closes idle kept-alive connections, and a write timeout), at
+/// most `max_open` at once. On `stop`: stop accepting; connections between requests close,
+/// those in an exchange finish it and then close; returns once every connection is closed.
 async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
     stop: CancellationToken,
+    bounds: ConnectionBounds,
 ) -> std::io::Result<()> {
     // Each connection task holds a receiver; `closed()` resolves when all are gone.
     let (all_closed, open) = tokio::sync::watch::channel(());
+    let slots = Arc::new(tokio::sync::Semaphore::new(bounds.max_open));
     loop {
+        // Past the cap, further guests wait in the kernel's accept queue.
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+            _ = stop.cancelled() => break,
+        };
         let tcp = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((tcp, _)) => tcp,
@@ -217,14 +255,42 @@ async fn serve(
         }
         let (app, stop, open) = (app.clone(), stop.clone(), open.clone());
         tokio::spawn(async move {
-            crate::ingress::serve_connection(tcp, app, stop).await;
-            drop(open);
+            serve_connection(tcp, app, stop, bounds).await;
+            drop((slot, open));
         });
     }
     drop(open);
     drop(listener);
     all_closed.closed().await;
     Ok(())
+}
+
+/// One guest connection until it closes, or until `stop` once its current exchange is done.
+async fn serve_connection(
+    tcp: tokio::net::TcpStream,
+    app: Router,
+    stop: CancellationToken,
+    bounds: ConnectionBounds,
+) {
+    let mut io = tokio_io_timeout::TimeoutStream::new(tcp);
+    io.set_write_timeout(Some(bounds.write));
+    let io = hyper_util::rt::TokioIo::new(Box::pin(io));
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(bounds.head)
+        .serve_connection(io, service);
+    tokio::pin!(connection);
+    let ended = tokio::select! {
+        ended = connection.as_mut() => ended,
+        _ = stop.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(e) = ended {
+        tracing::debug!(error = %e, "guest connection ended with an error");
+    }
 }
 
 /// Listen with a deep accept queue: a guest host may open many streams at once.
@@ -392,11 +458,16 @@ async fn models(
             &format!("expected models/{{model}}:{{method}}, got models/{rest}"),
         );
     };
-    let session = headers
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("default")
-        .to_string();
+    let session = match headers.get(SESSION_HEADER).map(|v| v.to_str()) {
+        None => "default".to_string(),
+        Some(Ok(id)) if !id.is_empty() && id.len() <= MAX_SESSION_ID => id.to_string(),
+        Some(_) => {
+            return error_response(
+                400,
+                &format!("{SESSION_HEADER} must be 1 to {MAX_SESSION_ID} bytes of visible ASCII"),
+            );
+        }
+    };
     let method = match method {
         "streamGenerateContent" => Method::StreamGenerateContent,
         "generateContent" => Method::GenerateContent,

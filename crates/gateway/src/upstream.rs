@@ -1,7 +1,7 @@
 //! The HTTP client for the OpenAI-compatible upstream: one `POST …/chat/completions` per
 //! attempt, with connect / first-byte / idle timeouts, the API key as `Authorization: Bearer`
-//! (never logged), and failures classified as retryable or not. `http://` upstreams are reached
-//! with the lean HTTP/1.1 client of `http1.rs`, `https://` ones with reqwest.
+//! (never logged), and failures classified as retryable or not. Every upstream, `http://` or
+//! `https://`, is reached with reqwest (rustls for TLS).
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -10,8 +10,6 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 
 use crate::config::GatewayConfig;
-use crate::gap_timer::GapTimer;
-use crate::http1::{Http1Body, Http1Client, Http1ConfigError, Http1Error};
 use crate::retry::retry_after_from_headers;
 use crate::translation::ChatBody;
 
@@ -20,6 +18,11 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Largest upstream error body kept (for the guest's error message and the records).
 const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// Largest server-sent event accepted from the upstream (its lines up to the blank line that
+/// ends it): the SSE parser buffers an event whole, so without a bound an upstream that never
+/// ends a line would fill the gateway's memory.
+pub const MAX_SSE_EVENT: usize = 16 * 1024 * 1024;
 
 /// Why one upstream attempt failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -121,25 +124,14 @@ pub enum ClientError {
 /// A body chunk stream with the idle timeout applied.
 pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, UpstreamError>> + Send>>;
 
-/// How the client reaches the upstream.
-#[derive(Clone)]
-enum Transport {
-    /// `http://` upstreams: the lean client of [`crate::http1`].
-    Http1(Http1Client),
-    /// `https://` upstreams (and `http://` in the test that compares the two clients).
-    Reqwest {
-        http: reqwest::Client,
-        /// The URL, parsed once (not on every request).
-        url: reqwest::Url,
-        /// `Bearer <key>`, built once and marked sensitive (so HTTP tooling never prints it).
-        bearer: Option<reqwest::header::HeaderValue>,
-    },
-}
-
 /// Client for one upstream endpoint.
 #[derive(Clone)]
 pub struct UpstreamClient {
-    transport: Transport,
+    http: reqwest::Client,
+    /// The URL, parsed once (not on every request).
+    parsed_url: reqwest::Url,
+    /// `Bearer <key>`, built once and marked sensitive (so HTTP tooling never prints it).
+    bearer: Option<reqwest::header::HeaderValue>,
     url: String,
     has_key: bool,
     first_byte: Duration,
@@ -159,12 +151,7 @@ impl std::fmt::Debug for UpstreamClient {
 /// the body is read with [`UpstreamClient::body_stream`].
 pub struct UpstreamResponse {
     status: u16,
-    body: ResponseBody,
-}
-
-enum ResponseBody {
-    Http1(Http1Body),
-    Reqwest(reqwest::Response),
+    body: reqwest::Response,
 }
 
 impl UpstreamResponse {
@@ -180,67 +167,31 @@ pub fn install_tls_provider() {
 }
 
 impl UpstreamClient {
-    /// Build the client; the key is read by the caller from the configured env var. `http://`
-    /// upstreams get the lean HTTP/1.1 client, `https://` ones reqwest.
+    /// Build the client; the key is read by the caller from the configured env var.
     pub fn new(config: &GatewayConfig, api_key: Option<String>) -> Result<Self, ClientError> {
-        Self::build(config, api_key, false)
-    }
-
-    /// As [`UpstreamClient::new`], but reqwest for every scheme (to compare the two clients).
-    #[cfg(test)]
-    fn with_reqwest(config: &GatewayConfig, api_key: Option<String>) -> Result<Self, ClientError> {
-        Self::build(config, api_key, true)
-    }
-
-    fn build(
-        config: &GatewayConfig,
-        api_key: Option<String>,
-        reqwest_always: bool,
-    ) -> Result<Self, ClientError> {
         let url = config.chat_completions_url();
         let parsed_url = reqwest::Url::parse(&url).map_err(|e| UpstreamUrlError(e.to_string()))?;
+        install_tls_provider();
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.timeouts.connect())
+            .tcp_nodelay(true)
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .build()?;
         let bearer = api_key
             .filter(|k| !k.is_empty())
-            .map(|k| format!("Bearer {k}"));
-        let has_key = bearer.is_some();
-        let transport = if parsed_url.scheme() == "http" && !reqwest_always {
-            Transport::Http1(
-                Http1Client::new(
-                    &parsed_url,
-                    bearer.as_deref(),
-                    config.timeouts.connect(),
-                    POOL_IDLE_TIMEOUT,
-                )
-                .map_err(|e| match e {
-                    Http1ConfigError::ControlCharacters => ClientError::Key,
-                    other => ClientError::Url(UpstreamUrlError(other.to_string())),
-                })?,
-            )
-        } else {
-            install_tls_provider();
-            let http = reqwest::Client::builder()
-                .connect_timeout(config.timeouts.connect())
-                .tcp_nodelay(true)
-                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-                .build()?;
-            let bearer = bearer
-                .map(|value| {
-                    let mut value = reqwest::header::HeaderValue::try_from(value)
-                        .map_err(|_| ClientError::Key)?;
-                    value.set_sensitive(true);
-                    Ok::<_, ClientError>(value)
-                })
-                .transpose()?;
-            Transport::Reqwest {
-                http,
-                url: parsed_url,
-                bearer,
-            }
-        };
+            .map(|key| {
+                let mut value = reqwest::header::HeaderValue::try_from(format!("Bearer {key}"))
+                    .map_err(|_| ClientError::Key)?;
+                value.set_sensitive(true);
+                Ok::<_, ClientError>(value)
+            })
+            .transpose()?;
         Ok(Self {
-            transport,
+            has_key: bearer.is_some(),
+            http,
+            parsed_url,
+            bearer,
             url,
-            has_key,
             first_byte: config.timeouts.first_byte(),
             idle: config.timeouts.idle(),
         })
@@ -254,48 +205,21 @@ impl UpstreamClient {
     pub async fn send(&self, body: &ChatBody) -> Result<UpstreamResponse, UpstreamError> {
         let first_byte = self.first_byte;
         let timed_out = || UpstreamError::FirstByteTimeout(first_byte);
-        let (status, retry_after, body) = match &self.transport {
-            Transport::Http1(client) => {
-                let pieces: Vec<Bytes> = body
-                    .text()
-                    .pieces()
-                    .iter()
-                    .map(|piece| piece.bytes().clone())
-                    .collect();
-                let response = tokio::time::timeout(first_byte, client.post(&pieces))
-                    .await
-                    .map_err(|_| timed_out())?
-                    .map_err(|e| match e {
-                        Http1Error::Invalid(_) => UpstreamError::Invalid(e.to_string()),
-                        _ => UpstreamError::Connect(e.to_string()),
-                    })?;
-                let retry_after = retry_after_from_headers(&response.headers);
-                (
-                    response.status,
-                    retry_after,
-                    ResponseBody::Http1(response.body),
-                )
-            }
-            Transport::Reqwest { http, url, bearer } => {
-                let mut request = http
-                    .post(url.clone())
-                    .header(reqwest::header::CONTENT_TYPE, "application/json")
-                    .body(reqwest::Body::from(body.clone()));
-                if let Some(bearer) = bearer {
-                    request = request.header(reqwest::header::AUTHORIZATION, bearer.clone());
-                }
-                let response = tokio::time::timeout(first_byte, request.send())
-                    .await
-                    .map_err(|_| timed_out())?
-                    .map_err(|e| UpstreamError::Connect(describe(&e)))?;
-                let retry_after = retry_after_from_headers(response.headers());
-                (
-                    response.status().as_u16(),
-                    retry_after,
-                    ResponseBody::Reqwest(response),
-                )
-            }
-        };
+        let mut request = self
+            .http
+            .post(self.parsed_url.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(reqwest::Body::from(body.clone()));
+        if let Some(bearer) = &self.bearer {
+            request = request.header(reqwest::header::AUTHORIZATION, bearer.clone());
+        }
+        let response = tokio::time::timeout(first_byte, request.send())
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(|e| UpstreamError::Connect(describe(&e)))?;
+        let retry_after = retry_after_from_headers(response.headers());
+        let status = response.status().as_u16();
+        let body = response;
         let response = UpstreamResponse { status, body };
         if (200..300).contains(&status) {
             return Ok(response);
@@ -313,33 +237,17 @@ impl UpstreamClient {
 
     /// The response body as a stream, each chunk bounded by the idle timeout.
     pub fn body_stream(&self, response: UpstreamResponse) -> ByteStream {
-        type Chunks = Pin<Box<dyn Stream<Item = Result<Bytes, String>> + Send>>;
-        let chunks: Chunks = match response.body {
-            ResponseBody::Http1(body) => {
-                Box::pin(futures_util::stream::unfold(body, |mut body| async move {
-                    let chunk = body.next().await?;
-                    Some((chunk.map_err(|e| e.to_string()), body))
-                }))
-            }
-            ResponseBody::Reqwest(response) => Box::pin(
-                response
-                    .bytes_stream()
-                    .map(|chunk| chunk.map_err(|e| describe(&e))),
-            ),
-        };
-        // One idle timer per body, not per chunk (see `crate::gap_timer`).
-        let idle = GapTimer::new(self.idle);
+        let idle = self.idle;
+        let chunks = Box::pin(response.body.bytes_stream());
         Box::pin(futures_util::stream::unfold(
-            Some((chunks, idle)),
-            |state| async move {
-                let (mut chunks, mut idle) = state?;
-                let Some(next) = idle.next(chunks.next()).await else {
-                    return Some((Err(UpstreamError::IdleTimeout(idle.gap())), None));
-                };
-                match next {
-                    None => None,
-                    Some(Ok(bytes)) => Some((Ok(bytes), Some((chunks, idle)))),
-                    Some(Err(e)) => Some((Err(UpstreamError::Body(e)), None)),
+            Some(chunks),
+            move |chunks| async move {
+                let mut chunks = chunks?;
+                match tokio::time::timeout(idle, chunks.next()).await {
+                    Err(_) => Some((Err(UpstreamError::IdleTimeout(idle)), None)),
+                    Ok(None) => None,
+                    Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(chunks))),
+                    Ok(Some(Err(e))) => Some((Err(UpstreamError::Body(describe(&e))), None)),
                 }
             },
         ))
@@ -365,6 +273,62 @@ impl UpstreamClient {
     }
 }
 
+/// `stream`, failing with [`UpstreamError::Invalid`] once one server-sent event (the bytes
+/// since the last blank line, line ends excluded) grows past `max` bytes.
+pub fn bounded_events(stream: ByteStream, max: usize) -> ByteStream {
+    let start = Some((stream, EventScan::default()));
+    Box::pin(futures_util::stream::unfold(
+        start,
+        move |state| async move {
+            let (mut stream, mut scan) = state?;
+            match stream.next().await? {
+                Ok(bytes) if scan.push(&bytes, max) => Some((Ok(bytes), Some((stream, scan)))),
+                Ok(_) => {
+                    let message = format!("an upstream server-sent event is over {max} bytes");
+                    Some((Err(UpstreamError::Invalid(message)), None))
+                }
+                Err(e) => Some((Err(e), None)),
+            }
+        },
+    ))
+}
+
+/// Counts the bytes of the current server-sent event across chunks.
+#[derive(Debug, Default)]
+struct EventScan {
+    event_bytes: usize,
+    at_line_start: bool,
+    after_cr: bool,
+}
+
+impl EventScan {
+    /// Scans `bytes`; false once the current event is over `max` bytes.
+    fn push(&mut self, bytes: &[u8], max: usize) -> bool {
+        for &b in bytes {
+            match b {
+                // The `\n` of a `\r\n` line end.
+                b'\n' if self.after_cr => self.after_cr = false,
+                b'\n' | b'\r' => {
+                    if self.at_line_start {
+                        self.event_bytes = 0;
+                    }
+                    self.at_line_start = true;
+                    self.after_cr = b == b'\r';
+                }
+                _ => {
+                    self.at_line_start = false;
+                    self.after_cr = false;
+                    self.event_bytes += 1;
+                    if self.event_bytes > max {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
 /// reqwest errors with their source chain (never includes headers, so never the key).
 pub(crate) fn describe(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
@@ -385,35 +349,73 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn both_transports_send_the_same_request_and_read_the_same_answer() {
+    async fn sends_the_body_and_key_and_reads_the_answer() {
         let upstream = ChatUpstream::start(Script::always(Reply::completion_text("Hello")))
             .await
             .unwrap();
         let config = GatewayConfig::new(upstream.base_url(), "m");
         let sent = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
         let body = ChatBody::single(sent.to_vec());
-        let key = Some("sk-transport-test-1".to_owned());
-        let lean = UpstreamClient::new(&config, key.clone()).unwrap();
-        let reqwest = UpstreamClient::with_reqwest(&config, key).unwrap();
-        assert!(matches!(lean.transport, Transport::Http1(_)));
-        assert!(matches!(reqwest.transport, Transport::Reqwest { .. }));
-        for client in [&lean, &reqwest] {
-            let response = client.send(&body).await.unwrap();
-            assert_eq!(response.status(), 200);
-            let answer = client.read_body(response, 1 << 20).await.unwrap();
-            let answer: Value = serde_json::from_slice(&answer).unwrap();
-            assert_eq!(answer["choices"][0]["message"]["content"], "Hello");
-        }
+        let client = UpstreamClient::new(&config, Some("sk-transport-test-1".to_owned())).unwrap();
+        let response = client.send(&body).await.unwrap();
+        assert_eq!(response.status(), 200);
+        let answer = client.read_body(response, 1 << 20).await.unwrap();
+        let answer: Value = serde_json::from_slice(&answer).unwrap();
+        assert_eq!(answer["choices"][0]["message"]["content"], "Hello");
         let requests = upstream.requests();
-        assert_eq!(requests.len(), 2);
-        for request in &requests {
-            assert_eq!(request.path, "/v1/chat/completions");
-            assert_eq!(&request.body[..], sent);
-            assert_eq!(
-                request.header("authorization"),
-                Some("Bearer sk-transport-test-1")
-            );
-            assert_eq!(request.header("content-type"), Some("application/json"));
-        }
+        assert_eq!(requests.len(), 1);
+        assert_eq!(requests[0].path, "/v1/chat/completions");
+        assert_eq!(&requests[0].body[..], sent);
+        assert_eq!(
+            requests[0].header("authorization"),
+            Some("Bearer sk-transport-test-1")
+        );
+        assert_eq!(requests[0].header("content-type"), Some("application/json"));
+        assert!(
+            !format!("{client:?}").contains("sk-transport"),
+            "Debug hides the key"
+        );
+    }
+
+    fn chunks(pieces: &[&'static str]) -> ByteStream {
+        let pieces: Vec<Result<Bytes, UpstreamError>> = pieces
+            .iter()
+            .map(|p| Ok(Bytes::from_static(p.as_bytes())))
+            .collect();
+        Box::pin(futures_util::stream::iter(pieces))
+    }
+
+    async fn collect(stream: ByteStream) -> Vec<Result<Bytes, UpstreamError>> {
+        stream.collect().await
+    }
+
+    #[tokio::test]
+    async fn events_within_the_bound_pass_whole_across_chunks() {
+        // Two events of 10 bytes each (line ends excluded), split anywhere, in every line-end style.
+        let ok = chunks(&[
+            "data: 1234\r\n",
+            "\r\nda",
+            "ta: 5678\n\n",
+            "data: 9\r\rdata: 0\n\n",
+        ]);
+        let out = collect(bounded_events(ok, 10)).await;
+        assert_eq!(out.len(), 4);
+        assert!(out.iter().all(Result::is_ok));
+    }
+
+    #[tokio::test]
+    async fn an_event_that_never_ends_is_cut_off() {
+        // Lines that are each short, but no blank line ever ends the event.
+        let endless = chunks(&["data: 12\n", "data: 34\n", "data: 56\n", "data: 78\n"]);
+        let out = collect(bounded_events(endless, 20)).await;
+        assert_eq!(
+            out.len(),
+            3,
+            "the third line passes the bound and ends the stream"
+        );
+        assert!(matches!(&out[2], Err(UpstreamError::Invalid(m)) if m.contains("over 20 bytes")));
+        let one_line = chunks(&["data: ", "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"]);
+        let out = collect(bounded_events(one_line, 20)).await;
+        assert!(matches!(out.last(), Some(Err(UpstreamError::Invalid(_)))));
     }
 }

@@ -644,7 +644,7 @@ async fn send_partly(
         .await
         .unwrap();
     let head = format!(
-        "POST /v1beta/models/m:countTokens HTTP/1.1\r\nhost: gateway\r\n\
+        "POST /v1beta/models/m:countTokens HTTP/1.1\r\nhost: 127.0.0.1\r\n\
          content-type: application/json\r\ncontent-length: {}\r\n\r\n",
         body.len()
     );

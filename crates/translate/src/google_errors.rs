@@ -59,8 +59,25 @@ pub fn retry_info_detail(delay: Duration) -> Value {
     json!({ "@type": RETRY_INFO_TYPE, "retryDelay": format!("{secs}s") })
 }
 
+/// The longest retry hint kept: a larger (or overflowing) one is clamped to this. A caller's
+/// retry budget clamps further.
+pub const MAX_RETRY_HINT: Duration = Duration::from_secs(3600);
+
+/// `secs` seconds, clamped to [`MAX_RETRY_HINT`]; `None` when negative or not a number.
+fn clamped_secs(secs: f64) -> Option<Duration> {
+    if secs.is_nan() || secs < 0.0 {
+        return None;
+    }
+    Some(
+        Duration::try_from_secs_f64(secs)
+            .unwrap_or(MAX_RETRY_HINT)
+            .min(MAX_RETRY_HINT),
+    )
+}
+
 /// Parses a retry hint: `Retry-After` delta-seconds (`"12"`, `"1.5"`) or a duration string as in
-/// `x-ratelimit-reset-*` headers (`"12s"`, `"250ms"`, `"1m30s"`, `"2h"`). HTTP-date values need a
+/// `x-ratelimit-reset-*` headers (`"12s"`, `"250ms"`, `"1m30s"`, `"2h"`), clamped to
+/// [`MAX_RETRY_HINT`]. Negative, NaN and unparsable values give `None`. HTTP-date values need a
 /// clock and are not handled here (returns `None`; the gateway may compute them itself).
 pub fn parse_retry_after(value: &str) -> Option<Duration> {
     let value = value.trim();
@@ -68,7 +85,7 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
         return None;
     }
     if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        return clamped_secs(secs);
     }
     let mut total = Duration::ZERO;
     let mut rest = value;
@@ -92,9 +109,9 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
             _ => return None,
         };
         rest = &rest[unit_len..];
-        total += Duration::from_secs_f64(number * unit_secs);
+        total = total.saturating_add(clamped_secs(number * unit_secs)?);
     }
-    Some(total)
+    Some(total.min(MAX_RETRY_HINT))
 }
 
 /// Builds the guest error for an upstream HTTP error response.
@@ -212,6 +229,29 @@ mod tests {
         assert_eq!(parse_retry_after("1m30s"), Some(Duration::from_secs(90)));
         assert_eq!(parse_retry_after("250ms"), Some(Duration::from_millis(250)));
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+    }
+
+    #[test]
+    fn hostile_retry_hints_never_panic_and_are_clamped() {
+        for huge in [
+            "1e20",
+            "1e308",
+            "99999999999999999999999",
+            "1e20h",
+            "9e18s9e18s",
+        ] {
+            assert_eq!(parse_retry_after(huge), Some(MAX_RETRY_HINT), "{huge}");
+        }
+        for bad in [
+            "-1", "-0.5", "NaN", "nan", "inf", "-inf", "1x", "..", "s", "1.2.3s", "\u{0}",
+        ] {
+            let parsed = parse_retry_after(bad);
+            assert!(
+                parsed.is_none() || parsed == Some(MAX_RETRY_HINT),
+                "{bad}: {parsed:?}"
+            );
+        }
+        assert_eq!(parse_retry_after("-3s"), None);
         assert_eq!(parse_retry_after("-3"), None);
         // Sub-second delays round up so the guest never retries early.
         assert_eq!(

@@ -31,8 +31,14 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Require guests to send the value of this environment variable as their API key.
+    /// Without it (and without `ingress_key` in the config file) the gateway makes up a random
+    /// key at start and prints it in the environment lines.
     #[arg(long, value_name = "VAR")]
     pub ingress_key_env: Option<String>,
+    /// Serve guests without any key (loopback only): any local process may then spend the
+    /// provider key through the gateway.
+    #[arg(long, conflicts_with = "ingress_key_env")]
+    pub no_ingress_key: bool,
     /// Route a guest model name (or `prefix*`) to an upstream model: `--alias NAME=MODEL`.
     #[arg(long = "alias", value_name = "NAME=MODEL")]
     pub aliases: Vec<String>,
@@ -50,8 +56,9 @@ pub struct GatewayArgs {
 }
 
 impl GatewayArgs {
-    /// The effective config: file (if any), then flags.
-    pub fn to_config(&self) -> anyhow::Result<GatewayConfig> {
+    /// The effective config: file (if any), then flags; and the ingress key when it was made up
+    /// here (so it may be printed).
+    pub fn to_config(&self) -> anyhow::Result<(GatewayConfig, Option<String>)> {
         let mut config = match &self.config {
             Some(path) => GatewayConfig::from_toml_file(path)?,
             None => GatewayConfig::default(),
@@ -86,14 +93,22 @@ impl GatewayArgs {
         config.strict_models |= self.strict_models;
         config.translation.echo_reasoning |= self.echo_reasoning;
         config.allow_non_loopback |= self.allow_non_loopback;
+        let mut generated = None;
+        if self.no_ingress_key {
+            config.ingress_key = None;
+        } else if config.ingress_key.is_none() {
+            let key = generated_ingress_key();
+            config.ingress_key = Some(key.clone());
+            generated = Some(key);
+        }
         config.validate()?;
-        Ok(config)
+        Ok((config, generated))
     }
 }
 
 /// Run the gateway until interrupted.
 pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
-    let config = args.to_config()?;
+    let (config, generated_key) = args.to_config()?;
     if std::env::var(&config.upstream_key_env)
         .unwrap_or_default()
         .is_empty()
@@ -105,7 +120,12 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     }
     let records_dir = config.records_dir.clone();
     let handle = Gateway::start(config).await?;
-    let hint = args.ingress_key_env.as_ref().map(|var| format!("${var}"));
+    // A key the user chose is named by its variable; a made-up one is printed, as the user
+    // needs it to point a guest here and it is worth nothing once the gateway stops.
+    let hint = match &args.ingress_key_env {
+        Some(var) => Some(format!("${var}")),
+        None => generated_key,
+    };
     print!("{}", handle.banner(hint.as_deref()));
     use std::io::Write;
     std::io::stdout().flush().ok();
@@ -121,6 +141,11 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     eprintln!("switchyard gateway: shutting down");
     handle.shutdown().await?;
     Ok(())
+}
+
+/// A random per-start ingress key (128 bits from the OS's generator, via UUID v4).
+fn generated_ingress_key() -> String {
+    format!("sy-{}", uuid::Uuid::new_v4().simple())
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {

@@ -1,0 +1,71 @@
+use super::*;
+
+fn loopback() -> HostGuard {
+    HostGuard::new("127.0.0.1".parse().unwrap(), &[])
+}
+
+#[test]
+fn loopback_names_and_literals_are_hosts_of_ours() {
+    let guard = loopback();
+    for host in [
+        "127.0.0.1",
+        "127.0.0.1:8080",
+        "127.1.2.3:9",
+        "localhost",
+        "LOCALHOST:1",
+        "[::1]",
+        "[::1]:443",
+    ] {
+        assert!(guard.host_allowed(host), "{host}");
+    }
+}
+
+#[test]
+fn foreign_and_malformed_hosts_are_refused() {
+    let guard = loopback();
+    for host in [
+        "evil.example",
+        "evil.example:8080",
+        "localhost.evil.example",
+        "127.0.0.1.evil.example",
+        "10.0.0.1",
+        "",
+        "user@127.0.0.1",
+        "127.0.0.1 evil",
+        "[::1",
+    ] {
+        assert!(!guard.host_allowed(host), "{host}");
+    }
+}
+
+#[test]
+fn configured_names_and_the_listen_address_are_allowed() {
+    let guard = HostGuard::new("192.0.2.7".parse().unwrap(), &["Gateway.Internal".into()]);
+    assert!(guard.host_allowed("192.0.2.7:9000"));
+    assert!(guard.host_allowed("gateway.internal"));
+    assert!(!guard.host_allowed("other.internal"));
+    let any = HostGuard::new("0.0.0.0".parse().unwrap(), &[]);
+    assert!(
+        !any.host_allowed("0.0.0.0"),
+        "the unspecified address names nobody"
+    );
+}
+
+#[test]
+fn origins_must_name_a_host_of_ours() {
+    let guard = loopback();
+    assert!(guard.origin_allowed("http://127.0.0.1:3000"));
+    assert!(guard.origin_allowed("http://localhost"));
+    assert!(guard.origin_allowed("https://[::1]:8443"));
+    for origin in [
+        "http://evil.example",
+        "https://evil.example:443",
+        "null",
+        "file://",
+        "chrome-extension://abc",
+        "http://user@127.0.0.1",
+        "",
+    ] {
+        assert!(!guard.origin_allowed(origin), "{origin}");
+    }
+}

@@ -1,0 +1,245 @@
+//! Hostile guests and upstreams: the gateway answers each with a clear error or closes the
+//! connection, and keeps serving everyone else.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+use switchyard_testkit::chat_upstream::{Reply, Script};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Reads until the gateway closes the connection (EOF or reset); returns what it sent.
+async fn read_to_close(tcp: &mut TcpStream) -> Vec<u8> {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match within("the gateway closes the connection", tcp.read(&mut buf)).await {
+            Ok(0) | Err(_) => return seen,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+#[tokio::test]
+async fn connections_that_stop_mid_head_are_closed() {
+    let (_upstream, gw) = start(Script::new(), |c| c.timeouts.guest_head_ms = 300).await;
+    let mut stuck = Vec::new();
+    for _ in 0..50 {
+        let mut tcp = TcpStream::connect(gw.local_addr()).await.unwrap();
+        tcp.write_all(b"POST /v1beta/models/m:countTokens HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+            .await
+            .unwrap();
+        stuck.push(tcp);
+    }
+    // A connection that never sends a byte is closed too.
+    stuck.push(TcpStream::connect(gw.local_addr()).await.unwrap());
+    for tcp in &mut stuck {
+        read_to_close(tcp).await;
+    }
+    // And the gateway still serves a whole request.
+    let ok = post(&gw, "m", "countTokens", &user_request("hi")).await;
+    assert_eq!(ok.status(), 200);
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_kept_alive_connection_left_idle_is_closed() {
+    let (_upstream, gw) = start(Script::new(), |c| c.timeouts.guest_head_ms = 300).await;
+    let mut tcp = TcpStream::connect(gw.local_addr()).await.unwrap();
+    let body = serde_json::to_vec(&user_request("hi")).unwrap();
+    let head = format!(
+        "POST /v1beta/models/m:countTokens HTTP/1.1\r\nhost: 127.0.0.1\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    tcp.write_all(&body).await.unwrap();
+    let answer = read_to_close(&mut tcp).await;
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200 OK"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_chunk_extension_that_never_ends_is_refused() {
+    let (_upstream, gw) = start(Script::new(), |_| {}).await;
+    let mut tcp = TcpStream::connect(gw.local_addr()).await.unwrap();
+    tcp.write_all(
+        b"POST /v1beta/models/m:countTokens HTTP/1.1\r\nhost: 127.0.0.1\r\n\
+          transfer-encoding: chunked\r\n\r\n5;ext=",
+    )
+    .await
+    .unwrap();
+    // 256 KiB of one extension, never ended: far past any sane extension.
+    let filler = vec![b'x'; 16 * 1024];
+    for _ in 0..16 {
+        if tcp.write_all(&filler).await.is_err() {
+            break;
+        }
+    }
+    let answer = read_to_close(&mut tcp).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 4"),
+        "the body is refused, not read on: {answer}"
+    );
+    gw.shutdown().await.unwrap();
+}
+
+async fn post_with(
+    gw: &switchyard_gateway::GatewayHandle,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut request = client()
+        .post(url(gw, "m", "countTokens"))
+        .json(&user_request("hi"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    within("guest request", request.send()).await.unwrap()
+}
+
+#[tokio::test]
+async fn foreign_hosts_and_cross_site_origins_are_refused() {
+    let (_upstream, gw) = start(Script::new(), |_| {}).await;
+    for headers in [
+        vec![("host", "evil.example")],
+        vec![("host", "evil.example:80")],
+        vec![("origin", "http://evil.example")],
+        vec![("origin", "null")],
+    ] {
+        let response = post_with(&gw, &headers).await;
+        assert_eq!(response.status(), 403, "{headers:?}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], 403, "a Google-shaped error");
+    }
+    for headers in [
+        vec![],
+        vec![("host", "localhost")],
+        vec![("origin", "http://127.0.0.1:5173")],
+    ] {
+        assert_eq!(post_with(&gw, &headers).await.status(), 200, "{headers:?}");
+    }
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_configured_host_name_is_served() {
+    let (_upstream, gw) = start(Script::new(), |c| {
+        c.allowed_hosts = vec!["gateway.internal".into()];
+    })
+    .await;
+    let response = post_with(&gw, &[("host", "gateway.internal:8080")]).await;
+    assert_eq!(response.status(), 200);
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_huge_retry_after_is_clamped_not_a_panic() {
+    let script = Script::new()
+        .then(Reply::error_retry_after(429, "slow down", "1e20"))
+        .then(Reply::completion_text("after the wait"));
+    let (upstream, gw) = start(script, |c| c.retries.max_backoff_ms = 50).await;
+    let response = post(&gw, "m", "generateContent", &user_request("hi")).await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(text_of(&[body]), "after the wait");
+    assert_eq!(upstream.requests().len(), 2);
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn provider_errors_quoting_a_secret_reach_the_guest_redacted() {
+    let quoting = format!("Incorrect API key provided: {UPSTREAM_KEY}. Check your key.");
+    let ingress = "ingress-token-abcdef-123456";
+    let quoting_ingress = format!("proxy saw x-goog-api-key={ingress}");
+    let script = Script::new()
+        .then(Reply::error(401, &quoting))
+        .then(Reply::error(403, &quoting_ingress));
+    let (_upstream, gw) = start(script, |c| c.ingress_key = Some(ingress.into())).await;
+    for method in ["generateContent", "streamGenerateContent"] {
+        let response = within(
+            "guest request",
+            client()
+                .post(url(&gw, "m", method))
+                .header("x-goog-api-key", ingress)
+                .json(&user_request("hi"))
+                .send(),
+        )
+        .await
+        .unwrap();
+        assert!(response.status().is_client_error());
+        let text = response.text().await.unwrap();
+        assert!(!text.contains(UPSTREAM_KEY), "{method}: {text}");
+        assert!(!text.contains(ingress), "{method}: {text}");
+        assert!(text.contains("[REDACTED]"), "{method}: {text}");
+    }
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_upstream_event_that_never_ends_fails_the_exchange() {
+    // One SSE line of 17 MiB with no line end: past the event bound.
+    let endless = "x".repeat(17 * 1024 * 1024);
+    let script = Script::always(Reply::Raw {
+        status: 200,
+        content_type: "text/event-stream".into(),
+        body: format!("data: {endless}").into_bytes().into(),
+    });
+    let (_upstream, gw) = start(script, |_| {}).await;
+    let response = post(&gw, "m", "streamGenerateContent", &user_request("hi")).await;
+    let text = within("the answer", response.text()).await.unwrap();
+    assert!(
+        text.contains("server-sent event is over"),
+        "{}",
+        &text[..text.len().min(500)]
+    );
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn overlong_session_ids_are_refused() {
+    let (_upstream, gw) = start(Script::new(), |_| {}).await;
+    let long = "s".repeat(129);
+    let response = post_with(&gw, &[("x-switchyard-session", &long)]).await;
+    assert_eq!(response.status(), 400);
+    let ok = post_with(&gw, &[("x-switchyard-session", "run-1")]).await;
+    assert_eq!(ok.status(), 200);
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_guest_that_stops_reading_is_cut_off() {
+    // A long stream the guest never reads: the gateway's writes block, then time out.
+    let pieces: Vec<String> = (0..4_000)
+        .map(|i| format!("{i:07} {}", "y".repeat(2_000)))
+        .collect();
+    let (_upstream, gw) = start(Script::always(Reply::text_stream(pieces)), |c| {
+        c.timeouts.guest_write_ms = 300;
+    })
+    .await;
+    let mut tcp = TcpStream::connect(gw.local_addr()).await.unwrap();
+    let body = serde_json::to_vec(&user_request("hi")).unwrap();
+    let head = format!(
+        "POST /v1beta/models/m:streamGenerateContent?alt=sse HTTP/1.1\r\nhost: 127.0.0.1\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    tcp.write_all(&body).await.unwrap();
+    // Do not read for a while: the gateway gives up on this guest.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let seen = read_to_close(&mut tcp).await;
+    assert!(
+        seen.len() < 16_000 * 2_000,
+        "the stream was cut off, not delivered whole ({} bytes)",
+        seen.len()
+    );
+    gw.shutdown().await.unwrap();
+}
