@@ -176,7 +176,7 @@ struct Prepared {
     response_config: ResponseConfig,
 }
 
-fn prepare(
+async fn prepare(
     ctx: &ExchangeContext,
     body: &[u8],
     stream: bool,
@@ -199,17 +199,29 @@ fn prepare(
     trace.route(state.upstream.url(), &upstream_model);
     let options = TranslateOptions {
         provider: state.config.translation.clone(),
+        convert_on_miss: false,
         ..TranslateOptions::new(upstream_model.clone(), stream)
     };
-    let translated = state
-        .translator
-        .translate(body, &options)
-        .map_err(|failure| {
-            Box::new(match failure {
-                TranslationFailure::Guest(e) => google_error_response(&e.to_google_error()),
-                TranslationFailure::Serialize(e) => error_response(500, &e.to_string()),
+    let translate = || {
+        state
+            .translator
+            .translate(body, &options)
+            .map_err(|failure| {
+                Box::new(match failure {
+                    TranslationFailure::Guest(e) => google_error_response(&e.to_google_error()),
+                    TranslationFailure::Serialize(e) => error_response(500, &e.to_string()),
+                })
             })
-        })?;
+    };
+    let mut translated = translate()?;
+    if !translated.unconverted_pngs.is_empty() {
+        // New images: converted off the runtime, then the request is translated with them.
+        let pngs = std::mem::take(&mut translated.unconverted_pngs);
+        let cache = state.translator.images();
+        let max_pixels = state.config.translation.max_image_pixels;
+        state.images.convert_into(cache, pngs, max_pixels).await;
+        translated = translate()?;
+    }
     let checked = state.sessions.with(
         &ctx.session,
         || {
@@ -285,7 +297,7 @@ async fn begin(
         &ctx.guest_model,
         body,
     );
-    match prepare(ctx, body, stream, &mut trace) {
+    match prepare(ctx, body, stream, &mut trace).await {
         Ok(prepared) => Ok((trace, prepared)),
         Err(response) => {
             trace

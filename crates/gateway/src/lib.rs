@@ -127,6 +127,7 @@ pub mod config;
 mod exchange;
 pub mod fixtures;
 pub mod guard;
+mod images;
 mod intake;
 mod record_writer;
 pub mod retry;

@@ -30,6 +30,7 @@ use crate::auth::ingress_allowed;
 use crate::config::{ConfigError, GatewayConfig};
 use crate::exchange;
 use crate::guard::HostGuard;
+use crate::images::ImageConverter;
 use crate::intake::{BodyBudget, Intake};
 use crate::record_writer::RecordWriter;
 use crate::routing::ModelRouter;
@@ -82,6 +83,8 @@ pub(crate) struct AppState {
     pub router: ModelRouter,
     pub upstream: UpstreamClient,
     pub translator: RequestTranslator,
+    /// Converts new images off the runtime.
+    pub images: ImageConverter,
     /// Reads guest request bodies within the shared byte budget.
     pub intake: Intake,
     /// Queues exchange records, built off the request path (`None`: records off).
@@ -169,6 +172,7 @@ impl Gateway {
             config,
             upstream,
             translator: RequestTranslator::new(),
+            images: ImageConverter::new(),
             intake,
             records,
             run_id: deps.run_id,

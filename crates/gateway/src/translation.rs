@@ -139,6 +139,9 @@ pub struct Translated {
     /// On a cache hit: where the guest body holds the cached `systemInstruction` and `tools`
     /// (byte ranges, in body order) and their shared record pieces.
     pub guest_shared: Vec<(std::ops::Range<usize>, SharedJson)>,
+    /// PNGs not converted because the image cache did not hold them (see
+    /// [`switchyard_translate::TranslateOptions::convert_on_miss`]).
+    pub unconverted_pngs: Vec<Vec<u8>>,
 }
 
 /// Why a guest request cannot be translated.
@@ -347,6 +350,11 @@ impl RequestTranslator {
         Self::default()
     }
 
+    /// The PNG conversions of images seen so far.
+    pub fn images(&self) -> &ConversionCache {
+        &self.images
+    }
+
     /// Translate `body` for `options`, using the cache when it applies.
     pub fn translate(
         &self,
@@ -408,6 +416,7 @@ impl RequestTranslator {
                     json_response: translated.json_response,
                     cache_hit: true,
                     guest_shared: ordered([(system, system_shared), (tools, tools_shared)]),
+                    unconverted_pngs: translated.unconverted_pngs,
                 })
             }
             Some(None) => self.full(body, options),
@@ -484,6 +493,7 @@ impl RequestTranslator {
             json_response: translated.json_response,
             cache_hit: false,
             guest_shared: Vec::new(),
+            unconverted_pngs: translated.unconverted_pngs,
         })
     }
 }

@@ -243,3 +243,76 @@ async fn a_guest_that_stops_reading_is_cut_off() {
     );
     gw.shutdown().await.unwrap();
 }
+
+/// A `width` x `height` 8-bit grayscale PNG of zeros, written row by row.
+fn zero_png(width: u32, height: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, width, height);
+    encoder.set_color(png::ColorType::Grayscale);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.set_compression(png::Compression::Fast);
+    let mut writer = encoder.write_header().unwrap();
+    let mut stream = writer.stream_writer().unwrap();
+    let row = vec![0u8; width as usize];
+    for _ in 0..height {
+        std::io::Write::write_all(&mut stream, &row).unwrap();
+    }
+    stream.finish().unwrap();
+    drop(writer);
+    out
+}
+
+fn image_request(png: &[u8]) -> Value {
+    use base64::Engine as _;
+    let data = base64::engine::general_purpose::STANDARD.encode(png);
+    serde_json::json!({"contents": [{"role": "user", "parts": [
+        {"text": "look"},
+        {"inlineData": {"mimeType": "image/png", "data": data}}
+    ]}]})
+}
+
+/// The image URL of the upstream request's user message.
+fn upstream_image_url(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .find_map(|part| part["image_url"]["url"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_image_over_the_pixel_budget_or_cut_off_goes_upstream_unchanged() {
+    let huge = zero_png(16_000, 16_000);
+    let small = zero_png(64, 64);
+    let half = small[..small.len() / 2].to_vec();
+    let (upstream, gw) = start(Script::always(Reply::completion_text("seen")), |_| {}).await;
+    for png in [&huge, &half] {
+        let response = post(&gw, "m", "generateContent", &image_request(png)).await;
+        assert_eq!(response.status(), 200, "converting never fails a request");
+    }
+    // Within the budget, a whole PNG is converted.
+    let response = post(&gw, "m", "generateContent", &image_request(&small)).await;
+    assert_eq!(response.status(), 200);
+    let requests = upstream.requests();
+    assert_eq!(requests.len(), 3);
+    let urls: Vec<String> = requests
+        .iter()
+        .map(|r| upstream_image_url(&r.json()))
+        .collect();
+    assert!(
+        urls[0].starts_with("data:image/png;base64,"),
+        "over budget: unchanged"
+    );
+    assert!(
+        urls[1].starts_with("data:image/png;base64,"),
+        "cut off: unchanged"
+    );
+    assert!(
+        urls[2].starts_with("data:image/webp;base64,"),
+        "{}",
+        &urls[2][..40]
+    );
+    gw.shutdown().await.unwrap();
+}

@@ -50,14 +50,6 @@ pub enum TranslateError {
         /// JSON path.
         path: String,
     },
-    /// A PNG that cannot be decoded.
-    #[error("invalid image at `{path}`: {reason}")]
-    InvalidImage {
-        /// JSON path.
-        path: String,
-        /// Decoder message.
-        reason: String,
-    },
     /// A field has a value we cannot translate.
     #[error("invalid value for `{path}`: {reason}")]
     InvalidValue {

@@ -2,10 +2,12 @@
 //! pixel-identical by decoding the result with the pure-Rust `image-webp` decoder.
 //!
 //! `exact = 1` keeps the RGB values of fully transparent pixels (libwebp's default rewrites them).
-//! Images that WebP cannot hold losslessly are passed through unchanged with a reason
-//! ([`PngConversion::PassThrough`]): 16-bit PNGs (WebP is 8 bits per channel), animated PNGs,
-//! and images wider or taller than 16383 px. If the verification decode ever differs, the PNG is
-//! passed through too, so re-encoding is never silently lossy.
+//! Converting is an optimisation: it never fails. Whatever is not converted is passed through
+//! unchanged with a reason ([`PngConversion::PassThrough`]): PNGs that cannot be decoded (cut
+//! off, corrupt), images over the pixel budget (checked from the header, before any pixel is
+//! decoded or allocated), 16-bit PNGs (WebP is 8 bits per channel), animated PNGs, and images
+//! wider or taller than 16383 px. If the verification decode ever differs, the PNG is passed
+//! through too, so re-encoding is never silently lossy.
 //!
 //! This module holds the only `unsafe` code of the crate: [`encode_lossless_exact`].
 
@@ -57,9 +59,26 @@ pub struct Pixels {
     pub data: Vec<u8>,
 }
 
-/// Re-encodes a PNG as lossless WebP, or says why it must pass unchanged.
-pub fn png_to_lossless_webp(png_bytes: &[u8]) -> Result<PngConversion, ImageError> {
-    let pixels = match decode_png_8bit(png_bytes)? {
+/// The default pixel budget: images with more pixels (width × height) are not converted.
+/// 4096 × 4096; a 4K screenshot has 8.3 million.
+pub const DEFAULT_MAX_IMAGE_PIXELS: u64 = 4096 * 4096;
+
+/// Re-encodes a PNG as lossless WebP, or says why it passes unchanged; never fails. Images of
+/// more than `max_pixels` pixels are passed through without being decoded.
+pub fn png_to_lossless_webp(png_bytes: &[u8], max_pixels: u64) -> PngConversion {
+    match try_png_to_lossless_webp(png_bytes, max_pixels) {
+        Ok(conversion) => conversion,
+        Err(e) => PngConversion::PassThrough {
+            reason: format!("{e}, forwarded unchanged"),
+        },
+    }
+}
+
+fn try_png_to_lossless_webp(
+    png_bytes: &[u8],
+    max_pixels: u64,
+) -> Result<PngConversion, ImageError> {
+    let pixels = match decode_png_8bit(png_bytes, max_pixels)? {
         Ok(pixels) => pixels,
         Err(reason) => return Ok(PngConversion::PassThrough { reason }),
     };
@@ -84,14 +103,24 @@ pub fn png_to_lossless_webp(png_bytes: &[u8]) -> Result<PngConversion, ImageErro
 }
 
 /// Decodes a PNG to 8-bit RGB/RGBA (palette and grayscale expanded, tRNS -> alpha).
-/// The inner `Err` is a pass-through reason (16-bit, animated).
-pub fn decode_png_8bit(png_bytes: &[u8]) -> Result<Result<Pixels, String>, ImageError> {
+/// The inner `Err` is a pass-through reason (over `max_pixels`, 16-bit, animated).
+pub fn decode_png_8bit(
+    png_bytes: &[u8],
+    max_pixels: u64,
+) -> Result<Result<Pixels, String>, ImageError> {
     let mut decoder = png::Decoder::new(Cursor::new(png_bytes));
     decoder.set_transformations(png::Transformations::EXPAND);
     let mut reader = decoder
         .read_info()
         .map_err(|e| ImageError::Decode(e.to_string()))?;
     let info = reader.info();
+    let pixels = u64::from(info.width) * u64::from(info.height);
+    if pixels > max_pixels {
+        return Ok(Err(format!(
+            "{}x{} is {pixels} pixels, over the pixel budget of {max_pixels}, forwarded unchanged",
+            info.width, info.height
+        )));
+    }
     if info.bit_depth == png::BitDepth::Sixteen {
         return Ok(Err(
             "16-bit PNG: WebP stores 8 bits per channel, forwarded unchanged".into(),

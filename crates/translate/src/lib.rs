@@ -63,7 +63,7 @@ pub use error::{TranslateError, UpstreamError};
 pub use google_errors::{
     google_error, google_status_for_http, parse_retry_after, upstream_error_to_google,
 };
-pub use image_cache::ConversionCache;
+pub use image_cache::{ConversionCache, ImageKey};
 pub use ledger::{CallLedger, LedgerError};
 pub use options::{
     ProviderOptions, ResponseConfig, ResponseReport, SchemaChange, ThinkingMode, TranslateOptions,

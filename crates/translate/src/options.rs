@@ -29,6 +29,9 @@ pub struct ProviderOptions {
     pub thinking: ThinkingMode,
     /// Re-encode PNG images as lossless WebP (exact, pixel-identical).
     pub reencode_png: bool,
+    /// Pixel budget of a PNG conversion (width × height, read from the header before
+    /// decoding): larger images pass unchanged.
+    pub max_image_pixels: u64,
     /// Maximum `stopSequences` accepted (more is a typed error). OpenAI allows 4.
     pub max_stop_sequences: usize,
     /// Send the reasoning a model turn carries in a `thoughtSignature` of ours back as that
@@ -51,6 +54,7 @@ impl Default for ProviderOptions {
             forward_top_k: false,
             thinking: ThinkingMode::Drop,
             reencode_png: true,
+            max_image_pixels: crate::image::DEFAULT_MAX_IMAGE_PIXELS,
             max_stop_sequences: 4,
             echo_reasoning: false,
             forward_reasoning: false,
@@ -68,6 +72,11 @@ pub struct TranslateOptions {
     pub stream: bool,
     /// What the upstream accepts.
     pub provider: ProviderOptions,
+    /// With a conversion cache, convert a PNG the cache does not hold during the translation.
+    /// When false, such a PNG passes unchanged this time and its bytes are handed back in
+    /// [`crate::TranslatedRequest::unconverted_pngs`], for the caller to convert off its
+    /// request threads and translate again.
+    pub convert_on_miss: bool,
 }
 
 impl TranslateOptions {
@@ -77,6 +86,7 @@ impl TranslateOptions {
             upstream_model: upstream_model.into(),
             stream,
             provider: ProviderOptions::default(),
+            convert_on_miss: true,
         }
     }
 }

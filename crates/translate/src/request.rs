@@ -53,6 +53,7 @@ use crate::google::{
 };
 use crate::image::{PngConversion, png_to_lossless_webp};
 use crate::image_cache::ConversionCache;
+use crate::image_cache::ImageKey;
 use crate::openai::{
     ChatFunction, ChatMessage, ChatRequest, ChatTool, ContentPart, FunctionCallSpec, ImageUrl,
     JsonSchemaFormat, ResponseFormat, StreamOptions, ToolCall, UserContent,
@@ -72,6 +73,9 @@ pub struct TranslatedRequest {
     pub report: TranslationReport,
     /// The guest asked for `application/json` (set [`crate::ResponseConfig::json_response`]).
     pub json_response: bool,
+    /// PNGs passed unchanged because the conversion cache did not hold them and
+    /// [`crate::TranslateOptions::convert_on_miss`] was off (distinct, in request order).
+    pub unconverted_pngs: Vec<Vec<u8>>,
 }
 
 /// Parses a guest body (JSON syntax or shape errors -> [`TranslateError::InvalidBody`]).
@@ -106,6 +110,8 @@ pub fn translate_request_with(
         opts,
         images,
         report: TranslationReport::default(),
+        unconverted: Vec::new(),
+        unconverted_pngs: Vec::new(),
     };
     reject_extra(&req.extra, "")?;
     if req.cached_content.is_some() {
@@ -157,6 +163,7 @@ pub fn translate_request_with(
         chat,
         report: tr.report,
         json_response: is_json_response(req),
+        unconverted_pngs: tr.unconverted_pngs,
     })
 }
 
@@ -190,6 +197,9 @@ struct Translator<'a> {
     opts: &'a TranslateOptions,
     images: Option<&'a ConversionCache>,
     report: TranslationReport,
+    /// Keys of `unconverted_pngs`.
+    unconverted: Vec<ImageKey>,
+    unconverted_pngs: Vec<Vec<u8>>,
 }
 
 impl Translator<'_> {
@@ -604,31 +614,41 @@ impl Translator<'_> {
         };
         self.report.images_forwarded += 1;
         if mime == "image/png" && self.opts.provider.reencode_png {
+            let max_pixels = self.opts.provider.max_image_pixels;
             let conversion = match self.images {
-                Some(cache) => cache.convert(&bytes).map(|(conversion, remembered)| {
+                Some(cache) if self.opts.convert_on_miss => {
+                    let (conversion, remembered) = cache.convert(&bytes, max_pixels);
                     self.report.reencodings_remembered += u32::from(remembered);
-                    conversion
-                }),
-                None => png_to_lossless_webp(&bytes).map(Arc::new),
+                    Some(conversion)
+                }
+                Some(cache) => {
+                    let key = ImageKey::of(&bytes);
+                    let remembered = cache.get(&key);
+                    self.report.reencodings_remembered += u32::from(remembered.is_some());
+                    if remembered.is_none() && !self.unconverted.contains(&key) {
+                        self.unconverted.push(key);
+                        self.unconverted_pngs.push(bytes.clone());
+                    }
+                    remembered
+                }
+                None => Some(Arc::new(png_to_lossless_webp(&bytes, max_pixels))),
             };
             match conversion.as_deref() {
-                Ok(PngConversion::Reencoded { webp }) => {
+                Some(PngConversion::Reencoded { webp }) => {
                     self.report.images_reencoded += 1;
                     self.report.reencoded_bytes_before += bytes.len() as u64;
                     self.report.reencoded_bytes_after += webp.len() as u64;
                     return Ok(data_url_part("image/webp", webp.as_slice()));
                 }
-                Ok(PngConversion::PassThrough { reason }) => {
+                Some(PngConversion::PassThrough { reason }) => {
                     self.report
                         .png_passthrough
                         .push(format!("{path}: {reason}"));
                 }
-                Err(e) => {
-                    return Err(TranslateError::InvalidImage {
-                        path: format!("{path}.data"),
-                        reason: e.to_string(),
-                    });
-                }
+                None => self
+                    .report
+                    .png_passthrough
+                    .push(format!("{path}: not converted yet, forwarded unchanged")),
             }
         }
         if standard {

@@ -2,7 +2,9 @@
 //! RGB, RGBA with transparent pixels hiding non-zero RGB, palette, gray and gray+alpha; 16-bit
 //! PNGs pass through unchanged.
 
-use switchyard_translate::image::{PngConversion, png_to_lossless_webp};
+use switchyard_translate::image::{
+    DEFAULT_MAX_IMAGE_PIXELS as MAX, PngConversion, png_to_lossless_webp,
+};
 
 fn encode_png(
     width: u32,
@@ -59,7 +61,7 @@ fn webp_rgba(webp: &[u8]) -> (u32, u32, Vec<[u8; 4]>) {
 }
 
 fn assert_pixel_identical(png_bytes: &[u8]) -> Vec<u8> {
-    let PngConversion::Reencoded { webp } = png_to_lossless_webp(png_bytes).unwrap() else {
+    let PngConversion::Reencoded { webp } = png_to_lossless_webp(png_bytes, MAX) else {
         panic!("expected re-encoding");
     };
     assert_eq!(&webp[..4], b"RIFF");
@@ -176,7 +178,7 @@ fn sixteen_bit_png_passes_through_with_a_reason() {
         &pattern((w * h * 6) as usize, 7),
         None,
     );
-    match png_to_lossless_webp(&png_bytes).unwrap() {
+    match png_to_lossless_webp(&png_bytes, MAX) {
         PngConversion::PassThrough { reason } => assert!(reason.contains("16-bit"), "{reason}"),
         other => panic!("{other:?}"),
     }
@@ -209,6 +211,77 @@ fn sixteen_bit_png_is_forwarded_unchanged_and_reported() {
 }
 
 #[test]
-fn corrupt_png_is_an_error() {
-    assert!(png_to_lossless_webp(b"\x89PNG\r\n\x1a\nnot really").is_err());
+fn corrupt_or_cut_off_pngs_pass_through_with_a_reason() {
+    let whole = encode_png(
+        8,
+        8,
+        png::ColorType::Rgb,
+        png::BitDepth::Eight,
+        &pattern(192, 3),
+        None,
+    );
+    for broken in [
+        &b"\x89PNG\r\n\x1a\nnot really"[..],
+        &whole[..whole.len() / 2],
+        &whole[..20],
+        b"",
+    ] {
+        match png_to_lossless_webp(broken, MAX) {
+            PngConversion::PassThrough { reason } => {
+                assert!(reason.contains("forwarded unchanged"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_image_over_the_pixel_budget_is_not_decoded() {
+    // 16000 x 16000 zeros compress to under a megabyte but would decode to 768 MB of pixels.
+    let huge = zero_png(16_000, 16_000);
+    assert!(huge.len() < 2 << 20, "{} bytes", huge.len());
+    let started = std::time::Instant::now();
+    match png_to_lossless_webp(&huge, MAX) {
+        PngConversion::PassThrough { reason } => {
+            assert!(reason.contains("pixel budget"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // Not a timing assertion of the product: decoding it would take many seconds, the header
+    // check takes microseconds; a generous bound tells the two apart.
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    let small = encode_png(
+        4,
+        4,
+        png::ColorType::Rgb,
+        png::BitDepth::Eight,
+        &pattern(48, 1),
+        None,
+    );
+    assert!(matches!(
+        png_to_lossless_webp(&small, 15),
+        PngConversion::PassThrough { .. }
+    ));
+    assert!(matches!(
+        png_to_lossless_webp(&small, 16),
+        PngConversion::Reencoded { .. }
+    ));
+}
+
+/// A `width` x `height` 8-bit grayscale PNG of zeros, written row by row (never whole in memory).
+fn zero_png(width: u32, height: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, width, height);
+    encoder.set_color(png::ColorType::Grayscale);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.set_compression(png::Compression::Fast);
+    let mut writer = encoder.write_header().unwrap();
+    let mut stream = writer.stream_writer().unwrap();
+    let row = vec![0u8; width as usize];
+    for _ in 0..height {
+        std::io::Write::write_all(&mut stream, &row).unwrap();
+    }
+    stream.finish().unwrap();
+    drop(writer);
+    out
 }

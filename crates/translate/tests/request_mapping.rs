@@ -461,8 +461,21 @@ fn non_image_inline_data_and_bad_base64_are_typed_errors() {
     );
     let err = translate(json!({"contents": [{"parts": [{"inlineData": {"mimeType": "image/png", "data": "@@@"}}]}]})).unwrap_err();
     assert!(matches!(err, TranslateError::InvalidBase64 { .. }), "{err}");
-    let err = translate(json!({"contents": [{"parts": [{"inlineData": {"mimeType": "image/png", "data": "AAAA"}}]}]})).unwrap_err();
-    assert!(matches!(err, TranslateError::InvalidImage { .. }), "{err}");
+}
+
+#[test]
+fn an_undecodable_png_is_forwarded_unchanged_and_noted() {
+    // Half a PNG (or none): converting is an optimisation and never fails the request.
+    let t = translate(json!({"contents": [{"parts": [{"inlineData": {"mimeType": "image/png", "data": "AAAA"}}]}]})).unwrap();
+    let json = serde_json::to_string(&t.chat.messages).unwrap();
+    assert!(json.contains("data:image/png;base64,AAAA"), "{json}");
+    assert_eq!(t.report.images_reencoded, 0);
+    assert_eq!(t.report.png_passthrough.len(), 1);
+    assert!(
+        t.report.png_passthrough[0].contains("forwarded unchanged"),
+        "{:?}",
+        t.report.png_passthrough
+    );
 }
 
 #[test]
