@@ -289,6 +289,9 @@ pub enum SpawnError {
     /// The orphan guard could not be started; the guest was killed.
     #[error("cannot start the orphan guard: {0}")]
     Guard(#[source] std::io::Error),
+    /// The process-wide thread that forks guests could not be started or is gone.
+    #[error("the process spawner thread failed: {0}")]
+    Spawner(#[source] std::io::Error),
     /// `spawn` was called outside a tokio runtime.
     #[error("ManagedProcess::spawn must be called inside a tokio runtime")]
     NoRuntime,

@@ -2,6 +2,7 @@
 //! parent ignores SIGINT/SIGTERM. Switchyard sets `GEMINI_CLI_NO_RELAUNCH=true`, but the
 //! process-group handling must not depend on it: with the relaunch left on, SIGKILL of the
 //! supervising process still takes the real CLI's parent *and* its relaunched child down.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod process_support;
 

@@ -1,5 +1,6 @@
 //! Seal and verify a `cp -a` copy of the real pinned Gemini CLI install (the original under
 //! `.cache/guests` is never modified), and refuse a one-byte change to its bundle.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod install_support;
 

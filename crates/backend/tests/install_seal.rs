@@ -1,6 +1,7 @@
 //! Seal and verify on a small synthetic npm prefix: every kind of tampering is refused with
 //! its typed error, and the stat cache both skips unchanged files and catches a same-size
 //! rewrite whose mtime was restored.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod install_support;
 

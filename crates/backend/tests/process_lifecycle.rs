@@ -1,5 +1,6 @@
 //! Managed process basics against real `/bin/sh` children: exit codes and signals, exact
 //! environment, cwd, closed stdin, bounded stdout lines, and the bounded stderr tail.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod process_support;
 

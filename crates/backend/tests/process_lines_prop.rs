@@ -1,5 +1,6 @@
 //! Property test for the bounded line splitter: any bytes, cut into any chunks, are fully
 //! accounted for (kept + dropped + newlines), never panic, and never buffer past the cap.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use proptest::prelude::*;
 use switchyard_backend::process::LineSplitter;

@@ -1,5 +1,6 @@
 //! No guest process outlives Switchyard: kill-on-drop, group kill when the leader exits, and
 //! the orphan guard when the supervisor itself is SIGKILLed (checked in `/proc`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod process_support;
 

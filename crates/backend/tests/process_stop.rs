@@ -1,5 +1,6 @@
 //! Stopping managed processes: INT -> TERM -> KILL escalation (the level reached is asserted,
 //! never timings), cancellation through a StopHandle, overall timeout, inactivity watchdog.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod process_support;
 

@@ -1,6 +1,7 @@
 //! `switchyard records` on a store written through the records crate: exchanges that belong to
 //! no run (a standalone `switchyard gateway`) are listed and shown, and a reader that closes
 //! the pipe early ends the output quietly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Read;
 use std::path::Path;

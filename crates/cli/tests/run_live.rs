@@ -1,5 +1,6 @@
 //! Live tests of `switchyard run`: the real `switchyard` binary drives the real, pinned Gemini
 //! CLI 0.61.0 through the embedded gateway to a scripted Chat Completions upstream on 127.0.0.1.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

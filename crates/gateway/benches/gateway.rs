@@ -1,6 +1,7 @@
 //! `cargo bench -p switchyard-gateway --features bench --bench gateway`: runs [`switchyard_gateway::bench::bench`]
 //! with its defaults (or `SWITCHYARD_BENCH_QUICK=1` for a short run) and prints the report.
 //! The same function backs `switchyard bench gateway`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use switchyard_gateway::bench::{BenchOptions, bench};
 

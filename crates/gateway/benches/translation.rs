@@ -12,6 +12,7 @@
 //!   brought the image).
 //!
 //! Run: `cargo bench -p switchyard-gateway --bench translation`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use switchyard_gateway::fixtures::GEMINI_CLI_FIRST_REQUEST;
 use switchyard_gateway::translation::RequestTranslator;

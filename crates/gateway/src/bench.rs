@@ -599,10 +599,16 @@ pub fn serve_child_if_requested() {
     let Ok(upstream) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .expect("tokio runtime");
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("bench gateway child: cannot start a tokio runtime: {e}");
+            std::process::exit(1);
+        }
+    };
     let served = runtime.block_on(async move {
         let mut config = GatewayConfig::new(upstream, BENCH_MODEL);
         config.upstream_key_env = "SWITCHYARD_BENCH_NO_KEY".into();
@@ -660,7 +666,10 @@ impl GatewayChild {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null());
         let mut child = command.spawn().map_err(BenchError::Child)?;
-        let stdout = child.stdout.take().expect("piped stdout");
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| BenchError::Child(std::io::Error::other("stdout is not piped")))?;
         let line = tokio::task::spawn_blocking(move || {
             use std::io::BufRead;
             std::io::BufReader::new(stdout)

@@ -687,14 +687,7 @@ async fn answer(
 ) -> Response {
     let sent = chunk.to_json_line();
     trace.finish_sent(chunk, &sent, error).await;
-    Response::builder()
-        .status(200)
-        .header(
-            axum::http::header::CONTENT_TYPE,
-            "application/json; charset=utf-8",
-        )
-        .body(axum::body::Body::from(sent))
-        .expect("static response parts are valid")
+    json_response(sent)
 }
 
 /// `:countTokens`: a local estimate, never an upstream call.
@@ -725,14 +718,18 @@ pub(crate) async fn count_tokens(ctx: ExchangeContext, guest: GuestBody) -> Resp
     );
     trace.note(|| format!("local estimate: {} tokens", answer.total_tokens));
     trace.finish_ok(Cow::Borrowed(&[])).await;
-    Response::builder()
-        .status(200)
-        .header(
+    json_response(serde_json::to_string(&answer).unwrap_or_default())
+}
+
+/// A 200 with a JSON body.
+fn json_response(body: String) -> Response {
+    use axum::response::IntoResponse;
+    (
+        [(
             axum::http::header::CONTENT_TYPE,
             "application/json; charset=utf-8",
-        )
-        .body(axum::body::Body::from(
-            serde_json::to_string(&answer).unwrap_or_default(),
-        ))
-        .expect("static response parts are valid")
+        )],
+        body,
+    )
+        .into_response()
 }

@@ -515,10 +515,12 @@ pub(crate) fn sse_body(frames: mpsc::Receiver<Bytes>) -> Response {
             .await
             .map(|frame| (Ok::<_, std::convert::Infallible>(frame), rx))
     });
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .body(Body::from_stream(stream))
-        .expect("static response parts are valid")
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(stream),
+    )
+        .into_response()
 }

@@ -363,7 +363,10 @@ impl RequestTranslator {
     ) -> Result<Translated, TranslationFailure> {
         // The cached entries for this model, held for this request (no second lookup).
         let entries: Vec<Arc<Entry>> = {
-            let cache = self.cache.lock().expect("translation cache");
+            let cache = self
+                .cache
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             cache
                 .iter()
                 .filter(|e| e.model == options.upstream_model)
@@ -423,7 +426,10 @@ impl RequestTranslator {
             None => {
                 let full = self.full(body, options)?;
                 let splice = self.derive_splice(&full, &reduced_body(body, &fields), options);
-                let mut cache = self.cache.lock().expect("translation cache");
+                let mut cache = self
+                    .cache
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if cache.len() >= CACHE_ENTRIES {
                     cache.remove(0);
                 }

@@ -3,6 +3,7 @@
 //! calls paired by id, a tool-call turn's reasoning echoed back upstream, malformed-call recovery,
 //! 429-then-ok, a dead upstream, and a PNG that reaches the upstream as pixel-identical lossless
 //! WebP.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Hostile guests and upstreams: the gateway answers each with a clear error or closes the
 //! connection, and keeps serving everyone else.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

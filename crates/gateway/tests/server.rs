@@ -1,6 +1,7 @@
 //! The gateway against the scripted Chat Completions upstream (no guest CLI): streaming,
 //! tool-call assembly and ids, malformed-call retry, rate limits, Google-shaped errors,
 //! countTokens, model routing, ingress key, shutdown, the `[translation]` section.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

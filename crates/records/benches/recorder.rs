@@ -9,6 +9,7 @@
 //! redaction, assembling the stored JSON), without SQLite.
 //!
 //! Run: `cargo bench -p switchyard-records --bench recorder`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/common/mod.rs"]
 mod common;

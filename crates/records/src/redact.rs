@@ -268,11 +268,12 @@ fn is_secret_member(name: &str) -> bool {
 /// Every generic pattern in [`redact_patterns`] needs one of these (ASCII case-insensitive) substrings, so a string
 /// without any of them is skipped in one pass, without lower-casing it (most record strings:
 /// prompts, tool schemas, file contents).
-static TRIGGERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+/// `None` only if the automaton could not be built: then every string is scanned.
+static TRIGGERS: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
     AhoCorasick::builder()
         .ascii_case_insensitive(true)
         .build(trigger_words())
-        .expect("static redaction triggers build")
+        .ok()
 });
 
 /// The words of [`TRIGGERS`].
@@ -319,7 +320,7 @@ pub(crate) fn screen_needles(secrets: &[String]) -> Vec<Vec<u8>> {
 /// `text` with the credential values found by the generic patterns replaced by [`REDACTED`], or
 /// `None` if there are none.
 fn redact_patterns(text: &str) -> Option<String> {
-    if text.len() < 5 || !TRIGGERS.is_match(text) {
+    if text.len() < 5 || TRIGGERS.as_ref().is_some_and(|t| !t.is_match(text)) {
         return None;
     }
     let lower = text.to_ascii_lowercase();

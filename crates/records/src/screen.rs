@@ -55,6 +55,7 @@ struct Anchors {
 
 impl Screen {
     /// A screen for `needles` (matched ASCII case-insensitively).
+    #[allow(clippy::expect_used)] // goes with the text path (records, one path)
     pub(crate) fn new(needles: &[Vec<u8>]) -> Self {
         let automaton = AhoCorasick::builder()
             .ascii_case_insensitive(true)

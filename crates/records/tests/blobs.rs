@@ -1,6 +1,7 @@
 //! Content-addressed deduplication: the system prompt, tool declarations and history entries
 //! every exchange of a session repeats are stored once in the `blobs` table, and every read gives
 //! back exactly what was recorded.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

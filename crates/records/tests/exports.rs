@@ -1,5 +1,6 @@
 //! Exports and renderings: JSONL carries everything, SFT examples are validated (broken ones are
 //! rejected with a reason), the text timeline and the HTML page show the run with escaped text.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

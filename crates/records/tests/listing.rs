@@ -1,5 +1,6 @@
 //! Listing exchanges: summaries and counts read in place by the SQLite store agree with the
 //! trait's default (built from whole records), and ids resolve from a unique prefix.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -3,6 +3,7 @@
 //!
 //! The child processes are this test binary re-invoked on the ignored `child_*` helpers below
 //! (selected with `--ignored --exact`), configured through environment variables.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

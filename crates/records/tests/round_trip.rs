@@ -1,4 +1,5 @@
 //! Round trip: what producers record through a `Recorder` is what readers get back.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

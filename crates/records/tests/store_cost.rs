@@ -1,6 +1,7 @@
 //! The figures `switchyard bench gateway` builds its records cost report from: the bytes the
 //! recorder counts as stored per exchange are the bytes the store holds, and the insert floor
 //! writes rows of the size it is given.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use bytes::Bytes;
 use serde_json::Value;

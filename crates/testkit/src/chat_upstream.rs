@@ -24,6 +24,7 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::IntoResponse;
 use axum::response::Response;
 use axum::serve::ListenerExt;
 use serde_json::{Value, json};
@@ -520,7 +521,10 @@ struct Shared {
 
 impl Shared {
     fn take_reply(&self, req: &RecordedRequest) -> Option<Reply> {
-        let mut steps = self.steps.lock().expect("script lock");
+        let mut steps = self
+            .steps
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let pos = steps
             .iter()
             .position(|s| s.step.when.as_ref().is_none_or(|p| p(req)))?;
@@ -600,7 +604,11 @@ impl ChatUpstream {
 
     /// Every request received so far, in arrival order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.shared.requests.lock().expect("request log").clone()
+        self.shared
+            .requests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Wait until at least `n` requests have arrived; returns them all.
@@ -642,7 +650,11 @@ impl ChatUpstream {
 
     /// Steps not used up yet (an `Always` step is never used up).
     pub fn remaining_steps(&self) -> usize {
-        self.shared.steps.lock().expect("script lock").len()
+        self.shared
+            .steps
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
     }
 
     /// Stop serving at once (open and hanging streams are cut) and wait for the server task.
@@ -703,7 +715,11 @@ async fn answer(State(shared): State<Arc<Shared>>, request: Request) -> Response
         if !shared.record_bodies {
             logged.body = Bytes::new();
         }
-        shared.requests.lock().expect("request log").push(logged);
+        shared
+            .requests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(logged);
     }
     shared.request_arrived.notify_waiters();
 
@@ -726,21 +742,23 @@ fn status(code: u16) -> StatusCode {
 
 async fn render(shared: Arc<Shared>, reply: Reply) -> Response {
     match reply {
-        Reply::Json { status: code, body } => Response::builder()
-            .status(status(code))
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Body::from(body.to_string()))
-            .expect("valid response"),
+        Reply::Json { status: code, body } => (
+            status(code),
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response(),
         Reply::Error {
             status: code,
             body,
             retry_after,
         } => {
-            let mut response = Response::builder()
-                .status(status(code))
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from(body))
-                .expect("valid response");
+            let mut response = (
+                status(code),
+                [(header::CONTENT_TYPE, "application/json")],
+                body,
+            )
+                .into_response();
             if let Some(value) = retry_after.and_then(|v| HeaderValue::from_str(&v).ok()) {
                 response.headers_mut().insert(header::RETRY_AFTER, value);
             }
@@ -750,11 +768,13 @@ async fn render(shared: Arc<Shared>, reply: Reply) -> Response {
             status: code,
             content_type,
             body,
-        } => Response::builder()
-            .status(status(code))
-            .header(header::CONTENT_TYPE, content_type)
-            .body(Body::from(body))
-            .expect("valid response"),
+        } => {
+            let mut response = (status(code), Body::from(body)).into_response();
+            if let Ok(value) = HeaderValue::from_str(&content_type) {
+                response.headers_mut().insert(header::CONTENT_TYPE, value);
+            }
+            response
+        }
         Reply::Hang => {
             let _guard = HangGuard(shared);
             std::future::pending::<Response>().await
@@ -810,10 +830,13 @@ fn stream_response(shared: Arc<Shared>, reply: StreamReply) -> Response {
             }
         }
     });
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .body(Body::from_stream(body))
-        .expect("valid response")
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
 }

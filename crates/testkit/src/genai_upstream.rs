@@ -96,7 +96,7 @@ impl GenaiUpstream {
         self.shared
             .requests
             .lock()
-            .expect("request log lock")
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
     }
 }
@@ -228,7 +228,7 @@ async fn handle(
     shared
         .requests
         .lock()
-        .expect("request log lock")
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .push(GenaiRequest {
             path: uri.to_string(),
             headers: headers
@@ -256,10 +256,11 @@ async fn handle(
         let turn = function_response_turns(&body);
         let scenario = shared.scenario;
         let stream = async_stream(scenario, turn);
-        return Response::builder()
-            .header("content-type", "text/event-stream")
-            .body(Body::from_stream(stream))
-            .expect("static response parts");
+        return (
+            [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
+            Body::from_stream(stream),
+        )
+            .into_response();
     }
     // Auxiliary generateContent: fixed JSON text that satisfies every helper's schema.
     let text = json!({"next_speaker": "user", "reasoning": "scripted", "model_choice": "flash",

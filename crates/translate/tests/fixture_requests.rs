@@ -5,6 +5,7 @@
 //! extra `*.requests.jsonl` captures to check those too.
 //! Intentionally refused: requests declaring Google built-in tools (`googleSearch`, `urlContext`),
 //! which must fail with `UnsupportedTool` instead.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 

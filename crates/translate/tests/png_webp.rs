@@ -1,6 +1,7 @@
 //! PNG -> lossless WebP: pixel-identical (checked with the `png` and `image-webp` decoders) for
 //! RGB, RGBA with transparent pixels hiding non-zero RGB, palette, gray and gray+alpha; 16-bit
 //! PNGs pass through unchanged.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use switchyard_translate::image::{
     DEFAULT_MAX_IMAGE_PIXELS as MAX, PngConversion, png_to_lossless_webp,

@@ -1,4 +1,5 @@
 //! Request translation: ordering, ids, thoughts/signatures, tools, generation config, errors.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{Value, json};
 use switchyard_translate::openai::{ChatMessage, ContentPart, ResponseFormat, UserContent};

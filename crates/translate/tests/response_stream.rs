@@ -1,5 +1,6 @@
 //! Response translation: text forwarding, tool-call assembly (proptest over arbitrary splits and
 //! interleavings), malformed calls, finish reasons, usage, JSON answers, retries.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use proptest::prelude::*;
 use serde_json::{Value, json};

@@ -3,6 +3,8 @@
 //!
 //! Usage: `sy-install-check <seal|verify|verify-full> <prefix> <package> <version>`
 //! (e.g. `sy-install-check verify /tmp/copy @google/gemini-cli 0.61.0`). Exits 1 on refusal.
+// A test helper: a failed step should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 use std::time::Instant;

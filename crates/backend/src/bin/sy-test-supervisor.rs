@@ -4,6 +4,8 @@
 //!
 //! Usage: `sy-test-supervisor <pid-file> <guard|no-guard> <program> [args...]`. Writes the
 //! guest's pid (= process-group id) to `<pid-file>` once the guest runs, then sleeps forever.
+// A test helper: a failed step should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 

@@ -108,13 +108,12 @@ pub fn prepare(config: &GeminiLaunchConfig) -> io::Result<PreparedLaunch> {
         max_attempts: config.max_attempts,
         telemetry_file: &telemetry_file,
     });
-    let pretty =
-        |v: &serde_json::Value| serde_json::to_vec_pretty(v).expect("JSON values serialize");
-    write_private(&gemini_dir.join("settings.json"), &pretty(&settings))?;
+    let pretty = |v: &serde_json::Value| serde_json::to_vec_pretty(v).map_err(io::Error::other);
+    write_private(&gemini_dir.join("settings.json"), &pretty(&settings)?)?;
     let trusted_path = gemini_dir.join("trustedFolders.json");
-    write_private(&trusted_path, &pretty(&trusted_folders_json(&workdir)))?;
+    write_private(&trusted_path, &pretty(&trusted_folders_json(&workdir))?)?;
     let system_settings = run_dir.join("system-settings.json");
-    write_private(&system_settings, &pretty(&settings))?;
+    write_private(&system_settings, &pretty(&settings)?)?;
     let system_defaults = run_dir.join("system-defaults.json");
     write_private(&system_defaults, b"{}")?;
 

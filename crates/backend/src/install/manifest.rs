@@ -194,16 +194,24 @@ pub(crate) fn hash_many(prefix: &Path, paths: &[&str]) -> Vec<Result<Hashed, Ins
                         break;
                     };
                     let result = hash_one(&prefix.join(relative));
-                    results.lock().expect("no panics while holding the lock")[index] = Some(result);
+                    results
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)[index] = Some(result);
                 }
             });
         }
     });
     results
         .into_inner()
-        .expect("no panics while holding the lock")
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .into_iter()
-        .map(|result| result.expect("every index was hashed"))
+        .zip(paths)
+        .map(|(result, relative)| {
+            result.unwrap_or_else(|| {
+                let missed = std::io::Error::other("a hashing thread stopped before this file");
+                Err(InstallError::io(prefix.join(relative), missed))
+            })
+        })
         .collect()
 }
 
@@ -339,7 +347,8 @@ pub fn seal(prefix: &Path, package: &str, version: &str) -> Result<Manifest, Ins
         files,
         symlinks,
     };
-    let mut text = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
+    let mut text = serde_json::to_vec_pretty(&manifest)
+        .map_err(|e| InstallError::io(prefix.join(MANIFEST_FILE), std::io::Error::other(e)))?;
     text.push(b'\n');
     write_atomically(&prefix.join(MANIFEST_FILE), &text)?;
     let cache = VerifyCache {

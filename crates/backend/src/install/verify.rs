@@ -103,7 +103,9 @@ impl VerifyCache {
 
 /// Writes the cache; a failure (e.g. a read-only prefix) only costs speed, so it is logged.
 pub(crate) fn write_cache(prefix: &Path, cache: &VerifyCache) {
-    let bytes = serde_json::to_vec(cache).expect("cache serializes");
+    let Ok(bytes) = serde_json::to_vec(cache) else {
+        return;
+    };
     if let Err(error) = write_atomically(&prefix.join(VERIFY_CACHE_FILE), &bytes) {
         tracing::warn!(%error, "cannot write the install verification cache");
     }

@@ -96,26 +96,34 @@ pub(super) fn spawn(spec: ProcessSpec) -> Result<ManagedProcess, SpawnError> {
     let program = spec.program.clone();
     let with_guard = spec.orphan_guard;
     let spawn_runtime = runtime.clone();
-    let (mut child, guard) = on_spawner_thread(move || {
+    let (mut child, guard, pid) = on_spawner_thread(move || {
         let _runtime_guard = spawn_runtime.enter();
-        let child = command
-            .spawn()
-            .map_err(|source| SpawnError::Program { program, source })?;
-        let pid = child.id().expect("a child that was just spawned has a pid");
+        let child = command.spawn().map_err(|source| SpawnError::Program {
+            program: program.clone(),
+            source,
+        })?;
+        // A child that was just spawned has a pid until it is waited for.
+        let Some(pid) = child.id() else {
+            let source = io::Error::other("the child has no pid right after spawning");
+            return Err(SpawnError::Program { program, source });
+        };
         if !with_guard {
-            return Ok((child, None));
+            return Ok((child, None, pid));
         }
         match start_orphan_guard(pid) {
-            Ok(guard) => Ok((child, Some(guard))),
+            Ok(guard) => Ok((child, Some(guard), pid)),
             Err(error) => {
                 kill_group(pid);
                 Err(SpawnError::Guard(error))
             }
         }
-    })?;
-    let pid = child.id().expect("a child that was just spawned has a pid");
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let stderr = child.stderr.take().expect("stderr is piped");
+    })??;
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        kill_group(pid);
+        return Err(SpawnError::Spawner(io::Error::other(
+            "the child's stdout and stderr are not piped",
+        )));
+    };
     let (events, receiver) = mpsc::channel(spec.limits.event_channel_capacity.max(1));
     let (stop_sender, stop_requests) = watch::channel(None);
     let finished = Arc::new(AtomicBool::new(false));
@@ -144,8 +152,11 @@ type SpawnJob = Box<dyn FnOnce() + Send>;
 /// Runs `job` on one process-wide thread that never exits. `PR_SET_PDEATHSIG` fires when the
 /// *thread* that forked the child exits, so forking from a caller's short-lived thread (a
 /// `spawn_blocking` thread, a scoped thread) would kill the guest when that thread ends.
-fn on_spawner_thread<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> T {
-    static SPAWNER: OnceLock<Mutex<std::sync::mpsc::Sender<SpawnJob>>> = OnceLock::new();
+fn on_spawner_thread<T: Send + 'static>(
+    job: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, SpawnError> {
+    static SPAWNER: OnceLock<Result<Mutex<std::sync::mpsc::Sender<SpawnJob>>, String>> =
+        OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {
         let (sender, jobs) = std::sync::mpsc::channel::<SpawnJob>();
         std::thread::Builder::new()
@@ -155,9 +166,11 @@ fn on_spawner_thread<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static
                     job();
                 }
             })
-            .expect("start the process spawner thread");
-        Mutex::new(sender)
+            .map(|_| Mutex::new(sender))
+            .map_err(|e| e.to_string())
     });
+    let lost = |what: &str| SpawnError::Spawner(io::Error::other(what.to_owned()));
+    let spawner = spawner.as_ref().map_err(|e| lost(e))?;
     let (result_sender, result) = std::sync::mpsc::sync_channel(1);
     spawner
         .lock()
@@ -165,10 +178,10 @@ fn on_spawner_thread<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static
         .send(Box::new(move || {
             let _ = result_sender.send(job());
         }))
-        .expect("the spawner thread lives as long as the process");
+        .map_err(|_| lost("the process spawner thread is gone"))?;
     result
         .recv()
-        .expect("the spawner thread runs every job to completion")
+        .map_err(|_| lost("the process spawner thread dropped a job"))
 }
 
 fn start_orphan_guard(pgid: u32) -> io::Result<OrphanGuard> {
