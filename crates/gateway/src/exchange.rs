@@ -11,7 +11,6 @@
 //! `finishReason: MALFORMED_FUNCTION_CALL` and no `functionCall`. An upstream failure after the
 //! head was sent becomes a raw Google error chunk, which Gemini CLI turns into an API error.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::response::Response;
@@ -30,7 +29,7 @@ use crate::retry::RetryBudget;
 use crate::routing::Route;
 use crate::server::{AppState, error_response, google_error_response, sse_body};
 use crate::trace::Trace;
-use crate::translation::{ChatBody, TranslationFailure};
+use crate::translation::TranslationFailure;
 use crate::upstream::{UpstreamError, UpstreamResponse, retryable_status};
 
 /// Largest non-streamed upstream body read.
@@ -109,7 +108,7 @@ fn unredacted_failure_body(
 /// Send the upstream request until a 2xx head arrives or the budget says stop.
 async fn connect(
     state: &AppState,
-    chat_body: &ChatBody,
+    chat_body: &Bytes,
     budget: &mut RetryBudget,
     trace: &mut Trace,
 ) -> Result<UpstreamResponse, (UpstreamError, u32)> {
@@ -153,7 +152,7 @@ async fn connect(
 /// the guest's HTTP error response.
 async fn connect_or_error_response(
     state: &AppState,
-    chat_body: &ChatBody,
+    chat_body: &Bytes,
     budget: &mut RetryBudget,
     trace: &mut Trace,
 ) -> Result<UpstreamResponse, Response> {
@@ -161,7 +160,7 @@ async fn connect_or_error_response(
         Ok(response) => Ok(response),
         Err((error, attempts)) => {
             trace
-                .finish_error(Cow::Borrowed(&[]), error.kind(), &error.to_string())
+                .finish_error(Vec::new(), error.kind(), &error.to_string())
                 .await;
             Err(google_error_response(&upstream_failure_body(
                 state, &error, attempts,
@@ -172,7 +171,7 @@ async fn connect_or_error_response(
 
 /// Route, ledger check and translation shared by both generate methods.
 struct Prepared {
-    chat_body: ChatBody,
+    chat_body: Bytes,
     response_config: ResponseConfig,
 }
 
@@ -235,11 +234,9 @@ async fn prepare(
     if let Err(e) = checked {
         return Err(Box::new(error_response(400, &e.to_string())));
     }
-    trace.guest_shared(&translated.guest_shared);
     trace.note(|| {
         format!(
-            "translation (system prompt + tools from cache: {}): {}",
-            translated.cache_hit,
+            "translation: {}",
             serde_json::to_string(&translated.report).unwrap_or_default()
         )
     });
@@ -298,11 +295,14 @@ async fn begin(
         body,
     );
     match prepare(ctx, body, stream, &mut trace).await {
-        Ok(prepared) => Ok((trace, prepared)),
+        Ok(prepared) => {
+            trace.started().await;
+            Ok((trace, prepared))
+        }
         Err(response) => {
             trace
                 .finish_error(
-                    Cow::Borrowed(&[]),
+                    Vec::new(),
                     "guest_request",
                     "request refused before translation",
                 )
@@ -331,21 +331,16 @@ pub(crate) async fn stream_generate(ctx: ExchangeContext, guest: GuestBody) -> R
         Err(response) => return response,
     };
     let mut budget = RetryBudget::new(&state.config.retries);
-    let connected = trace.begin_watch().run(connect_or_error_response(
-        &state,
-        &prepared.chat_body,
-        &mut budget,
-        &mut trace,
-    ));
-    let response = match connected.await {
+    let connected =
+        connect_or_error_response(&state, &prepared.chat_body, &mut budget, &mut trace).await;
+    let response = match connected {
         Ok(r) => r,
         Err(response) => return response,
     };
     let (tx, rx) = mpsc::channel(32);
     // The pump starts from one boxed struct: an async fn keeps its arguments apart from the
     // locals they move into, for as long as it runs (here: the whole stream).
-    let watch = trace.begin_watch();
-    tokio::spawn(watch.run(pump(Box::new(Pump {
+    tokio::spawn(pump(Box::new(Pump {
         ctx,
         prepared,
         response,
@@ -353,7 +348,7 @@ pub(crate) async fn stream_generate(ctx: ExchangeContext, guest: GuestBody) -> R
         trace,
         tx,
         _in_flight: state.in_flight.clone(),
-    }))));
+    })));
     sse_body(rx)
 }
 
@@ -404,7 +399,7 @@ async fn pump(start: Box<Pump>) {
             AttemptEnd::GuestGone => {
                 trace
                     .finish_error(
-                        Cow::Owned(delivered),
+                        delivered,
                         "guest_disconnected",
                         "the guest closed the stream",
                     )
@@ -413,11 +408,7 @@ async fn pump(start: Box<Pump>) {
             }
             AttemptEnd::Cancelled => {
                 trace
-                    .finish_error(
-                        Cow::Owned(delivered),
-                        "interrupted",
-                        "gateway shut down mid-stream",
-                    )
+                    .finish_error(delivered, "interrupted", "gateway shut down mid-stream")
                     .await;
                 return;
             }
@@ -436,7 +427,7 @@ async fn pump(start: Box<Pump>) {
                         let body = upstream_failure_body(&state, &error, budget.retries() + 1);
                         let _ = tx.send(Bytes::from(body.to_json_line())).await;
                         trace
-                            .finish_error(Cow::Owned(delivered), error.kind(), &error.to_string())
+                            .finish_error(delivered, error.kind(), &error.to_string())
                             .await;
                         return;
                     }
@@ -448,7 +439,7 @@ async fn pump(start: Box<Pump>) {
                         Ok(()) => {
                             let _ = tx.send(frame(&turn.final_chunk)).await;
                             delivered.push(turn.final_chunk);
-                            trace.finish_ok(Cow::Owned(delivered)).await;
+                            trace.finish_ok(delivered).await;
                             return;
                         }
                         Err(reason) if budget.next_malformed() => {
@@ -460,7 +451,7 @@ async fn pump(start: Box<Pump>) {
                             let _ = tx.send(frame(&last)).await;
                             delivered.push(last);
                             trace
-                                .finish_error(Cow::Owned(delivered), "reused_call_id", &reason)
+                                .finish_error(delivered, "reused_call_id", &reason)
                                 .await;
                             return;
                         }
@@ -475,7 +466,7 @@ async fn pump(start: Box<Pump>) {
                         let _ = tx.send(frame(&turn.final_chunk)).await;
                         delivered.push(turn.final_chunk);
                         trace
-                            .finish_error(Cow::Owned(delivered), "malformed_function_call", &reason)
+                            .finish_error(delivered, "malformed_function_call", &reason)
                             .await;
                         return;
                     }
@@ -490,7 +481,7 @@ async fn pump(start: Box<Pump>) {
                 let body = upstream_failure_body(&state, &error, attempts);
                 let _ = tx.send(Bytes::from(body.to_json_line())).await;
                 trace
-                    .finish_error(Cow::Owned(delivered), error.kind(), &error.to_string())
+                    .finish_error(delivered, error.kind(), &error.to_string())
                     .await;
                 return;
             }
@@ -594,8 +585,7 @@ pub(crate) async fn generate(ctx: ExchangeContext, guest: GuestBody) -> Response
         Ok(begun) => begun,
         Err(response) => return response,
     };
-    let watch = trace.begin_watch();
-    watch.run(complete(&ctx, trace, &prepared)).await
+    complete(&ctx, trace, &prepared).await
 }
 
 /// The upstream attempts of a `:generateContent` exchange, until it ends.
@@ -626,7 +616,7 @@ async fn complete(ctx: &ExchangeContext, mut trace: Trace, prepared: &Prepared) 
                     continue;
                 }
                 trace
-                    .finish_error(Cow::Borrowed(&[]), error.kind(), &error.to_string())
+                    .finish_error(Vec::new(), error.kind(), &error.to_string())
                     .await;
                 return google_error_response(&upstream_failure_body(
                     state,
@@ -641,7 +631,7 @@ async fn complete(ctx: &ExchangeContext, mut trace: Trace, prepared: &Prepared) 
             Err(e) => {
                 let error = UpstreamError::Payload(e);
                 trace
-                    .finish_error(Cow::Borrowed(&[]), error.kind(), &error.to_string())
+                    .finish_error(Vec::new(), error.kind(), &error.to_string())
                     .await;
                 return google_error_response(&upstream_failure_body(
                     state,
@@ -678,15 +668,18 @@ async fn complete(ctx: &ExchangeContext, mut trace: Trace, prepared: &Prepared) 
 }
 
 /// Ends a `:generateContent` exchange with its whole response `chunk` (and `error`, kind and
-/// message, when it failed): serialized once, the same text is the guest's response body and the
-/// record's.
+/// message, when it failed).
 async fn answer(
     trace: &mut Trace,
     chunk: &GenerateContentResponse,
     error: Option<(&str, &str)>,
 ) -> Response {
     let sent = chunk.to_json_line();
-    trace.finish_sent(chunk, &sent, error).await;
+    let delivered = vec![chunk.clone()];
+    match error {
+        None => trace.finish_ok(delivered).await,
+        Some((kind, message)) => trace.finish_error(delivered, kind, message).await,
+    }
     json_response(sent)
 }
 
@@ -717,7 +710,7 @@ pub(crate) async fn count_tokens(ctx: ExchangeContext, guest: GuestBody) -> Resp
         &body,
     );
     trace.note(|| format!("local estimate: {} tokens", answer.total_tokens));
-    trace.finish_ok(Cow::Borrowed(&[])).await;
+    trace.finish_ok(Vec::new()).await;
     json_response(serde_json::to_string(&answer).unwrap_or_default())
 }
 

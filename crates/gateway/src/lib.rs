@@ -121,11 +121,8 @@
 //! chunk (Gemini CLI turns it into an API error with that code).
 
 pub mod auth;
-#[cfg(feature = "bench")]
-pub mod bench;
 pub mod config;
 mod exchange;
-pub mod fixtures;
 pub mod guard;
 mod images;
 mod intake;

@@ -378,12 +378,6 @@ impl GatewayHandle {
         )
     }
 
-    /// The gateway's record writer (`None` with records off).
-    #[cfg(feature = "bench")]
-    pub(crate) fn record_writer(&self) -> Option<RecordWriter> {
-        self.state.as_ref().and_then(|state| state.records.clone())
-    }
-
     /// Stop accepting, cancel in-flight upstream requests, wait (bounded) for exchanges to end,
     /// flush records. Returns within about `timeouts.shutdown_ms`.
     pub async fn shutdown(mut self) -> Result<(), GatewayError> {
@@ -407,16 +401,7 @@ impl GatewayHandle {
             tracing::warn!("some exchanges were still finishing at shutdown");
         }
         let recorder = self.recorder.clone();
-        // Flushed, then what the recorder handed back after the last write is freed (the
-        // recorder may outlive us), off the runtime's worker threads.
-        tokio::task::spawn_blocking(move || {
-            let flushed = recorder.flush();
-            recorder.free_all_spent();
-            flushed
-        })
-        .await
-        .map_err(|_| GatewayError::Flush(switchyard_records::RecordError::Closed))
-        .and_then(|r| r.map_err(GatewayError::Flush))
+        recorder.flush_async().await.map_err(GatewayError::Flush)
     }
 }
 

@@ -11,7 +11,6 @@ use futures_util::{Stream, StreamExt};
 
 use crate::config::GatewayConfig;
 use crate::retry::retry_after_from_headers;
-use crate::translation::ChatBody;
 
 /// How long an unused upstream connection is kept for the next request.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -202,14 +201,14 @@ impl UpstreamClient {
     }
 
     /// Send one attempt; `Ok` only for a 2xx response head. Error bodies are read (bounded).
-    pub async fn send(&self, body: &ChatBody) -> Result<UpstreamResponse, UpstreamError> {
+    pub async fn send(&self, body: &Bytes) -> Result<UpstreamResponse, UpstreamError> {
         let first_byte = self.first_byte;
         let timed_out = || UpstreamError::FirstByteTimeout(first_byte);
         let mut request = self
             .http
             .post(self.parsed_url.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(reqwest::Body::from(body.clone()));
+            .body(body.clone());
         if let Some(bearer) = &self.bearer {
             request = request.header(reqwest::header::AUTHORIZATION, bearer.clone());
         }
@@ -355,7 +354,7 @@ mod tests {
             .unwrap();
         let config = GatewayConfig::new(upstream.base_url(), "m");
         let sent = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
-        let body = ChatBody::single(sent.to_vec());
+        let body = Bytes::from_static(sent);
         let client = UpstreamClient::new(&config, Some("sk-transport-test-1".to_owned())).unwrap();
         let response = client.send(&body).await.unwrap();
         assert_eq!(response.status(), 200);

@@ -8,10 +8,10 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 use std::time::Duration;
-use switchyard_gateway::fixtures::GEMINI_CLI_FIRST_REQUEST;
 use switchyard_testkit::chat_upstream::{
     Gate, Reply, Script, Step, StreamEvent, StreamReply, Times, chunk,
 };
+use switchyard_testkit::fixtures::GEMINI_CLI_FIRST_REQUEST;
 
 #[tokio::test]
 async fn streamed_text_reaches_the_guest_before_the_upstream_sends_more() {

@@ -112,11 +112,6 @@ fn marker(hash: &str) -> Value {
     serde_json::json!({ MARKER_KEY: hash })
 }
 
-/// The JSON text of the marker for `hash` (what [`marker`] serializes to).
-pub(crate) fn marker_text(hash: &str) -> String {
-    serde_json::to_string(&marker(hash)).unwrap_or_default()
-}
-
 /// `sha256:<hex>` of `body`.
 pub fn hash_body(body: &str) -> String {
     let digest = Sha256::digest(body.as_bytes());
@@ -178,14 +173,6 @@ fn deflate_request(
         copy.insert(key.clone(), stored);
     }
     Ok(Value::Object(copy))
-}
-
-/// A guest request as stored: [`deflate_request`] for a request that is not part of a whole
-/// exchange being deflated (the text path's `context_request`).
-pub(crate) fn deflate_guest_request(request: &Value) -> Result<(Value, Vec<Blob>), StoreError> {
-    let mut blobs = Vec::new();
-    let stored = deflate_request(request, RequestKind::Guest, &mut blobs)?;
-    Ok((stored, blobs))
 }
 
 /// The form of `exchange` to store: its large repeated sub-values replaced by markers, plus the
@@ -385,7 +372,7 @@ mod tests {
     #[test]
     fn gemini_cli_session_context_entry_is_a_blob() {
         let request: Value = serde_json::from_slice(include_bytes!(
-            "../../gateway/benches/data/gemini-cli-0.61.0-first-request.json"
+            "../../testkit/data/gemini-cli-0.61.0-first-request.json"
         ))
         .unwrap();
         let context = request["contents"][0].clone();

@@ -11,10 +11,8 @@
 //! The SQLite store keeps the large sub-values every exchange of a session repeats (system prompt,
 //! tool declarations, history entries) once, content-addressed ([`blobs`]); readers always get
 //! whole records back.
-//! Producers that hold the requests as bytes (the gateway) can hand an exchange over as text
-//! pieces instead of parsed values ([`Recorder::record_exchange_text`], [`document`]): stored
-//! without parsing when redaction could not change it.
-//! The writer thread runs at a lower scheduling priority than request threads ([`background`]).
+//! Producers may hand a write over as a closure the writer thread runs
+//! ([`Recorder::record_built`]), so that building a large record happens off their threads.
 //!
 //! ```no_run
 //! use switchyard_records::{ExchangeRecord, Recorder, Redactor, ingress};
@@ -28,34 +26,25 @@
 //! # Ok::<(), switchyard_records::RecordError>(())
 //! ```
 
-pub mod background;
 pub mod blobs;
-pub mod document;
 pub mod error;
 pub mod export;
 pub mod html;
 pub mod model;
 pub mod recorder;
 pub mod redact;
-mod screen;
 pub mod sqlite;
 pub mod store;
 pub mod timeline;
 pub mod usage;
 
-pub use document::{
-    ExchangeDocument, ExchangeText, JsonPiece, JsonText, SharedJson, SpentExchange,
-};
 pub use error::{RecordError, StoreError};
 pub use model::{
     DeliveredCall, EventRecord, ExchangeRecord, ExchangeStatus, ExchangeSummary, RawLineRecord,
     RawStream, RecordOp, RunRecord, RunState, RunSummary, TypedError, UpstreamAttempt, Usage,
     ingress, new_record_id,
 };
-pub use recorder::{
-    DeferredExchange, Queued, Recorder, RecorderOptions, RecorderStats, SPENT_FREED_PER_CALL,
-    WriterCpu,
-};
+pub use recorder::{BuildOp, Recorder, RecorderOptions, RecorderStats};
 pub use redact::{REDACTED, Redactor};
 pub use sqlite::SqliteStore;
 pub use store::{ExchangeFilter, RecordSink, RecordStore, RecoveryReport};

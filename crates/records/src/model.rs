@@ -11,8 +11,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::document::{ExchangeDocument, ExchangeText};
-
 /// A new time-sortable record id (UUID v7). Use it for [`RunRecord::id`] and [`ExchangeRecord::id`].
 pub fn new_record_id() -> Uuid {
     Uuid::now_v7()
@@ -448,13 +446,6 @@ pub enum RecordOp {
     RawLine(RawLineRecord),
     /// Insert or replace an exchange (begin and end of its lifecycle).
     UpsertExchange(Box<ExchangeRecord>),
-    /// Insert or replace an exchange whose requests are JSON text (the fast path, see
-    /// [`crate::document`]). The recorder's writer prepares it into one of the other two exchange
-    /// ops; a store given one directly stores it as the parsed record.
-    UpsertExchangeText(Box<ExchangeText>),
-    /// Insert or replace a prepared exchange (made by [`crate::document::prepare`]: redacted,
-    /// blobs split out).
-    UpsertExchangeDocument(Box<ExchangeDocument>),
 }
 
 #[cfg(test)]

@@ -5,20 +5,15 @@
 //! (`Authorization`, `x-goog-api-key`, `api-key`, ...), credential query parameters (`?key=...`) and
 //! JSON object members whose name is a credential header. A string holding none of the patterns'
 //! trigger words (one Aho-Corasick pass) skips the pattern scan entirely.
-//!
-//! In front of both sits the **screen** ([`Redactor::screen_json_text`]): one search for every
-//! secret, trigger word and escape that redaction could act on (the private `screen` module says
-//! how it searches). Text it passes is stored as it is; most record text passes.
 
 use std::borrow::Cow;
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::LazyLock;
 
 use aho_corasick::AhoCorasick;
 
 use serde_json::Value;
 
 use crate::model::{ExchangeRecord, RecordOp, TypedError, UpstreamAttempt};
-use crate::screen::Screen;
 
 /// What a redacted secret is replaced with.
 pub const REDACTED: &str = "[REDACTED]";
@@ -59,10 +54,6 @@ const SECRET_QUERY_PARAMS: &[&str] = &["key", "api_key", "apikey", "access_token
 pub struct Redactor {
     /// Known secrets, longest first so a secret containing another is replaced whole.
     secrets: Vec<String>,
-    /// Counts changes to `secrets` (what was redacted with an older generation may differ).
-    generation: u64,
-    /// The screen for JSON text of these secrets, built on first use.
-    screen: OnceLock<Arc<Screen>>,
 }
 
 impl Redactor {
@@ -88,24 +79,6 @@ impl Redactor {
         }
         self.secrets.push(secret);
         self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        self.generation += 1;
-        self.screen = OnceLock::new();
-    }
-
-    /// Changes whenever a secret is added.
-    pub fn generation(&self) -> u64 {
-        self.generation
-    }
-
-    /// False when redacting the JSON document(s) `json_text` is part of could not change this
-    /// text: it holds no known secret (as is or JSON-escaped), no trigger of the generic
-    /// patterns or credential member names, no blob marker key, and no escape (`\/`, `\u0020`
-    /// to `\u007f`) that could spell one of those. ASCII case-insensitive, so it may say true
-    /// for text that redaction leaves alone; never false for text it would change.
-    pub fn screen_json_text(&self, json_text: impl AsRef<[u8]>) -> bool {
-        self.screen
-            .get_or_init(|| Arc::new(build_screen(&self.secrets)))
-            .is_match(json_text.as_ref())
     }
 
     /// How many literal secrets are registered.
@@ -115,11 +88,6 @@ impl Redactor {
 
     /// `text` with every known secret and credential-shaped substring replaced.
     pub fn redact_str<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        // One pass decides for most strings: the screen holds every secret and every trigger of
-        // the generic patterns (and a few more needles, which only cost the slow path).
-        if !self.screen_json_text(text) {
-            return Cow::Borrowed(text);
-        }
         let mut out = Cow::Borrowed(text);
         for secret in &self.secrets {
             if out.contains(secret.as_str()) {
@@ -185,14 +153,6 @@ impl Redactor {
             }
             RecordOp::RawLine(line) => self.redact_string(&mut line.line),
             RecordOp::UpsertExchange(exchange) => self.redact_exchange(exchange),
-            RecordOp::UpsertExchangeText(text) => {
-                // Without the writer's shared blobs: take the value path.
-                let mut exchange = Box::new(text.as_ref().clone().into_record());
-                self.redact_exchange(&mut exchange);
-                *op = RecordOp::UpsertExchange(exchange);
-            }
-            // Made by `document::prepare` from redacted parts only.
-            RecordOp::UpsertExchangeDocument(_) => {}
         }
     }
 
@@ -285,36 +245,6 @@ fn trigger_words() -> Vec<String> {
         words.push(format!("&{param}="));
     }
     words
-}
-
-/// The screen behind [`Redactor::screen_json_text`].
-fn build_screen(secrets: &[String]) -> Screen {
-    Screen::new(&screen_needles(secrets))
-}
-
-/// Every needle redaction could act on, for these secrets (sorted, no duplicates).
-pub(crate) fn screen_needles(secrets: &[String]) -> Vec<Vec<u8>> {
-    let mut needles: Vec<String> = trigger_words();
-    // Credential member names, as `is_secret_member` reads them (`_` as `-`): both spellings.
-    for member in SECRET_MEMBERS {
-        needles.push((*member).to_owned());
-        needles.push(member.replace('-', "_"));
-    }
-    needles.push("$blob".to_owned());
-    needles.push("\\/".to_owned());
-    needles.extend((2..=7).map(|d| format!("\\u00{d}")));
-    for secret in secrets {
-        needles.push(secret.clone());
-        let escaped = serde_json::to_string(secret).unwrap_or_default();
-        needles.push(escaped.trim_matches('"').to_owned());
-        if !secret.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-            // Non-ASCII or control characters may be spelled as any `\u` escape.
-            needles.push("\\u".to_owned());
-        }
-    }
-    needles.sort();
-    needles.dedup();
-    needles.into_iter().map(String::into_bytes).collect()
 }
 
 /// `text` with the credential values found by the generic patterns replaced by [`REDACTED`], or

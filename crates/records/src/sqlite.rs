@@ -269,43 +269,6 @@ impl SqliteStore {
             .map_err(backend("checkpointing"))
     }
 
-    /// The least this store can spend storing exchanges: inserts `rows` new exchange rows whose
-    /// record text is `record_len` bytes, `batch` to a transaction, with the statement, pragmas
-    /// and page size every exchange write uses, but nothing built, redacted or deduplicated.
-    /// Returns the calling thread's CPU time per row (its own clock, so time spent waiting does
-    /// not count). A benchmark figure: the floor under [`crate::WriterCpu::storing`] for records
-    /// that size (`switchyard bench gateway` prints both).
-    pub fn insert_floor(
-        &mut self,
-        record_len: usize,
-        rows: usize,
-        batch: usize,
-    ) -> Result<Duration, StoreError> {
-        let writer = self.writer.id.to_string();
-        let record = "x".repeat(record_len);
-        let mut row = ExchangeRecord::begin(None, "floor", "floor", Value::Null);
-        // Ended, as the exchanges the writer stores mostly are: an in-flight row would also go
-        // into the partial `exchanges_in_flight` index.
-        row.status = ExchangeStatus::Ok;
-        let started = crate::recorder::thread_cpu_time();
-        let mut left = rows;
-        while left > 0 {
-            let tx = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(backend("starting a write transaction"))?;
-            let this_batch = batch.clamp(1, left);
-            for _ in 0..this_batch {
-                row.id = crate::model::new_record_id();
-                SqliteStore::write_exchange(&tx, &writer, &row, &record)?;
-            }
-            tx.commit().map_err(backend("committing a batch"))?;
-            left -= this_batch;
-        }
-        let spent = crate::recorder::thread_cpu_time().saturating_sub(started);
-        Ok(spent.div_f64(rows.max(1) as f64))
-    }
-
     /// Writes `blob` unless it is known to be stored (or written earlier in this transaction).
     fn write_blob(
         tx: &Transaction<'_>,
@@ -427,17 +390,6 @@ impl SqliteStore {
                     Self::write_blob(tx, blob, known_blobs, new_blobs)?;
                 }
                 Self::write_exchange(tx, writer, exchange, &to_json("exchange", &stored)?)?;
-            }
-            RecordOp::UpsertExchangeText(text) => {
-                let exchange =
-                    RecordOp::UpsertExchange(Box::new(text.as_ref().clone().into_record()));
-                Self::apply_op(tx, writer, &exchange, known_blobs, new_blobs)?;
-            }
-            RecordOp::UpsertExchangeDocument(document) => {
-                for blob in document.blobs() {
-                    Self::write_blob(tx, blob, known_blobs, new_blobs)?;
-                }
-                Self::write_exchange(tx, writer, document.record(), document.json())?;
             }
         }
         Ok(())

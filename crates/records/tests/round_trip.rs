@@ -172,11 +172,9 @@ fn a_small_queue_applies_backpressure_and_loses_nothing() {
         stats.batches >= 1000 / 3,
         "batches are bounded by max_batch: {stats:?}"
     );
-    let cpu = stats.writer_cpu;
     assert!(
-        cpu.preparing > std::time::Duration::ZERO && cpu.storing > cpu.preparing,
-        "the writer's CPU is counted by stage, committing ~300 transactions costing more than \
-         redacting 1000 small events: {cpu:?}"
+        stats.writer_cpu > std::time::Duration::ZERO,
+        "the writer's CPU is counted: {stats:?}"
     );
     let store = SqliteStore::open(store_path(dir.path())).unwrap();
     assert_eq!(store.events(run_id).unwrap().len(), 1000);

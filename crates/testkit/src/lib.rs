@@ -4,5 +4,6 @@
 //! beyond loopback.
 
 pub mod chat_upstream;
+pub mod fixtures;
 pub mod genai_upstream;
 pub mod guest;

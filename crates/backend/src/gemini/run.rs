@@ -96,28 +96,33 @@ impl GeminiRun {
         self.process.pid()
     }
 
-    /// Runs to the end, calling `sink` for every event and raw line as they happen.
-    pub async fn drive(mut self, mut sink: impl FnMut(RunItem)) -> RunReport {
+    /// Runs to the end, calling `sink` for every event and raw line as they happen (awaited in
+    /// order: a sink that waits, e.g. on a full records queue, slows the run down instead of
+    /// dropping anything).
+    pub async fn drive(mut self, mut sink: impl AsyncFnMut(RunItem)) -> RunReport {
         let mut seq = 0u64;
-        let mut emit =
-            |event: Event, guest_timestamp: Option<String>, sink: &mut dyn FnMut(RunItem)| {
-                sink(RunItem::Event(Envelope {
-                    seq,
-                    at: Utc::now(),
-                    guest_timestamp,
-                    event,
-                }));
-                seq += 1;
-            };
-        emit(Event::RunStarted(self.started.clone()), None, &mut sink);
+        let mut items: Vec<RunItem> = Vec::new();
+        let mut emit = |event: Event, guest_timestamp: Option<String>, items: &mut Vec<RunItem>| {
+            items.push(RunItem::Event(Envelope {
+                seq,
+                at: Utc::now(),
+                guest_timestamp,
+                event,
+            }));
+            seq += 1;
+        };
+        emit(Event::RunStarted(self.started.clone()), None, &mut items);
         let mut normalizer = GeminiNormalizer::new();
         let mut stderr_summary = StderrSummary::default();
         let outcome = loop {
+            for item in items.drain(..) {
+                sink(item).await;
+            }
             match self.process.next_event().await {
                 Some(ProcessEvent::Stdout(line)) => {
                     let truncated = line.truncated;
                     let parsed = parse_line(&line.text);
-                    sink(RunItem::RawStdout(line));
+                    items.push(RunItem::RawStdout(line));
                     if truncated {
                         emit(
                             Event::Warning(Warning {
@@ -126,19 +131,21 @@ impl GeminiRun {
                                 derived: true,
                             }),
                             None,
-                            &mut sink,
+                            &mut items,
                         );
                     }
                     for n in normalizer.push_line(parsed) {
-                        emit(n.event, n.guest_timestamp, &mut sink);
+                        emit(n.event, n.guest_timestamp, &mut items);
                     }
                 }
                 Some(ProcessEvent::Stderr(line)) => {
                     stderr_summary.push(&line.text);
-                    sink(RunItem::RawStderr(line));
+                    items.push(RunItem::RawStderr(line));
                 }
                 Some(ProcessEvent::Finished(outcome)) => break outcome,
-                None => unreachable!("the process always reports Finished before closing"),
+                // The process always reports Finished before closing; if it ever does not,
+                // the run ends as if the guest vanished.
+                None => break vanished_outcome(),
             }
         };
         let exit = guest_exit(&outcome.termination, outcome.exit);
@@ -150,7 +157,10 @@ impl GeminiRun {
             if let Event::RunFinished(f) = &event {
                 final_text = f.final_text.clone();
             }
-            emit(event, None, &mut sink);
+            emit(event, None, &mut items);
+        }
+        for item in items {
+            sink(item).await;
         }
         RunReport {
             outcome: run_outcome,
@@ -161,6 +171,21 @@ impl GeminiRun {
             stderr_tail: outcome.stderr_tail,
             duration: outcome.duration,
         }
+    }
+}
+
+/// The outcome of a process whose supervisor stopped without reporting its end.
+fn vanished_outcome() -> crate::process::Outcome {
+    crate::process::Outcome {
+        termination: Termination::WaitFailed {
+            error: "the process supervisor stopped without reporting the end".into(),
+        },
+        exit: ExitStatusInfo::default(),
+        stdout: StreamStats::default(),
+        stderr: StreamStats::default(),
+        stderr_tail: String::new(),
+        stderr_evicted_bytes: 0,
+        duration: Duration::ZERO,
     }
 }
 

@@ -52,7 +52,7 @@ pub struct GatewayBenchArgs {
     #[arg(long, default_value_t = 1000)]
     pub streams: usize,
     /// Requests/s offered in the paced records off/on series (0 skips them).
-    #[arg(long, default_value_t = switchyard_gateway::bench::PACED_RATE)]
+    #[arg(long, default_value_t = switchyard_bench::gateway::PACED_RATE)]
     pub paced_rate: u32,
 }
 
@@ -61,16 +61,16 @@ pub async fn run(command: BenchCommand) -> Result<u8> {
     match command {
         BenchCommand::Run(args) => bench_run(args).await,
         BenchCommand::Gateway(args) => {
-            let options = switchyard_gateway::bench::BenchOptions {
+            let options = switchyard_bench::gateway::BenchOptions {
                 latency_requests: args.latency_requests,
                 throughput_duration: Duration::from_secs(args.throughput_secs),
                 streams: args.streams,
                 paced_rate: args.paced_rate,
                 // The memory figure is of `switchyard gateway`, even under another file name.
-                gateway_process: switchyard_gateway::bench::GatewayProcess::GatewaySubcommand,
+                gateway_process: switchyard_bench::gateway::GatewayProcess::GatewaySubcommand,
                 ..Default::default()
             };
-            let report = switchyard_gateway::bench::bench(options).await?;
+            let report = switchyard_bench::gateway::bench(options).await?;
             println!("{report}");
             Ok(0)
         }
@@ -250,7 +250,7 @@ fn run_hosted(exe: &Path, prefix: &Path, ws: &Path, target: &[&str]) -> Result<S
         if let Some(s) = child.try_wait()? {
             break s;
         }
-        let kib = switchyard_gateway::bench::status_kib(&status_path, "VmHWM:");
+        let kib = switchyard_bench::gateway::status_kib(&status_path, "VmHWM:");
         if kib > 0 {
             peak = Some(peak.unwrap_or(0).max(kib));
         }

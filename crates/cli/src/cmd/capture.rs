@@ -249,7 +249,7 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
     let cancel_on_text = s.cancel_on_first_text;
     let (mut stdout, mut stderr, mut live_events) = (Vec::new(), Vec::new(), Vec::new());
     let report = run
-        .drive(|item| match item {
+        .drive(async |item| match item {
             RunItem::RawStdout(l) => stdout.push(l.text),
             RunItem::RawStderr(l) => stderr.push(l.text),
             RunItem::Event(e) => {

@@ -507,7 +507,7 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
         upstream_model: Some(model),
         ..RunRecord::begin(run_id, "gemini-cli", switchyard_backend::gemini::VERSION)
     };
-    record(&recorder, RecordOp::UpsertRun(Box::new(run_record.clone())));
+    record(&recorder, RecordOp::UpsertRun(Box::new(run_record.clone()))).await;
     let run = GeminiRun::start(&launch, &limits, started)?;
     let stop = run.stop_handle();
     let signals = tokio::spawn(async move {
@@ -525,7 +525,7 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
     let mut summary = RunSummary::default();
     let mut raw_lines = RawLineBudget::default();
     let report = run
-        .drive(|item| match item {
+        .drive(async |item| match item {
             RunItem::Event(envelope) => {
                 printer.event(&envelope);
                 summarize(&mut summary, &envelope.event);
@@ -542,13 +542,14 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
                         kind: envelope.event.kind().into(),
                         event: value,
                     }),
-                );
+                )
+                .await;
             }
             RunItem::RawStdout(line) => {
-                record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stdout, line);
+                record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stdout, line).await;
             }
             RunItem::RawStderr(line) => {
-                record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stderr, line);
+                record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stderr, line).await;
             }
         })
         .await;
@@ -564,8 +565,8 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
     run_record.summary = summary;
     run_record.raw_lines_dropped = raw_lines.dropped;
     run_record.raw_lines_truncated = raw_lines.truncated;
-    record(&recorder, RecordOp::UpsertRun(Box::new(run_record)));
-    if let Err(e) = recorder.close() {
+    record(&recorder, RecordOp::UpsertRun(Box::new(run_record))).await;
+    if let Err(e) = recorder.close_async().await {
         eprintln!("switchyard: records: {e}");
     }
     printer.summary(&report.outcome);
@@ -621,7 +622,7 @@ impl RawLineBudget {
 }
 
 /// Stores one raw guest line when records are on and the run's budget admits it.
-fn record_raw_line(
+async fn record_raw_line(
     recorder: &Recorder,
     budget: &mut RawLineBudget,
     run_id: uuid::Uuid,
@@ -638,13 +639,15 @@ fn record_raw_line(
                 seq: line.seq,
                 line: line.text,
             }),
-        );
+        )
+        .await;
     }
 }
 
-/// Records one operation; a full queue waits (backpressure), a failed store is reported once.
-fn record(recorder: &Recorder, op: RecordOp) {
-    if let Err(e) = recorder.record(op) {
+/// Records one operation; a full queue waits (asynchronously: backpressure), a failed store is
+/// reported once.
+async fn record(recorder: &Recorder, op: RecordOp) {
+    if let Err(e) = recorder.record(op).await {
         tracing::warn!("records: {e}");
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use switchyard_gateway::bench::{BenchOptions, GatewayProcess, Throughput, bench};
+use switchyard_bench::gateway::{BenchOptions, GatewayProcess, Throughput, bench};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_runs_every_series() {
@@ -64,21 +64,9 @@ async fn bench_runs_every_series() {
     }
     assert!(records.written_ops > 0, "the records-on gateway recorded");
     assert_eq!(records.failed_ops, 0);
-    let floor = records.storage_floor.expect("the storage floor ran");
-    // The mean stored record of a Gemini CLI exchange (its request mostly in blobs).
-    assert!((1_000..20_000).contains(&floor.record_bytes), "{floor:?}");
     assert!(
-        floor.batch >= 1 && floor.cpu_per_row > Duration::ZERO,
-        "{floor:?}"
-    );
-    let handover = records.handover;
-    assert!(
-        measured(handover.rps_unary) && measured(handover.rps_stream),
-        "{handover:?}"
-    );
-    assert!(
-        handover.discarded_ops > 0,
-        "the handover gateways handed writes over"
+        records.exchanges > 0 && records.writer_cpu > Duration::ZERO,
+        "{records:?}"
     );
     let text = report.to_string();
     assert!(text.contains("req/s unary c=4"), "{text}");
@@ -86,6 +74,5 @@ async fn bench_runs_every_series() {
     assert!(text.contains("records off vs on"), "{text}");
     assert!(text.contains("one CPU: latency stream (us) p99"), "{text}");
     assert!(text.contains("served req/s stream at 300/s"), "{text}");
-    assert!(text.contains("records storage floor"), "{text}");
-    assert!(text.contains("records handover alone"), "{text}");
+    assert!(text.contains("writer thread CPU per exchange"), "{text}");
 }

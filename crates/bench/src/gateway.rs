@@ -71,13 +71,11 @@ use switchyard_testkit::chat_upstream::{
 };
 use switchyard_translate::TranslateOptions;
 
-use switchyard_records::{Recorder, Redactor, SqliteStore};
+use switchyard_records::{Recorder, Redactor};
 
-use crate::record_writer::RecordWriter;
-use crate::upstream::describe;
-use crate::{Gateway, GatewayConfig, GatewayDeps, GatewayHandle};
+use switchyard_gateway::{Gateway, GatewayConfig, GatewayDeps, GatewayHandle};
 
-use crate::fixtures::GEMINI_CLI_FIRST_REQUEST;
+use switchyard_testkit::fixtures::GEMINI_CLI_FIRST_REQUEST;
 
 mod one_cpu;
 
@@ -144,7 +142,7 @@ pub enum BenchError {
     #[error("cannot start the scripted upstream: {0}")]
     Upstream(std::io::Error),
     #[error("cannot start the gateway: {0}")]
-    Gateway(#[from] crate::GatewayError),
+    Gateway(#[from] switchyard_gateway::GatewayError),
     #[error("cannot translate the benchmark request: {0}")]
     Translate(String),
     #[error("request failed during the benchmark: {0}")]
@@ -192,47 +190,10 @@ pub struct RecordsReport {
     pub written_ops: u64,
     /// Record ops that failed to persist (should be 0).
     pub failed_ops: u64,
-    /// Exchange writes stored as text (translation cache hits, nothing to redact).
-    pub exchanges_as_text: u64,
-    /// In-flight writes skipped because the exchange's end write came in the same batch.
-    pub replaced_ops: u64,
-    /// The writer thread's CPU time, by stage (all records-on series together).
-    pub writer_cpu: switchyard_records::WriterCpu,
-    /// What storing alone costs for records this size ([`StorageFloor`]).
-    pub storage_floor: Option<StorageFloor>,
-    /// The throughput series through a third pair of gateways whose recorder drops every write
-    /// unbuilt ([`Recorder::discarding`]), in the same rounds: what records cost before anything
-    /// is built or stored.
-    pub handover: Handover,
-}
-
-/// Records cost on the request path alone: req/s and CPU per request through gateways whose
-/// recorder's writer thread takes each write off the queue and drops it (nothing built,
-/// redacted or stored). Its ratio to records off is the most any store could reach with the
-/// request path as it is.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Handover {
-    pub rps_unary: Throughput,
-    pub rps_stream: Throughput,
-    /// Writes the discarding writer dropped (proves the gateways handed them over).
-    pub discarded_ops: u64,
-    /// The discarding writer thread's CPU time (dropping the writes).
+    /// Exchanges the records-on gateways recorded.
+    pub exchanges: u64,
+    /// The writer thread's CPU time (building, redacting, storing; all records-on series).
     pub writer_cpu: Duration,
-}
-
-/// The least SQLite spends storing the exchange rows the records series stored: as many rows of
-/// their mean record size, in transactions of their mean batch size, inserted with the store's
-/// own statement and pragmas into a new store, with nothing built, redacted or deduplicated
-/// ([`switchyard_records::SqliteStore::insert_floor`]). A lower bound under the writer's
-/// storing CPU, to weigh the records-on ratio against: what no preparing can take away.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct StorageFloor {
-    /// Mean record JSON bytes per stored exchange.
-    pub record_bytes: u64,
-    /// Rows per transaction.
-    pub batch: u64,
-    /// CPU time per row (the inserting thread's own clock).
-    pub cpu_per_row: Duration,
 }
 
 /// Everything `bench` measured.
@@ -492,7 +453,7 @@ impl std::fmt::Display for RecordsTable<'_> {
         let r = &self.0.records;
         writeln!(
             f,
-            "records off vs on (gateway with a SQLite recorder, redaction on; target: req/s ratio >= 0.90, p99 added <= 500 us)"
+            "records off vs on (gateway with a SQLite recorder, redaction on; each exchange written in flight and ended)"
         )?;
         writeln!(
             f,
@@ -515,56 +476,13 @@ impl std::fmt::Display for RecordsTable<'_> {
         }
         writeln!(
             f,
-            "(records written: {} ops, failed: {}; exchange writes stored as text: {}; \
-             replaced within a batch, not written: {})",
-            r.written_ops, r.failed_ops, r.exchanges_as_text, r.replaced_ops
+            "(records written: {} ops for {} exchanges, failed: {}; writer thread CPU per \
+             exchange, its own clock: {:.1} us; the rest of 'added' is on the request threads)",
+            r.written_ops,
+            r.exchanges,
+            r.failed_ops,
+            micros(r.writer_cpu) / r.exchanges.max(1) as f64
         )?;
-        let per_op = |spent: Duration| micros(spent) / r.written_ops.max(1) as f64;
-        let cpu = &r.writer_cpu;
-        writeln!(
-            f,
-            "(records writer CPU per written op, its own thread clock: preparing {:.1} us, \
-             storing {:.1} us, freeing {:.1} us; the rest of 'added' is on the request threads)",
-            per_op(cpu.preparing),
-            per_op(cpu.storing),
-            per_op(cpu.freeing)
-        )?;
-        if let Some(floor) = &r.storage_floor {
-            // Ratio 0.90 with the machine saturated allows 1/9 of records-off's CPU per request.
-            let allowed = |off: &Throughput| off.cpu_us_per_request / 9.0;
-            writeln!(
-                f,
-                "(records storage floor: bare SQLite inserts of {}-byte exchange rows, {} to a \
-                 transaction, same statement and pragmas: {:.1} us CPU per row; a req/s ratio of \
-                 0.90 leaves {:.1} us (unary) / {:.1} us (stream) of added CPU per request)",
-                floor.record_bytes,
-                floor.batch,
-                micros(floor.cpu_per_row),
-                allowed(&r.rps_unary.off),
-                allowed(&r.rps_stream.off)
-            )?;
-        }
-        let h = &r.handover;
-        if h.discarded_ops > 0 {
-            let ratio = |handed: &Throughput, off: &Throughput| {
-                handed.requests_per_sec / off.requests_per_sec
-            };
-            let added = |handed: &Throughput, off: &Throughput| {
-                handed.cpu_us_per_request - off.cpu_us_per_request
-            };
-            writeln!(
-                f,
-                "(records handover alone: gateways whose recorder drops every write unbuilt, \
-                 nothing built, redacted or stored, in the same rounds: req/s ratio to records off \
-                 {:.2} (unary) / {:.2} (stream), added CPU {:.1} / {:.1} us per request, of which \
-                 the writer thread dropping {:.1} us)",
-                ratio(&h.rps_unary, &r.rps_unary.off),
-                ratio(&h.rps_stream, &r.rps_stream.off),
-                added(&h.rps_unary, &r.rps_unary.off),
-                added(&h.rps_stream, &r.rps_stream.off),
-                micros(h.writer_cpu) / h.discarded_ops as f64
-            )?;
-        }
         Ok(())
     }
 }
@@ -731,7 +649,7 @@ struct Target {
     body: Bytes,
     /// The records of the gateway behind this target: a throughput series ends only once
     /// every exchange it sent is stored (see [`throughput`]).
-    records: Option<RecordWriter>,
+    records: Option<Recorder>,
 }
 
 impl Target {
@@ -759,10 +677,10 @@ impl Target {
         }
     }
 
-    /// The same target, whose gateway's records a series waits for.
-    fn recorded_by(self, gateway: &GatewayHandle) -> Self {
+    /// The same target, whose gateway's records (in `recorder`) a series waits for.
+    fn recorded_by(self, recorder: &Recorder) -> Self {
         Self {
-            records: gateway.record_writer(),
+            records: Some(recorder.clone()),
             ..self
         }
     }
@@ -852,10 +770,14 @@ async fn latency_rounds<const N: usize>(
 /// targets without records).
 async fn settle_records(target: &Target) -> Result<(), BenchError> {
     match &target.records {
-        Some(records) => records
-            .settle()
-            .await
-            .map_err(|e| BenchError::Request(format!("records flush: {e}"))),
+        Some(records) => {
+            // A stream's last record is queued just after its last chunk reached the client.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            records
+                .flush_async()
+                .await
+                .map_err(|e| BenchError::Request(format!("records flush: {e}")))
+        }
         None => Ok(()),
     }
 }
@@ -943,46 +865,6 @@ async fn throughput_rounds<const N: usize>(
         }
     }
     Ok((direct_sum, gateway_sums))
-}
-
-/// Most rows the storage floor inserts (its rows are as many as the records series stored, up to
-/// this: about a second of inserts).
-const FLOOR_MAX_ROWS: u64 = 100_000;
-
-/// Measures the [`StorageFloor`] under what the records series stored (`stats`) in a new store in
-/// `dir`. `None`: no exchange was stored as text (no record size to insert), or the store failed
-/// (said on stderr; the rest of the report stands).
-async fn storage_floor(
-    dir: &std::path::Path,
-    stats: &switchyard_records::RecorderStats,
-) -> Result<Option<StorageFloor>, BenchError> {
-    let Some(record_bytes) = stats
-        .exchange_text_bytes
-        .checked_div(stats.exchanges_as_text)
-    else {
-        return Ok(None);
-    };
-    eprintln!("bench: records storage floor...");
-    let batch = (stats.written_ops / stats.batches.max(1)).max(1);
-    let rows = stats.exchanges_as_text.min(FLOOR_MAX_ROWS) as usize;
-    let path = dir.join("floor.sqlite3");
-    let measured = tokio::task::spawn_blocking(move || {
-        SqliteStore::open(&path)
-            .and_then(|mut store| store.insert_floor(record_bytes as usize, rows, batch as usize))
-    })
-    .await
-    .map_err(|e| BenchError::Request(e.to_string()))?;
-    match measured {
-        Ok(cpu_per_row) => Ok(Some(StorageFloor {
-            record_bytes,
-            batch,
-            cpu_per_row,
-        })),
-        Err(e) => {
-            eprintln!("bench: records storage floor not measured: {e}");
-            Ok(None)
-        }
-    }
 }
 
 /// Requests/s the paced records series offer by default: the gateway's own throughput target
@@ -1293,7 +1175,7 @@ fn quiet(reply: Reply) -> Script {
 
 /// Run the whole benchmark (about half a minute with the defaults).
 pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
-    crate::upstream::install_tls_provider();
+    switchyard_gateway::upstream::install_tls_provider();
     let client = bench_client()?;
 
     let unary_upstream = ChatUpstream::start(quiet(Reply::completion_text("Hello world")))
@@ -1310,10 +1192,6 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         .map_err(|e| BenchError::Request(format!("cannot open bench records: {e}")))?;
     let unary_recorded = gateway_at(&unary_upstream.base_url(), Some(recorder.clone())).await?;
     let stream_recorded = gateway_at(&stream_upstream.base_url(), Some(recorder.clone())).await?;
-    let discarding = Recorder::discarding()
-        .map_err(|e| BenchError::Request(format!("cannot start a discarding recorder: {e}")))?;
-    let unary_handover = gateway_at(&unary_upstream.base_url(), Some(discarding.clone())).await?;
-    let stream_handover = gateway_at(&stream_upstream.base_url(), Some(discarding.clone())).await?;
     let google = Bytes::from_static(GEMINI_CLI_FIRST_REQUEST);
     let unary_direct = Target::direct(&unary_upstream.base_url(), chat_body(false)?);
     let chat_stream_body = chat_body(true)?;
@@ -1321,15 +1199,10 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
     let unary_via = Target::via_gateway(&unary_gateway.base_url(), false, google.clone());
     let stream_via = Target::via_gateway(&stream_gateway.base_url(), true, google.clone());
     let unary_recorded_via = Target::via_gateway(&unary_recorded.base_url(), false, google.clone())
-        .recorded_by(&unary_recorded);
+        .recorded_by(&recorder);
     let stream_recorded_via =
         Target::via_gateway(&stream_recorded.base_url(), true, google.clone())
-            .recorded_by(&stream_recorded);
-    let unary_handover_via = Target::via_gateway(&unary_handover.base_url(), false, google.clone())
-        .recorded_by(&unary_handover);
-    let stream_handover_via =
-        Target::via_gateway(&stream_handover.base_url(), true, google.clone())
-            .recorded_by(&stream_handover);
+            .recorded_by(&recorder);
 
     let mut report = BenchReport {
         request_bytes: GEMINI_CLI_FIRST_REQUEST.len(),
@@ -1377,10 +1250,10 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         }
     }
     eprintln!("bench: throughput...");
-    let (unary_direct_rps, [unary_off, unary_on, unary_handed]) = throughput_rounds(
+    let (unary_direct_rps, [unary_off, unary_on]) = throughput_rounds(
         &client,
         &unary_direct,
-        [&unary_via, &unary_recorded_via, &unary_handover_via],
+        [&unary_via, &unary_recorded_via],
         &options,
     )
     .await?;
@@ -1392,10 +1265,10 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         off: unary_off,
         on: unary_on,
     };
-    let (stream_direct_rps, [stream_off, stream_on, stream_handed]) = throughput_rounds(
+    let (stream_direct_rps, [stream_off, stream_on]) = throughput_rounds(
         &client,
         &stream_direct,
-        [&stream_via, &stream_recorded_via, &stream_handover_via],
+        [&stream_via, &stream_recorded_via],
         &options,
     )
     .await?;
@@ -1407,8 +1280,6 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         off: stream_off,
         on: stream_on,
     };
-    report.records.handover.rps_unary = unary_handed;
-    report.records.handover.rps_stream = stream_handed;
     if options.paced_rate > 0 {
         eprintln!("bench: records at {} requests/s...", options.paced_rate);
         report.records.paced_unary =
@@ -1421,32 +1292,20 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         stream_gateway,
         unary_recorded,
         stream_recorded,
-        unary_handover,
-        stream_handover,
     ] {
         handle.shutdown().await?;
     }
-    let handed = discarding.stats();
-    report.records.handover.discarded_ops = handed.discarded_ops;
-    report.records.handover.writer_cpu = handed.writer_cpu.freeing;
-    drop(discarding);
-    let flushed = tokio::task::spawn_blocking({
-        let recorder = recorder.clone();
-        move || recorder.flush()
-    })
-    .await
-    .map_err(|e| BenchError::Request(e.to_string()))?;
+    let flushed = recorder.flush_async().await;
     let stats = recorder.stats();
     report.records.written_ops = stats.written_ops;
     report.records.failed_ops = stats.failed_ops;
-    report.records.exchanges_as_text = stats.exchanges_as_text;
-    report.records.replaced_ops = stats.replaced_ops;
+    // Each exchange is written twice: in flight, then ended.
+    report.records.exchanges = stats.written_ops / 2;
     report.records.writer_cpu = stats.writer_cpu;
     if let Err(e) = flushed {
         eprintln!("bench: records flush reported: {e}");
     }
     drop(recorder);
-    report.records.storage_floor = storage_floor(records_dir.path(), &stats).await?;
     drop(records_dir);
 
     eprintln!("bench: chunk forwarding...");
@@ -1578,4 +1437,16 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         }
     }
     Ok(report)
+}
+
+/// A reqwest error with its source chain.
+fn describe(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }

@@ -23,8 +23,8 @@ use super::{
     BenchError, BenchOptions, Pair, Percentiles, Target, bench_client, chat_body, gateway_at,
     latency_rounds, quiet, text_stream_reply,
 };
-use crate::GatewayHandle;
-use crate::fixtures::GEMINI_CLI_FIRST_REQUEST;
+use switchyard_gateway::GatewayHandle;
+use switchyard_testkit::fixtures::GEMINI_CLI_FIRST_REQUEST;
 
 /// Latency with the client, the gateway and the upstream pinned to one CPU.
 #[derive(Debug, Clone, Copy, Default)]

@@ -1,13 +1,13 @@
-//! `cargo bench -p switchyard-gateway --features bench --bench gateway`: runs [`switchyard_gateway::bench::bench`]
+//! `cargo bench -p switchyard-bench --bench gateway`: runs [`switchyard_bench::gateway::bench`]
 //! with its defaults (or `SWITCHYARD_BENCH_QUICK=1` for a short run) and prints the report.
 //! The same function backs `switchyard bench gateway`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use switchyard_gateway::bench::{BenchOptions, bench};
+use switchyard_bench::gateway::{BenchOptions, bench};
 
 fn main() {
     // When the benchmark starts this binary as its separate gateway process.
-    switchyard_gateway::bench::serve_child_if_requested();
+    switchyard_bench::gateway::serve_child_if_requested();
     let mut options = BenchOptions::default();
     if std::env::var_os("SWITCHYARD_BENCH_QUICK").is_some() {
         options.latency_requests = 300;
