@@ -37,6 +37,21 @@ pub struct ExportStats {
     pub written: u64,
     /// Candidates not written (SFT only; each is reported with a reason).
     pub rejected: u64,
+    /// SFT examples not written on their own because a later exchange of the same run
+    /// continues them ([`SftMode::Conversations`]).
+    pub folded: u64,
+}
+
+/// What one SFT example covers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SftMode {
+    /// One example per conversation: an exchange whose messages (its request and its answer)
+    /// are a prefix of a later exchange of the same run, with the same tools, is not exported
+    /// on its own, so that early turns are not weighted once per later turn.
+    #[default]
+    Conversations,
+    /// One example per completed exchange.
+    PerExchange,
 }
 
 /// Writes every run with its events, raw lines and exchanges, then exchanges without a run, as
@@ -558,25 +573,24 @@ pub fn validate_sft_example(example: &Value) -> Result<(), SftInvalid> {
     Ok(())
 }
 
-/// Writes one validated SFT example per completed exchange (in store order); every exchange that
-/// had an upstream request but could not be exported is passed to `rejected` with its reason.
-/// `countTokens` exchanges (no upstream message, no attempts) are skipped silently.
+/// Writes validated SFT examples, in store order: one per conversation or one per completed
+/// exchange (`mode`). Every exchange that had an upstream request but could not be exported is
+/// passed to `rejected` with its reason. `countTokens` exchanges (no upstream message, no
+/// attempts) are skipped silently.
 pub fn export_sft(
     store: &dyn RecordStore,
     out: &mut dyn Write,
+    mode: SftMode,
     rejected: &mut dyn FnMut(&SftRejection),
 ) -> Result<ExportStats, ExportError> {
     let mut stats = ExportStats::default();
+    let mut examples: Vec<(Option<Uuid>, Value)> = Vec::new();
     for exchange in store.exchanges(ExchangeFilter::All)? {
         if exchange.attempts.is_empty() && exchange.upstream_message.is_none() {
             continue;
         }
         match sft_example(&exchange) {
-            Ok(example) => {
-                serde_json::to_writer(&mut *out, &example)?;
-                out.write_all(b"\n")?;
-                stats.written += 1;
-            }
+            Ok(example) => examples.push((exchange.run_id, example)),
             Err(reason) => {
                 stats.rejected += 1;
                 rejected(&SftRejection {
@@ -585,6 +599,19 @@ pub fn export_sft(
                 });
             }
         }
+    }
+    let continued = match mode {
+        SftMode::PerExchange => vec![false; examples.len()],
+        SftMode::Conversations => crate::conversations::continued_later(&examples),
+    };
+    for ((_, example), continued) in examples.iter().zip(continued) {
+        if continued {
+            stats.folded += 1;
+            continue;
+        }
+        serde_json::to_writer(&mut *out, example)?;
+        out.write_all(b"\n")?;
+        stats.written += 1;
     }
     out.flush()?;
     Ok(stats)

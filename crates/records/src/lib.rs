@@ -27,6 +27,7 @@
 //! ```
 
 pub mod blobs;
+mod conversations;
 pub mod error;
 pub mod export;
 pub mod html;

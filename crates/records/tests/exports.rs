@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 use switchyard_records::export::{
-    SftInvalid, export_jsonl, export_sft, sft_example, validate_sft_example,
+    SftInvalid, SftMode, export_jsonl, export_sft, sft_example, validate_sft_example,
 };
 use switchyard_records::html::render_html;
 use switchyard_records::timeline::{RunView, render_run_list, render_timeline};
@@ -192,7 +192,10 @@ fn sft_export_writes_valid_examples_and_reports_rejects() {
     let store = SqliteStore::open_existing(store_path(dir.path())).unwrap();
     let mut out = Vec::new();
     let mut rejects = Vec::new();
-    let stats = export_sft(&store, &mut out, &mut |r| rejects.push(r.clone())).unwrap();
+    let stats = export_sft(&store, &mut out, SftMode::Conversations, &mut |r| {
+        rejects.push(r.clone())
+    })
+    .unwrap();
     assert_eq!((stats.written, stats.rejected), (1, 1));
     let text = String::from_utf8(out).unwrap();
     let written: Value = serde_json::from_str(text.trim_end()).unwrap();
@@ -506,5 +509,73 @@ fn sft_assembles_the_upstream_message_from_raw_stream_events_when_none_was_store
     assert_eq!(
         sft_example(&exchange).unwrap_err(),
         SftInvalid::NoUpstreamMessage
+    );
+}
+
+/// One exchange of a run: `request` messages sent upstream, `answer` the assembled reply.
+fn turn(run_id: Uuid, request: Value, answer: Value) -> switchyard_records::ExchangeRecord {
+    let mut exchange = sample_exchange(new_record_id(), Some(run_id), 0);
+    exchange.attempts[0].request = json!({"model": "m", "messages": request});
+    exchange.upstream_message = Some(answer);
+    exchange
+}
+
+#[test]
+fn sft_exports_one_example_per_conversation_unless_asked_per_exchange() {
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Recorder::open_dir(dir.path(), Redactor::default()).unwrap();
+    let run_id = new_record_id();
+    let system = json!({"role": "system", "content": "be brief"});
+    let user = json!({"role": "user", "content": "what is in the folder?"});
+    let call = json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1",
+        "type": "function", "function": {"name": "ls", "arguments": "{\"dir\":\".\"}"}}]});
+    let result = json!({"role": "tool", "tool_call_id": "c1", "content": "a.txt"});
+    let answer = json!({"role": "assistant", "content": "One file, a.txt."});
+    let thanks = json!({"role": "user", "content": "thanks"});
+    let bye = json!({"role": "assistant", "content": "You are welcome."});
+    let turns = [
+        turn(run_id, json!([system, user]), call.clone()),
+        turn(run_id, json!([system, user, call, result]), answer.clone()),
+        // An auxiliary request of the same run: a conversation of its own.
+        turn(
+            run_id,
+            json!([{"role": "user", "content": "classify"}]),
+            json!({"role": "assistant", "content": "simple"}),
+        ),
+        turn(
+            run_id,
+            json!([system, user, call, result, answer, thanks]),
+            bye,
+        ),
+    ];
+    for exchange in &turns {
+        recorder.record_exchange(exchange.clone()).unwrap();
+    }
+    recorder.close().unwrap();
+    let store = SqliteStore::open_existing(store_path(dir.path())).unwrap();
+    let export = |mode| {
+        let mut out = Vec::new();
+        let stats = export_sft(&store, &mut out, mode, &mut |r| panic!("rejected: {r:?}")).unwrap();
+        let examples: Vec<Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (stats, examples)
+    };
+    let (stats, examples) = export(SftMode::Conversations);
+    assert_eq!((stats.written, stats.folded), (2, 2));
+    assert_eq!(examples[0], sft_example(&turns[2]).unwrap());
+    assert_eq!(
+        examples[1],
+        sft_example(&turns[3]).unwrap(),
+        "the whole conversation, once"
+    );
+    let (stats, examples) = export(SftMode::PerExchange);
+    assert_eq!((stats.written, stats.folded), (4, 0));
+    // The first exchange alone ends on the assistant's tool-call turn.
+    assert_eq!(
+        examples[0]["messages"].as_array().unwrap().last().unwrap()["tool_calls"][0]["id"],
+        "c1"
     );
 }

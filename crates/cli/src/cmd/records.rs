@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
-use switchyard_records::export::{export_jsonl, export_sft};
+use switchyard_records::export::{SftMode, export_jsonl, export_sft};
 use switchyard_records::html::render_html;
 use switchyard_records::timeline::{
     RunView, render_exchange, render_exchange_list, render_run_list, render_timeline,
@@ -93,6 +93,10 @@ pub enum RecordsCommand {
         /// Write to FILE instead of stdout.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        /// `sft`: one example per exchange, instead of one per conversation (an exchange whose
+        /// history a later exchange of its run continues is then exported on its own too).
+        #[arg(long)]
+        per_exchange: bool,
     },
 }
 
@@ -243,7 +247,11 @@ fn run_command(args: RecordsArgs) -> Result<()> {
                 None => write_stdout(&render_timeline(&view))?,
             }
         }
-        RecordsCommand::Export { format, out } => {
+        RecordsCommand::Export {
+            format,
+            out,
+            per_exchange,
+        } => {
             let mut sink: Box<dyn Write> = match &out {
                 Some(file) => Box::new(BufWriter::new(
                     File::create(file).with_context(|| format!("creating {}", file.display()))?,
@@ -256,7 +264,12 @@ fn run_command(args: RecordsArgs) -> Result<()> {
                     eprintln!("exported {} records", stats.written);
                 }
                 ExportFormat::Sft => {
-                    let stats = export_sft(&store, &mut sink, &mut |rejection| {
+                    let mode = if per_exchange {
+                        SftMode::PerExchange
+                    } else {
+                        SftMode::Conversations
+                    };
+                    let stats = export_sft(&store, &mut sink, mode, &mut |rejection| {
                         eprintln!(
                             "switchyard: sft: exchange {} not exported: {}",
                             rejection.exchange_id, rejection.reason
@@ -264,8 +277,9 @@ fn run_command(args: RecordsArgs) -> Result<()> {
                     })
                     .context("exporting sft")?;
                     eprintln!(
-                        "exported {} examples, rejected {}",
-                        stats.written, stats.rejected
+                        "exported {} examples, rejected {}, folded into a later turn of their \
+                         conversation {}",
+                        stats.written, stats.rejected, stats.folded
                     );
                 }
             }
