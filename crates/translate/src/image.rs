@@ -66,10 +66,16 @@ pub const DEFAULT_MAX_IMAGE_PIXELS: u64 = 4096 * 4096;
 /// Re-encodes a PNG as lossless WebP, or says why it passes unchanged; never fails. Images of
 /// more than `max_pixels` pixels are passed through without being decoded.
 pub fn png_to_lossless_webp(png_bytes: &[u8], max_pixels: u64) -> PngConversion {
-    match try_png_to_lossless_webp(png_bytes, max_pixels) {
-        Ok(conversion) => conversion,
-        Err(e) => PngConversion::PassThrough {
+    // The `png` crate panics on some hostile files (0.18.1: a PLTE chunk whose length is not a
+    // multiple of 3, found by fuzzing): a panic is a failed conversion too.
+    let converted = std::panic::catch_unwind(|| try_png_to_lossless_webp(png_bytes, max_pixels));
+    match converted {
+        Ok(Ok(conversion)) => conversion,
+        Ok(Err(e)) => PngConversion::PassThrough {
             reason: format!("{e}, forwarded unchanged"),
+        },
+        Err(_) => PngConversion::PassThrough {
+            reason: "the PNG decoder failed on this image, forwarded unchanged".into(),
         },
     }
 }
