@@ -22,26 +22,13 @@
 //!   times until it arrives;
 //! * records off vs on: the latency and throughput series are also run through a second gateway
 //!   pair that records every exchange into a real SQLite store (`Recorder::open_dir` on a
-//!   temporary directory, with the upstream key registered for redaction), and reported side by
-//!   side with ratios. The latency and throughput series run in alternating rounds (direct,
-//!   records off, records on; the throughput series also the handover below), so machine noise
-//!   spreads over all of them. Every exchange after the
-//!   first reuses the cached system prompt and tools, so it is recorded as text
-//!   (`exchanges_as_text`). What records still cost (the CPU-per-request difference) is spent on
-//!   the request path (keeping the record's parts, merging and serializing what was delivered)
-//!   and on the recorder's writer thread (building the ~3 KB stored record, screening ~2 KB of
-//!   request text, one SQLite upsert), all on the same two cores as the client, gateway and
-//!   upstream. The writer thread's share is printed by stage (preparing, storing, freeing; its
-//!   own CPU clock, per written op: [`switchyard_records::WriterCpu`]); the rest of the added
-//!   CPU is spent on the request threads. Under it, the storage floor ([`StorageFloor`]): bare
-//!   inserts of rows the size the series stored, next to the added CPU per request a 0.90
-//!   ratio leaves. Next to it, the handover ([`Handover`]): the throughput series also runs, in the
-//!   same rounds, through a third gateway pair whose recorder drops every write unbuilt
-//!   (`Recorder::discarding`): what records cost the request path and the queue alone, the most
-//!   any store could reach with that path as it is. A records-on throughput series ends
-//!   only once every exchange it sent is stored (its time and CPU include the writer's
-//!   backlog); after a records-on latency round the backlog is stored untimed, so it never
-//!   lands on the next target's round.
+//!   temporary directory), reported side by side with ratios. The series run in alternating
+//!   rounds (direct, records off, records on), so machine noise spreads over all of them. What
+//!   records cost (the CPU-per-request difference) is spent on the request path and on the
+//!   recorder's writer thread, whose own CPU clock is reported per exchange. A records-on
+//!   throughput series ends only once every exchange it sent is stored (its time and CPU
+//!   include the writer's backlog); after a records-on latency round the backlog is stored
+//!   untimed, so it never lands on the next target's round.
 //! * records off vs on at a fixed offered rate (default [`PACED_RATE`], the gateway's own
 //!   throughput target): an open loop sends requests on schedule whatever the answers do, and
 //!   reports the rate served, the latency and the CPU per request ([`Paced`]). The saturated
@@ -1398,7 +1385,7 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
             };
         let via_child = |body: Bytes| Target::via_gateway(&child.base_url, true, body);
         let measured = async {
-            // A few exchanges first, so one-time allocations (translation cache, connection
+            // A few exchanges first, so one-time allocations (image cache, connection
             // pool, runtime) are in the idle figure.
             for _ in 0..3 {
                 rss_of_with_open_streams(&client, &via_child(google.clone()), 4, &release, || 0)

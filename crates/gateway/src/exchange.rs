@@ -25,9 +25,10 @@ use switchyard_translate::{
 use tokio::sync::mpsc;
 
 use crate::intake::GuestBody;
+use crate::responses::{error_response, google_error_response, json_response, sse_body};
 use crate::retry::RetryBudget;
 use crate::routing::Route;
-use crate::server::{AppState, error_response, google_error_response, sse_body};
+use crate::state::AppState;
 use crate::trace::Trace;
 use crate::translation::TranslationFailure;
 use crate::upstream::{UpstreamError, UpstreamResponse, retryable_status};
@@ -115,7 +116,6 @@ async fn connect(
     let mut attempts = 0;
     loop {
         attempts += 1;
-        // The segments are shared with the translation cache and sent as they are.
         trace.attempt_started(chat_body);
         let result = tokio::select! {
             r = state.upstream.send(chat_body) => r,
@@ -277,9 +277,8 @@ fn frame(chunk: &GenerateContentResponse) -> Bytes {
 }
 
 /// Starts an exchange's record and translates the guest request. A refused request is recorded
-/// as failed and its Google-shaped error response returned. The caller runs the rest of the
-/// exchange under the trace's [`crate::trace::BeginWatch`], which records it as in flight if it
-/// runs long.
+/// as failed and its Google-shaped error response returned; an accepted one is recorded as in
+/// flight.
 async fn begin(
     ctx: &ExchangeContext,
     body: &Bytes,
@@ -712,17 +711,4 @@ pub(crate) async fn count_tokens(ctx: ExchangeContext, guest: GuestBody) -> Resp
     trace.note(|| format!("local estimate: {} tokens", answer.total_tokens));
     trace.finish_ok(Vec::new()).await;
     json_response(serde_json::to_string(&answer).unwrap_or_default())
-}
-
-/// A 200 with a JSON body.
-fn json_response(body: String) -> Response {
-    use axum::response::IntoResponse;
-    (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "application/json; charset=utf-8",
-        )],
-        body,
-    )
-        .into_response()
 }

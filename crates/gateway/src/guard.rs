@@ -12,7 +12,7 @@ use axum::http::header;
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::server::error_response;
+use crate::responses::error_response;
 
 /// The names a request may address the gateway by.
 #[derive(Debug, Clone)]

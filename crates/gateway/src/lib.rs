@@ -48,70 +48,53 @@
 //! 408/429) as that error, anything else like a failure the gateway gave up on (above).
 //!
 //! Timeouts (`[timeouts]`): `connect_ms` 5 s, `first_byte_ms` (request sent → response head)
-//! 120 s, `idle_ms` (silence between body chunks) 120 s, `shutdown_ms` 3 s.
+//! 120 s, `idle_ms` (silence between body chunks) 120 s, `shutdown_ms` 3 s; towards guests
+//! `guest_head_ms` 20 s, `guest_body_idle_ms` 30 s, `guest_body_ms` 120 s, `guest_write_ms` 30 s.
+//! A `Retry-After` or `retry-after-ms` of any value (huge, negative, NaN, a date, garbage) is
+//! parsed without panicking, clamped to an hour and then to the retry budget.
 //!
 //! What the upstream accepts and wants (`[translation]`,
 //! [`switchyard_translate::ProviderOptions`]): `top_k`, `reasoning_effort`, how many stop
-//! sequences, PNG re-encoding, `tool_choice: "required"`, reasoning echoed back as
-//! `reasoning_content` (carried through the guest in a `thoughtSignature`) and reasoning shown to
-//! the guest as thought parts. One setting for every exchange: the translation cache does not
-//! depend on it.
+//! sequences, PNG re-encoding and its pixel budget, `tool_choice: "required"`, reasoning echoed
+//! back as `reasoning_content` (carried through the guest in a `thoughtSignature`) and reasoning
+//! shown to the guest as thought parts. One setting for every exchange.
 //!
-//! ## Translation cache
-//! Gemini CLI repeats the same ~45 KB system prompt and tool declarations on every request.
-//! [`translation::RequestTranslator`] translates them once per (system prompt, tools, upstream
-//! model) and splices the cached bytes into later requests; each cache entry is only used after
-//! the splice reproduced the full translation byte for byte (see the module docs).
-//! PNG images are re-encoded as lossless WebP once: the conversion is remembered (by the PNG's
-//! SHA-256, up to [`translation::IMAGE_CACHE_BYTES`] of WebP, least recently used evicted), so an
-//! image that stays in the history costs a hash on later turns instead of a re-encode (a 1280×800
-//! screenshot: 27.9 ms → 42.5 µs per request, `cargo bench --bench translation`).
+//! ## Images
+//! PNG images are re-encoded as lossless WebP (`[translation] reencode_png`), each distinct image
+//! once: new images are converted on the blocking pool, two at a time, and the conversion is
+//! remembered (by the PNG's SHA-256, up to [`translation::IMAGE_CACHE_BYTES`] of WebP, least
+//! recently used evicted), so an image that stays in the history costs a hash on later turns.
+//! An image over the pixel budget (`max_image_pixels`, read from the header) or one that cannot
+//! be decoded goes upstream unchanged, with the reason in the record's notes: converting never
+//! fails a request.
 //!
 //! ## Records
-//! With a recorder, every exchange is upserted when it ends, and also as in flight when it is
-//! still running 10 ms after it began (so a long exchange is in the store while it runs and a
-//! crash leaves it marked incomplete; a short one is stored once). An exchange whose future is
-//! dropped before it ends (a unary guest closing its connection while the upstream works) is
-//! stored as ended with an `abandoned` error. The request path only hands shared byte handles to
-//! the recorder, as deferred writes its writer thread builds, plus, when the exchange ends,
-//! `guest_response` (the chunks the guest received merged into one GenerateContent response,
-//! serialized there so the chunks are freed where they were made). The writer parses the guest
-//! and upstream requests (unless the translation cache supplied the system prompt and tools: then
-//! they are stored as text pieces, unparsed), assembles `upstream_message` (the upstream's
-//! assistant message as an OpenAI chat message: `content`, `reasoning_content`, `tool_calls`
-//! with the upstream's ids and argument strings), then redacts and stores it. The notes carry
-//! the request translation's report and, per attempt, the response translation's (upstream
-//! fields the gateway does not model, with counts, synthesized ids, reasoning not forwarded,
-//! ...). The writer runs below the request threads (`switchyard_records::background`:
-//! the idle scheduling class while it keeps up, where the process may leave that class again;
-//! else nice +10): a request does not wait behind a record batch for a core.
-//! An in-flight write that the same exchange's end write replaces within one batch is skipped,
-//! and when records fall behind exchanges wait (asynchronously) for room: memory stays bounded and
-//! nothing is dropped. `context_request` is always `None` (the gateway applies no context policy).
-//! The store keeps the system prompt, the tool declarations and the history entries every request
-//! repeats only once (as content-addressed blobs), so recording a long session does not store
-//! them per exchange: its records grow with its length, not with its square.
+//! With a recorder, every exchange is written as in flight once it is routed and again when it
+//! ends; an exchange whose future is dropped before it ends (a unary guest closing its
+//! connection while the upstream works) is stored as ended with an `abandoned` error. The
+//! request path hands the record skeleton and the shared request bodies over as a closure that
+//! the recorder's writer thread runs (parsing the bodies, merging the delivered chunks,
+//! assembling `upstream_message` from the raw upstream events), then redacts and stores. At most
+//! 64 MiB of bodies wait to be built; beyond that, and when the recorder's queue is full,
+//! exchanges wait asynchronously for room: memory stays bounded and nothing is dropped.
+//! `context_request` is always `None` (the gateway applies no context policy).
 //!
-//! ## Connections and request bodies
-//! The gateway serves HTTP/1.1 itself (`ingress.rs`: heads parsed by httparse, bodies framed by
-//! `Content-Length` or chunked coding with the decoder the upstream client uses too, `wire.rs`;
-//! the axum router called per request), with `TCP_NODELAY`. A connection holds a read buffer
-//! only while read bytes wait to be used and writes each response head and frame straight from
-//! its pieces, so an open stream keeps no HTTP buffer (hyper's server connection kept an 8 KiB
-//! read and an 8 KiB write buffer per connection: 1,000 open streams cost the gateway process
-//! ~38 MiB with it, ~25 MiB without).
+//! ## Guests, connections and hostile input
+//! Guests are served by hyper's HTTP/1.1 server with `TCP_NODELAY`, at most
+//! `limits.max_connections` at once (further ones wait in the kernel's accept queue). A request
+//! head must arrive within `timeouts.guest_head_ms` (also the idle keep-alive bound), a write to
+//! a guest that stopped reading fails after `timeouts.guest_write_ms`. Request bodies are read
+//! within a byte budget shared by all connections (`limits.buffered_request_bytes`): a body over
+//! `max_request_bytes` is a 413; one that pauses longer than `guest_body_idle_ms` or takes longer
+//! than `guest_body_ms` in all a 408. The `Host` must name a loopback address, `localhost`, the
+//! listen address or an `allowed_hosts` entry, and an `Origin` likewise (403 otherwise: DNS
+//! rebinding, cross-site posts); a non-loopback listen needs an ingress key. Provider error text
+//! shown to the guest is redacted (the provider key, the ingress key). Session ledgers are
+//! bounded (least recently used forgotten), session ids at most 128 bytes, and an upstream
+//! server-sent event at most 16 MiB.
 //!
-//! Request bodies are read within a byte budget shared by all connections (`[limits]
-//! buffered_request_bytes`, 1 MiB): when many guests send at once, the bodies that do not fit
-//! wait in the kernel instead of in the gateway's memory; a body over `max_request_bytes`
-//! (256 MiB) is a 413, a guest pausing longer than `timeouts.guest_body_idle_ms` (30 s) while
-//! sending one a 408. Upstream request bodies are sent
-//! as the translation cache's shared segments with an exact `Content-Length`.
-//!
-//! An `http://` upstream (a local vLLM, llama.cpp or Ollama) is reached with a lean HTTP/1.1
-//! client (`http1.rs`) that keeps each connection in the exchange's own task, writes the request
-//! from its segments without a write buffer and holds no read buffer while it waits; idle
-//! connections are pooled for 60 s. An `https://` upstream goes through reqwest (rustls).
+//! Every upstream, `http://` (a local vLLM, llama.cpp or Ollama) or `https://`, is reached with
+//! reqwest (rustls); idle connections are pooled for 60 s.
 //!
 //! ## Streaming output
 //! Each translated chunk is written as one single-line `data: <json>\r\n\r\n` frame as soon as
@@ -127,10 +110,13 @@ pub mod guard;
 mod images;
 mod intake;
 mod record_writer;
+mod responses;
 pub mod retry;
+mod routes;
 pub mod routing;
 pub mod server;
 mod sessions;
+mod state;
 mod trace;
 pub mod translation;
 pub mod upstream;
@@ -138,4 +124,5 @@ pub mod upstream;
 pub use config::{
     ConfigError, DEFAULT_UPSTREAM_KEY_ENV, GatewayConfig, LimitConfig, RetryConfig, TimeoutConfig,
 };
-pub use server::{Gateway, GatewayDeps, GatewayError, GatewayHandle, SESSION_HEADER};
+pub use routes::SESSION_HEADER;
+pub use server::{Gateway, GatewayDeps, GatewayError, GatewayHandle};

@@ -1,11 +1,7 @@
-//! The server: `Gateway::start(config)` binds, serves the Google GenerateContent routes and
-//! returns a [`GatewayHandle`] (`local_addr`, guest env lines, `shutdown`). Routing and handlers
-//! are an axum [`Router`]; each connection is served by hyper's HTTP/1.1 server.
-//!
-//! Routes (`{version}` is normally `v1beta`; the model segment is `{model}:{method}`):
-//! * `POST /{version}/models/{model}:streamGenerateContent?alt=sse`
-//! * `POST /{version}/models/{model}:generateContent`
-//! * `POST /{version}/models/{model}:countTokens`
+//! The server: `Gateway::start(config)` binds, serves the routes of `routes.rs` behind the
+//! Host/Origin guard (`guard.rs`) and returns a [`GatewayHandle`] (`local_addr`, guest env
+//! lines, `shutdown`). Each connection is served by hyper's HTTP/1.1 server, with a header-read
+//! timeout (also the idle keep-alive bound), a write timeout and a cap on open connections.
 //!
 //! Shutdown: stop accepting, cancel every in-flight exchange (dropping its upstream request),
 //! wait (bounded by `timeouts.shutdown_ms`) for exchanges to finish writing their records, then
@@ -15,32 +11,22 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use switchyard_records::{Recorder, Redactor};
-use switchyard_translate::google::GoogleErrorBody;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::auth::ingress_allowed;
 use crate::config::{ConfigError, GatewayConfig};
-use crate::exchange;
 use crate::guard::HostGuard;
 use crate::images::ImageConverter;
 use crate::intake::{BodyBudget, Intake};
 use crate::record_writer::RecordWriter;
 use crate::routing::ModelRouter;
-use crate::sessions::{MAX_SESSION_ID, MAX_SESSIONS, Sessions};
+use crate::sessions::{MAX_SESSIONS, Sessions};
+use crate::state::AppState;
 use crate::translation::RequestTranslator;
 use crate::upstream::UpstreamClient;
-
-/// Header that selects the call-id session (set it in the guest with
-/// `GEMINI_CLI_CUSTOM_HEADERS="x-switchyard-session: <id>"`); absent = the default session.
-pub const SESSION_HEADER: &str = "x-switchyard-session";
 
 /// Placeholder key printed for guests when no ingress key is configured.
 pub const PLACEHOLDER_GUEST_KEY: &str = "switchyard-gateway";
@@ -75,28 +61,6 @@ pub struct GatewayDeps {
     pub upstream_key: Option<String>,
     /// Run the exchanges belong to (recorded on every exchange).
     pub run_id: Option<Uuid>,
-}
-
-/// Shared state of a running gateway.
-pub(crate) struct AppState {
-    pub config: GatewayConfig,
-    pub router: ModelRouter,
-    pub upstream: UpstreamClient,
-    pub translator: RequestTranslator,
-    /// Converts new images off the runtime.
-    pub images: ImageConverter,
-    /// Reads guest request bodies within the shared byte budget.
-    pub intake: Intake,
-    /// Queues exchange records, built off the request path (`None`: records off).
-    pub records: Option<RecordWriter>,
-    pub run_id: Option<Uuid>,
-    /// Call-id ledgers by session id (bounded).
-    pub sessions: Sessions,
-    /// Redacts the secrets the gateway knows from upstream text the guest is shown.
-    pub guest_redactor: Redactor,
-    pub cancel: CancellationToken,
-    /// Each in-flight exchange holds a clone; shutdown waits until all are dropped.
-    pub in_flight: mpsc::Sender<()>,
 }
 
 /// Entry point.
@@ -183,8 +147,8 @@ impl Gateway {
         });
         let guard = Arc::new(HostGuard::new(local_addr.ip(), &state.config.allowed_hosts));
         let app = Router::new()
-            .route("/{version}/models/{*rest}", post(models))
-            .fallback(not_found)
+            .route("/{version}/models/{*rest}", post(crate::routes::models))
+            .fallback(crate::routes::not_found)
             .with_state(state.clone())
             .layer(axum::middleware::from_fn_with_state(
                 guard,
@@ -403,109 +367,4 @@ impl GatewayHandle {
         let recorder = self.recorder.clone();
         recorder.flush_async().await.map_err(GatewayError::Flush)
     }
-}
-
-/// A Google-shaped error response.
-pub(crate) fn google_error_response(body: &GoogleErrorBody) -> Response {
-    let status = StatusCode::from_u16(body.error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
-        body.to_json_line(),
-    )
-        .into_response()
-}
-
-pub(crate) fn error_response(status: u16, message: &str) -> Response {
-    google_error_response(&switchyard_translate::google_error(status, message, None))
-}
-
-async fn not_found() -> Response {
-    error_response(
-        404,
-        "switchyard gateway serves POST /v1beta/models/{model}:streamGenerateContent, \
-         :generateContent and :countTokens only",
-    )
-}
-
-async fn models(
-    State(state): State<Arc<AppState>>,
-    Path((_version, rest)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    if !ingress_allowed(state.config.ingress_key.as_deref(), &headers) {
-        return error_response(
-            401,
-            "missing or wrong API key: this gateway requires its per-run ingress key in \
-             x-goog-api-key (GEMINI_API_KEY)",
-        );
-    }
-    let Some((model, method)) = rest.rsplit_once(':') else {
-        return error_response(
-            404,
-            &format!("expected models/{{model}}:{{method}}, got models/{rest}"),
-        );
-    };
-    let session = match headers.get(SESSION_HEADER).map(|v| v.to_str()) {
-        None => "default".to_string(),
-        Some(Ok(id)) if !id.is_empty() && id.len() <= MAX_SESSION_ID => id.to_string(),
-        Some(_) => {
-            return error_response(
-                400,
-                &format!("{SESSION_HEADER} must be 1 to {MAX_SESSION_ID} bytes of visible ASCII"),
-            );
-        }
-    };
-    let method = match method {
-        "streamGenerateContent" => Method::StreamGenerateContent,
-        "generateContent" => Method::GenerateContent,
-        "countTokens" => Method::CountTokens,
-        other => {
-            return error_response(
-                404,
-                &format!("method {other:?} is not served by switchyard gateway"),
-            );
-        }
-    };
-    // The ingress checked `Content-Length` and gives it as the body's exact size (none: chunked).
-    let declared_length = http_body::Body::size_hint(&body).exact();
-    let guest = match state.intake.read(body, declared_length).await {
-        Ok(guest) => guest,
-        Err(e) => return error_response(e.status(), &e.to_string()),
-    };
-    let ctx = exchange::ExchangeContext {
-        state,
-        guest_model: model.to_string(),
-        session,
-    };
-    match method {
-        Method::StreamGenerateContent => exchange::stream_generate(ctx, guest).await,
-        Method::GenerateContent => exchange::generate(ctx, guest).await,
-        Method::CountTokens => exchange::count_tokens(ctx, guest).await,
-    }
-}
-
-/// The model methods the gateway serves.
-enum Method {
-    StreamGenerateContent,
-    GenerateContent,
-    CountTokens,
-}
-
-/// An SSE body from a channel of ready frames.
-pub(crate) fn sse_body(frames: mpsc::Receiver<Bytes>) -> Response {
-    let stream = futures_util::stream::unfold(frames, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|frame| (Ok::<_, std::convert::Infallible>(frame), rx))
-    });
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        Body::from_stream(stream),
-    )
-        .into_response()
 }

@@ -1,7 +1,6 @@
 //! Exchanges are recorded through switchyard-records: attempts, usage, delivered calls, the
 //! assembled upstream message and guest response (streaming and unary), a guest that leaves
-//! (mid-stream, or while a unary exchange waits); the upstream key never reaches the store, also
-//! when cache-hit exchanges are recorded as text.
+//! (mid-stream, or while a unary exchange waits); the upstream key never reaches the store.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -306,8 +305,8 @@ fn blob_count(path: &std::path::Path) -> i64 {
         .unwrap()
 }
 
-/// The same for unary `generateContent`: the cache-hit exchange is recorded as text and reads
-/// back exactly as the guest sent it and as the upstream received it.
+/// The same for unary `generateContent`: each exchange reads back exactly as the guest sent it
+/// and as the upstream received it.
 #[tokio::test]
 async fn unary_exchanges_read_back_as_sent() {
     let records = tempfile::tempdir().unwrap();

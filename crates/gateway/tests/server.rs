@@ -549,9 +549,9 @@ async fn unknown_paths_and_methods_get_google_errors() {
 }
 
 #[tokio::test]
-async fn a_cached_translation_goes_upstream_whole_with_its_content_length() {
-    // The real first Gemini CLI request twice: the second is served from the translation cache
-    // and its upstream body is sent as shared segments.
+async fn the_upstream_request_goes_whole_with_its_content_length() {
+    // The real first Gemini CLI request twice: both upstream bodies are sent with a
+    // Content-Length, and the same request translates to the same bytes.
     let request: Value = serde_json::from_slice(GEMINI_CLI_FIRST_REQUEST).unwrap();
     let script = Script::always(Reply::text_stream(["ok"]));
     let (upstream, gw) = start(script, |_| {}).await;
@@ -570,7 +570,10 @@ async fn a_cached_translation_goes_upstream_whole_with_its_content_length() {
         );
         assert_eq!(request.header("transfer-encoding"), None);
     }
-    assert_eq!(sent[0].body, sent[1].body, "cache hit sends the same bytes");
+    assert_eq!(
+        sent[0].body, sent[1].body,
+        "the same request sends the same bytes"
+    );
     assert!(
         sent[1].json()["tools"]
             .as_array()

@@ -1,0 +1,37 @@
+//! The state every request of a running gateway shares.
+
+use switchyard_records::Redactor;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::config::GatewayConfig;
+use crate::images::ImageConverter;
+use crate::intake::Intake;
+use crate::record_writer::RecordWriter;
+use crate::routing::ModelRouter;
+use crate::sessions::Sessions;
+use crate::translation::RequestTranslator;
+use crate::upstream::UpstreamClient;
+
+/// Shared state of a running gateway.
+pub(crate) struct AppState {
+    pub config: GatewayConfig,
+    pub router: ModelRouter,
+    pub upstream: UpstreamClient,
+    pub translator: RequestTranslator,
+    /// Converts new images off the runtime.
+    pub images: ImageConverter,
+    /// Reads guest request bodies within the shared byte budget.
+    pub intake: Intake,
+    /// Queues exchange records, built off the request path (`None`: records off).
+    pub records: Option<RecordWriter>,
+    pub run_id: Option<Uuid>,
+    /// Call-id ledgers by session id (bounded).
+    pub sessions: Sessions,
+    /// Redacts the secrets the gateway knows from upstream text the guest is shown.
+    pub guest_redactor: Redactor,
+    pub cancel: CancellationToken,
+    /// Each in-flight exchange holds a clone; shutdown waits until all are dropped.
+    pub in_flight: mpsc::Sender<()>,
+}
