@@ -365,6 +365,13 @@ impl ManagedProcess {
             }
         }
         // Only reachable if the supervisor task died (a bug or a runtime shutdown).
+        Outcome::supervisor_lost()
+    }
+}
+
+impl Outcome {
+    /// The outcome of a process whose supervisor ended without reporting one.
+    pub(crate) fn supervisor_lost() -> Self {
         Outcome {
             termination: Termination::WaitFailed {
                 error: "the supervisor ended without reporting an outcome".to_owned(),

@@ -60,6 +60,7 @@ use switchyard_translate::TranslateOptions;
 
 use switchyard_records::{Recorder, Redactor};
 
+use switchyard_gateway::upstream::describe;
 use switchyard_gateway::{Gateway, GatewayConfig, GatewayDeps, GatewayHandle};
 
 use switchyard_testkit::fixtures::GEMINI_CLI_FIRST_REQUEST;
@@ -1424,16 +1425,4 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         }
     }
     Ok(report)
-}
-
-/// A reqwest error with its source chain.
-fn describe(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }

@@ -328,8 +328,8 @@ impl EventScan {
     }
 }
 
-/// reqwest errors with their source chain (never includes headers, so never the key).
-pub(crate) fn describe(e: &reqwest::Error) -> String {
+/// A reqwest error with its source chain (never includes headers, so never the key).
+pub fn describe(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {

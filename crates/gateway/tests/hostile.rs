@@ -245,24 +245,6 @@ async fn a_guest_that_stops_reading_is_cut_off() {
     gw.shutdown().await.unwrap();
 }
 
-/// A `width` x `height` 8-bit grayscale PNG of zeros, written row by row.
-fn zero_png(width: u32, height: u32) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut encoder = png::Encoder::new(&mut out, width, height);
-    encoder.set_color(png::ColorType::Grayscale);
-    encoder.set_depth(png::BitDepth::Eight);
-    encoder.set_compression(png::Compression::Fast);
-    let mut writer = encoder.write_header().unwrap();
-    let mut stream = writer.stream_writer().unwrap();
-    let row = vec![0u8; width as usize];
-    for _ in 0..height {
-        std::io::Write::write_all(&mut stream, &row).unwrap();
-    }
-    stream.finish().unwrap();
-    drop(writer);
-    out
-}
-
 fn image_request(png: &[u8]) -> Value {
     use base64::Engine as _;
     let data = base64::engine::general_purpose::STANDARD.encode(png);
@@ -285,8 +267,8 @@ fn upstream_image_url(request: &Value) -> String {
 
 #[tokio::test]
 async fn an_image_over_the_pixel_budget_or_cut_off_goes_upstream_unchanged() {
-    let huge = zero_png(16_000, 16_000);
-    let small = zero_png(64, 64);
+    let huge = switchyard_testkit::fixtures::zero_png(16_000, 16_000).unwrap();
+    let small = switchyard_testkit::fixtures::zero_png(64, 64).unwrap();
     let half = small[..small.len() / 2].to_vec();
     let (upstream, gw) = start(Script::always(Reply::completion_text("seen")), |_| {}).await;
     for png in [&huge, &half] {

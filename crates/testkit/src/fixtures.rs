@@ -4,3 +4,23 @@
 /// and 16 tool declarations).
 pub const GEMINI_CLI_FIRST_REQUEST: &[u8] =
     include_bytes!("../data/gemini-cli-0.61.0-first-request.json");
+
+/// A `width` x `height` 8-bit grayscale PNG of zeros, written row by row (never whole in
+/// memory): a few hundred KiB that decode to `width * height` bytes, the shape of a hostile
+/// image in a guest's request.
+pub fn zero_png(width: u32, height: u32) -> Result<Vec<u8>, png::EncodingError> {
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, width, height);
+    encoder.set_color(png::ColorType::Grayscale);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.set_compression(png::Compression::Fast);
+    let mut writer = encoder.write_header()?;
+    let mut stream = writer.stream_writer()?;
+    let row = vec![0u8; width as usize];
+    for _ in 0..height {
+        std::io::Write::write_all(&mut stream, &row)?;
+    }
+    stream.finish()?;
+    drop(writer);
+    Ok(out)
+}

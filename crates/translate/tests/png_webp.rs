@@ -260,7 +260,7 @@ fn a_png_the_decoder_panics_on_passes_through() {
 #[test]
 fn an_image_over_the_pixel_budget_is_not_decoded() {
     // 16000 x 16000 zeros compress to under a megabyte but would decode to 768 MB of pixels.
-    let huge = zero_png(16_000, 16_000);
+    let huge = switchyard_testkit::fixtures::zero_png(16_000, 16_000).unwrap();
     assert!(huge.len() < 2 << 20, "{} bytes", huge.len());
     let started = std::time::Instant::now();
     match png_to_lossless_webp(&huge, MAX) {
@@ -288,22 +288,4 @@ fn an_image_over_the_pixel_budget_is_not_decoded() {
         png_to_lossless_webp(&small, 16),
         PngConversion::Reencoded { .. }
     ));
-}
-
-/// A `width` x `height` 8-bit grayscale PNG of zeros, written row by row (never whole in memory).
-fn zero_png(width: u32, height: u32) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut encoder = png::Encoder::new(&mut out, width, height);
-    encoder.set_color(png::ColorType::Grayscale);
-    encoder.set_depth(png::BitDepth::Eight);
-    encoder.set_compression(png::Compression::Fast);
-    let mut writer = encoder.write_header().unwrap();
-    let mut stream = writer.stream_writer().unwrap();
-    let row = vec![0u8; width as usize];
-    for _ in 0..height {
-        std::io::Write::write_all(&mut stream, &row).unwrap();
-    }
-    stream.finish().unwrap();
-    drop(writer);
-    out
 }

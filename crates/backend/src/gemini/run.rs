@@ -145,7 +145,7 @@ impl GeminiRun {
                 Some(ProcessEvent::Finished(outcome)) => break outcome,
                 // The process always reports Finished before closing; if it ever does not,
                 // the run ends as if the guest vanished.
-                None => break vanished_outcome(),
+                None => break crate::process::Outcome::supervisor_lost(),
             }
         };
         let exit = guest_exit(&outcome.termination, outcome.exit);
@@ -171,21 +171,6 @@ impl GeminiRun {
             stderr_tail: outcome.stderr_tail,
             duration: outcome.duration,
         }
-    }
-}
-
-/// The outcome of a process whose supervisor stopped without reporting its end.
-fn vanished_outcome() -> crate::process::Outcome {
-    crate::process::Outcome {
-        termination: Termination::WaitFailed {
-            error: "the process supervisor stopped without reporting the end".into(),
-        },
-        exit: ExitStatusInfo::default(),
-        stdout: StreamStats::default(),
-        stderr: StreamStats::default(),
-        stderr_tail: String::new(),
-        stderr_evicted_bytes: 0,
-        duration: Duration::ZERO,
     }
 }
 
