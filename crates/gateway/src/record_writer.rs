@@ -12,6 +12,7 @@
 //! recorder: every write queued before it is then stored.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -35,6 +36,10 @@ pub(crate) struct PendingWrite {
     pub attempt_bodies: Vec<Bytes>,
     /// What the guest received, when the exchange ended (`None` for an in-flight write).
     pub delivered: Option<Vec<GenerateContentResponse>>,
+    /// Set once the exchange's last write is queued: an in-flight write not built by then is
+    /// not built at all (the last write replaces it), so a short exchange is built and stored
+    /// once.
+    pub superseded: Arc<AtomicBool>,
 }
 
 impl PendingWrite {
@@ -53,6 +58,7 @@ impl PendingWrite {
             guest_body,
             attempt_bodies,
             delivered,
+            superseded: _,
         } = self;
         record.guest_request = json_or_text(&guest_body);
         for (attempt, body) in record.attempts.iter_mut().zip(&attempt_bodies) {
@@ -135,10 +141,14 @@ impl RecordWriter {
         let queued = self
             .recorder
             .record_built(move || {
+                let in_flight = write.delivered.is_none();
+                if in_flight && write.superseded.load(Ordering::Acquire) {
+                    return None;
+                }
                 let record = write.build();
                 // The room is given back once the write is built.
                 drop(room);
-                RecordOp::UpsertExchange(Box::new(record))
+                Some(RecordOp::UpsertExchange(Box::new(record)))
             })
             .await;
         if let Err(e) = queued {
@@ -250,6 +260,7 @@ mod tests {
             guest_body,
             attempt_bodies,
             delivered: None,
+            superseded: Arc::default(),
         }
     }
 

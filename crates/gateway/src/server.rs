@@ -247,6 +247,10 @@ async fn serve_connection(
     let connection = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(bounds.head)
+        // hyper's read buffer grows to fit what arrives and keeps that size for the
+        // connection's life: capped, a 47 KB body is read in pieces instead of pinning ~64 KiB
+        // per open stream. A request head must fit (16 KiB).
+        .max_buf_size(MAX_CONNECTION_BUFFER)
         .serve_connection(io, service);
     tokio::pin!(connection);
     let ended = tokio::select! {
@@ -260,6 +264,9 @@ async fn serve_connection(
         tracing::debug!(error = %e, "guest connection ended with an error");
     }
 }
+
+/// Largest read buffer a guest connection keeps (the request head must fit).
+const MAX_CONNECTION_BUFFER: usize = 16 * 1024;
 
 /// Listen with a deep accept queue: a guest host may open many streams at once.
 fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {

@@ -1,7 +1,8 @@
 //! Collects the [`ExchangeRecord`] of one exchange while it runs and writes it (through the
 //! [`RecordWriter`]) twice: as `InFlight` once the request is routed ([`Trace::started`]), so
 //! that a long exchange is in the store while it runs and a crash leaves it marked incomplete,
-//! and when it ends (`Ok` / `Error`; an exchange dropped before it ended, as `abandoned`).
+//! and when it ends (`Ok` / `Error`; an exchange dropped before it ended, as `abandoned`). An
+//! exchange that ends before the writer thread got to its in-flight write is stored once.
 //!
 //! The request path keeps the guest body and each attempt's upstream body as shared `Bytes`
 //! and the raw upstream events as received; the recorder's writer thread parses and assembles
@@ -9,6 +10,9 @@
 //!
 //! `context_request` stays `None`: the gateway applies no context policy, so the request sent
 //! upstream is the translation of the guest request as received (see each attempt's `request`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use chrono::Utc;
@@ -31,6 +35,8 @@ struct Active {
     guest_body: Bytes,
     /// Upstream request body of each attempt (shared with the request that was sent).
     attempt_bodies: Vec<Bytes>,
+    /// Set when the last write is queued (see [`PendingWrite::superseded`]).
+    ended: Arc<AtomicBool>,
 }
 
 impl Active {
@@ -41,6 +47,7 @@ impl Active {
             guest_body: self.guest_body.clone(),
             attempt_bodies: self.attempt_bodies.clone(),
             delivered: None,
+            superseded: Arc::clone(&self.ended),
         }
     }
 
@@ -55,7 +62,9 @@ impl Active {
             mut record,
             guest_body,
             attempt_bodies,
+            ended,
         } = self;
+        ended.store(true, Ordering::Release);
         record.delivered_at = Some(Utc::now());
         record.status = if error.is_some() {
             ExchangeStatus::Error
@@ -68,6 +77,7 @@ impl Active {
             guest_body,
             attempt_bodies,
             delivered: Some(delivered),
+            superseded: ended,
         };
         (writer, write)
     }
@@ -86,6 +96,7 @@ impl Trace {
             record: ExchangeRecord::begin(run_id, ingress_api, guest_model, Value::Null),
             guest_body: guest_body.clone(),
             attempt_bodies: Vec::new(),
+            ended: Arc::default(),
         }))
     }
 
@@ -240,11 +251,13 @@ mod tests {
     use switchyard_records::model::RecordOp;
     use switchyard_records::{RecordSink, Recorder, RecorderOptions, Redactor, StoreError};
 
-    /// A sink that keeps the status of every exchange write it applies, in order.
-    struct StatusLog(Arc<Mutex<Vec<ExchangeStatus>>>);
+    /// A sink that keeps the status of every exchange write it applies, in order; each apply
+    /// first waits while the test holds the gate.
+    struct StatusLog(Arc<Mutex<Vec<ExchangeStatus>>>, Arc<Mutex<()>>);
 
     impl RecordSink for StatusLog {
         fn apply(&mut self, ops: &[RecordOp]) -> Result<(), StoreError> {
+            let _open = self.1.lock().unwrap();
             let mut log = self.0.lock().unwrap();
             for op in ops {
                 match op {
@@ -256,23 +269,28 @@ mod tests {
         }
     }
 
-    fn logged_trace() -> (Recorder, Trace, Arc<Mutex<Vec<ExchangeStatus>>>) {
+    type Log = Arc<Mutex<Vec<ExchangeStatus>>>;
+
+    fn logged_trace() -> (Recorder, Trace, Log, Arc<Mutex<()>>) {
         let log = Arc::new(Mutex::new(Vec::new()));
+        let gate = Arc::new(Mutex::new(()));
         let recorder = Recorder::start(
-            Box::new(StatusLog(Arc::clone(&log))),
+            Box::new(StatusLog(Arc::clone(&log), Arc::clone(&gate))),
             Redactor::default(),
             RecorderOptions::default(),
         )
         .unwrap();
         let writer = RecordWriter::new(recorder.clone());
         let trace = Trace::begin(Some(&writer), None, "ingress", "model", &Bytes::new());
-        (recorder, trace, log)
+        (recorder, trace, log, gate)
     }
 
     #[tokio::test]
     async fn an_exchange_is_stored_in_flight_then_ended() {
-        let (recorder, mut trace, log) = logged_trace();
+        let (recorder, mut trace, log, _gate) = logged_trace();
         trace.started().await;
+        // The in-flight write is built and stored before the exchange ends.
+        recorder.flush_async().await.unwrap();
         trace.finish_ok(Vec::new()).await;
         trace.finish_ok(Vec::new()).await;
         recorder.flush_async().await.unwrap();
@@ -283,10 +301,40 @@ mod tests {
         );
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[expect(
+        clippy::await_holding_lock,
+        reason = "the gate is held on purpose while the writes are queued"
+    )]
+    async fn an_exchange_that_ends_before_its_in_flight_write_is_built_is_stored_once() {
+        let (recorder, mut trace, log, gate) = logged_trace();
+        let held = gate.lock().unwrap();
+        // The writer takes an earlier write and waits at the gate; the exchange begins and
+        // ends meanwhile.
+        let mut other = Trace::begin(
+            Some(&RecordWriter::new(recorder.clone())),
+            None,
+            "ingress",
+            "model",
+            &Bytes::new(),
+        );
+        other.finish_ok(Vec::new()).await;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        trace.started().await;
+        trace.finish_ok(Vec::new()).await;
+        drop(held);
+        recorder.flush_async().await.unwrap();
+        assert_eq!(
+            *log.lock().unwrap(),
+            [ExchangeStatus::Ok, ExchangeStatus::Ok]
+        );
+    }
+
     #[tokio::test]
     async fn an_exchange_dropped_before_it_ends_is_stored_as_abandoned() {
-        let (recorder, mut trace, log) = logged_trace();
+        let (recorder, mut trace, log, _gate) = logged_trace();
         trace.started().await;
+        recorder.flush_async().await.unwrap();
         drop(trace);
         // The last write is queued by a task of its own.
         for _ in 0..100 {

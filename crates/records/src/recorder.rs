@@ -27,8 +27,9 @@ use crate::redact::Redactor;
 use crate::sqlite::SqliteStore;
 use crate::store::RecordSink;
 
-/// A write the writer thread builds: the producer hands over what the op is made of.
-pub type BuildOp = Box<dyn FnOnce() -> RecordOp + Send>;
+/// A write the writer thread builds: the producer hands over what the op is made of. `None`:
+/// nothing to write any more (e.g. a later write of the same record already replaces it).
+pub type BuildOp = Box<dyn FnOnce() -> Option<RecordOp> + Send>;
 
 /// Tuning of the writer queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -280,10 +281,10 @@ impl Recorder {
     }
 
     /// Queues a write that the writer thread builds by running `build` (a panic in it fails
-    /// that write alone); waits (asynchronously) while the queue is full.
+    /// that write alone; `None` writes nothing); waits (asynchronously) while the queue is full.
     pub async fn record_built(
         &self,
-        build: impl FnOnce() -> RecordOp + Send + 'static,
+        build: impl FnOnce() -> Option<RecordOp> + Send + 'static,
     ) -> Result<(), RecordError> {
         if !self.is_enabled() {
             return Ok(());
@@ -460,7 +461,8 @@ impl Writer {
             Message::Build(build) => {
                 // A producer's code: if it panics, that write fails alone, not the writer.
                 match std::panic::catch_unwind(std::panic::AssertUnwindSafe(build)) {
-                    Ok(op) => batch.push(op),
+                    Ok(Some(op)) => batch.push(op),
+                    Ok(None) => {}
                     Err(_) => self.status.count_failed(&StoreError::Backend {
                         context: "building a record",
                         message: "the producer's build panicked".to_owned(),

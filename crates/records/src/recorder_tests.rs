@@ -162,7 +162,7 @@ async fn built_writes_run_on_the_writer_thread_in_order_and_are_redacted() {
     recorder
         .record_built(move || {
             *on.lock().unwrap() = Some(std::thread::current().name().map(str::to_owned));
-            RecordOp::Event(event(2, "built with built-secret-456"))
+            Some(RecordOp::Event(event(2, "built with built-secret-456")))
         })
         .await
         .unwrap();
@@ -170,6 +170,7 @@ async fn built_writes_run_on_the_writer_thread_in_order_and_are_redacted() {
         .record_built(|| panic!("a producer's bug"))
         .await
         .unwrap();
+    recorder.record_built(|| None).await.unwrap();
     recorder
         .record(RecordOp::Event(event(3, "after")))
         .await
