@@ -1,0 +1,190 @@
+//! The handlers a tools file can name: a command (arguments on stdin, result on stdout) or a
+//! URL (arguments POSTed as JSON, result read back). Both are bounded: a timeout per call,
+//! and at most [`MAX_OUTPUT`] bytes of result read.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::tool::{HostTool, ToolError, ToolFuture, ToolOutput};
+
+/// Most bytes of a tool's result (stdout or response body) read.
+pub const MAX_OUTPUT: usize = 16 * 1024 * 1024;
+
+/// How much of a failing command's stderr the model is shown.
+const STDERR_TAIL: usize = 4 * 1024;
+
+/// The name, description and schema every handler carries.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    pub timeout: Duration,
+}
+
+/// Reads a tool's result: JSON `{"text": …, "images": [{"mime_type", "data"}]}`, else the whole
+/// output as text.
+fn output_of(bytes: &[u8]) -> ToolOutput {
+    if let Ok(output) = serde_json::from_slice::<ToolOutput>(bytes)
+        && serde_json::from_slice::<serde_json::Map<String, Value>>(bytes).is_ok()
+    {
+        return output;
+    }
+    ToolOutput {
+        text: String::from_utf8_lossy(bytes).into_owned(),
+        images: Vec::new(),
+    }
+}
+
+/// Reads at most `limit` bytes of `reader`.
+async fn read_bounded(
+    reader: impl tokio::io::AsyncRead + Unpin,
+    limit: usize,
+) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    reader
+        .take(u64::try_from(limit).unwrap_or(u64::MAX))
+        .read_to_end(&mut out)
+        .await?;
+    Ok(out)
+}
+
+/// A tool run as a command: `argv` started in `cwd`, the JSON arguments on its stdin.
+#[derive(Debug, Clone)]
+pub struct CommandTool {
+    pub spec: ToolSpec,
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+}
+
+impl CommandTool {
+    async fn run(&self, arguments: Value) -> Result<ToolOutput, ToolError> {
+        let failed = |what: &str, e: std::io::Error| ToolError::Failed(format!("{what}: {e}"));
+        let (program, args) = self
+            .argv
+            .split_first()
+            .ok_or_else(|| ToolError::Failed("the tool has an empty command".into()))?;
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .current_dir(&self.cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| failed(&format!("cannot start {program}"), e))?;
+        let input = serde_json::to_vec(&arguments).unwrap_or_default();
+        let (Some(mut stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(ToolError::Failed("the tool's pipes are not open".into()));
+        };
+        let write = async move {
+            // A tool that does not read its stdin is not an error.
+            let _ = stdin.write_all(&input).await;
+            drop(stdin);
+        };
+        let read_out = read_bounded(stdout, MAX_OUTPUT);
+        let read_err = read_bounded(stderr, 1024 * 1024);
+        let finished = async {
+            let ((), out, err) = tokio::join!(write, read_out, read_err);
+            let status = child.wait().await;
+            (out, err, status)
+        };
+        // On a timeout `child` is dropped with the future: kill_on_drop stops it.
+        let (out, err, status) = tokio::time::timeout(self.spec.timeout, finished)
+            .await
+            .map_err(|_| ToolError::TimedOut(self.spec.timeout))?;
+        let status = status.map_err(|e| failed("waiting for the tool", e))?;
+        let out = out.map_err(|e| failed("reading the tool's output", e))?;
+        if !status.success() {
+            let err = err.unwrap_or_default();
+            let tail = &err[err.len().saturating_sub(STDERR_TAIL)..];
+            let code = status
+                .code()
+                .map_or_else(|| "a signal".to_owned(), |c| format!("exit code {c}"));
+            return Err(ToolError::Failed(format!(
+                "the tool failed ({code}): {}",
+                String::from_utf8_lossy(tail).trim()
+            )));
+        }
+        Ok(output_of(&out))
+    }
+}
+
+impl HostTool for CommandTool {
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+    fn description(&self) -> &str {
+        &self.spec.description
+    }
+    fn input_schema(&self) -> &Value {
+        &self.spec.input_schema
+    }
+    fn call(&self, arguments: Value) -> ToolFuture<'_> {
+        Box::pin(self.run(arguments))
+    }
+}
+
+/// A tool behind a URL: the JSON arguments are POSTed, the JSON result read back.
+#[derive(Debug, Clone)]
+pub struct UrlTool {
+    pub spec: ToolSpec,
+    pub url: reqwest::Url,
+    pub client: reqwest::Client,
+}
+
+impl UrlTool {
+    async fn run(&self, arguments: Value) -> Result<ToolOutput, ToolError> {
+        let sent = self.client.post(self.url.clone()).json(&arguments).send();
+        let response = tokio::time::timeout(self.spec.timeout, sent)
+            .await
+            .map_err(|_| ToolError::TimedOut(self.spec.timeout))?
+            .map_err(|e| ToolError::Failed(format!("cannot reach the tool: {e}")))?;
+        let status = response.status();
+        let mut body = Vec::new();
+        let mut response = response;
+        let read = async {
+            while let Some(chunk) = response.chunk().await? {
+                let room = MAX_OUTPUT.saturating_sub(body.len());
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                if body.len() >= MAX_OUTPUT {
+                    break;
+                }
+            }
+            Ok::<_, reqwest::Error>(())
+        };
+        tokio::time::timeout(self.spec.timeout, read)
+            .await
+            .map_err(|_| ToolError::TimedOut(self.spec.timeout))?
+            .map_err(|e| ToolError::Failed(format!("reading the tool's answer: {e}")))?;
+        if !status.is_success() {
+            let tail = &body[body.len().saturating_sub(STDERR_TAIL)..];
+            return Err(ToolError::Failed(format!(
+                "the tool answered HTTP {status}: {}",
+                String::from_utf8_lossy(tail).trim()
+            )));
+        }
+        Ok(output_of(&body))
+    }
+}
+
+impl HostTool for UrlTool {
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+    fn description(&self) -> &str {
+        &self.spec.description
+    }
+    fn input_schema(&self) -> &Value {
+        &self.spec.input_schema
+    }
+    fn call(&self, arguments: Value) -> ToolFuture<'_> {
+        Box::pin(self.run(arguments))
+    }
+}
