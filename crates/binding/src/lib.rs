@@ -6,10 +6,12 @@
 //! becomes a tool error the model sees and the host tool never runs. `--tools FILE`
 //! ([`tools_file`]) declares tools whose handler is a command or a URL.
 //!
-//! Still to come (issue #22): serving the registry to the guest over authenticated MCP, the
-//! delivered-call ledger and claim-once admission.
+//! [`ledger`] is the delivered-call ledger and claim-once admission of callbacks. Still to come
+//! (issue #22): serving the registry to the guest over authenticated MCP, the gateway feeding the
+//! ledger, and the identity argument that tells identical calls apart.
 
 pub mod handlers;
+pub mod ledger;
 pub mod tool;
 pub mod tools_file;
 
