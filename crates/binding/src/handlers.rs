@@ -26,17 +26,41 @@ pub struct ToolSpec {
     pub timeout: Duration,
 }
 
-/// Reads a tool's result: JSON `{"text": …, "images": [{"mime_type", "data"}]}`, else the whole
-/// output as text.
+/// Reads a tool's result: a JSON object with `text` and/or `images` (`[{"mime_type",
+/// "data"}]`) is that result; anything else is the whole output as text.
 fn output_of(bytes: &[u8]) -> ToolOutput {
-    if let Ok(output) = serde_json::from_slice::<ToolOutput>(bytes)
-        && serde_json::from_slice::<serde_json::Map<String, Value>>(bytes).is_ok()
-    {
+    let shaped = serde_json::from_slice::<serde_json::Map<String, Value>>(bytes)
+        .is_ok_and(|object| object.contains_key("text") || object.contains_key("images"));
+    if shaped && let Ok(output) = serde_json::from_slice::<ToolOutput>(bytes) {
         return output;
     }
     ToolOutput {
         text: String::from_utf8_lossy(bytes).into_owned(),
         images: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_in_the_tool_shape_are_read_and_anything_else_is_text() {
+        let shaped =
+            output_of(br#"{"text": "hi", "images": [{"mime_type": "image/png", "data": "AA=="}]}"#);
+        assert_eq!((shaped.text.as_str(), shaped.images.len()), ("hi", 1));
+        for other in [
+            &br#"{"foo": 1}"#[..],
+            b"[1, 2]",
+            b"plain",
+            br#"{"text": 5}"#,
+        ] {
+            assert_eq!(
+                output_of(other).text,
+                String::from_utf8_lossy(other),
+                "{other:?}"
+            );
+        }
     }
 }
 
