@@ -26,6 +26,26 @@ pub struct ToolSpec {
     pub timeout: Duration,
 }
 
+/// `HostTool` for a handler with a `spec: ToolSpec` and an `async fn run(&self, Value)`.
+macro_rules! host_tool_from_spec {
+    ($handler:ty) => {
+        impl HostTool for $handler {
+            fn name(&self) -> &str {
+                &self.spec.name
+            }
+            fn description(&self) -> &str {
+                &self.spec.description
+            }
+            fn input_schema(&self) -> &Value {
+                &self.spec.input_schema
+            }
+            fn call(&self, arguments: Value) -> ToolFuture<'_> {
+                Box::pin(self.run(arguments))
+            }
+        }
+    };
+}
+
 /// Reads a tool's result: a JSON object with `text` and/or `images` (`[{"mime_type",
 /// "data"}]`) is that result; anything else is the whole output as text.
 fn output_of(bytes: &[u8]) -> ToolOutput {
@@ -140,20 +160,7 @@ impl CommandTool {
     }
 }
 
-impl HostTool for CommandTool {
-    fn name(&self) -> &str {
-        &self.spec.name
-    }
-    fn description(&self) -> &str {
-        &self.spec.description
-    }
-    fn input_schema(&self) -> &Value {
-        &self.spec.input_schema
-    }
-    fn call(&self, arguments: Value) -> ToolFuture<'_> {
-        Box::pin(self.run(arguments))
-    }
-}
+host_tool_from_spec!(CommandTool);
 
 /// A tool behind a URL: the JSON arguments are POSTed, the JSON result read back.
 #[derive(Debug, Clone)]
@@ -198,17 +205,4 @@ impl UrlTool {
     }
 }
 
-impl HostTool for UrlTool {
-    fn name(&self) -> &str {
-        &self.spec.name
-    }
-    fn description(&self) -> &str {
-        &self.spec.description
-    }
-    fn input_schema(&self) -> &Value {
-        &self.spec.input_schema
-    }
-    fn call(&self, arguments: Value) -> ToolFuture<'_> {
-        Box::pin(self.run(arguments))
-    }
-}
+host_tool_from_spec!(UrlTool);
