@@ -67,14 +67,8 @@ fn request_with_png() -> Vec<u8> {
             pixels.extend_from_slice(&[v, v, v.saturating_add(10)]);
         }
     }
-    let mut png_bytes = Vec::new();
-    let mut encoder = png::Encoder::new(&mut png_bytes, width, height);
-    encoder.set_color(png::ColorType::Rgb);
-    encoder.set_depth(png::BitDepth::Eight);
-    encoder
-        .write_header()
-        .and_then(|mut w| w.write_image_data(&pixels))
-        .expect("the PNG encodes");
+    let png_bytes =
+        switchyard_testkit::fixtures::rgb_png(width, height, &pixels).expect("the PNG encodes");
     let mut request: serde_json::Value =
         serde_json::from_slice(GEMINI_CLI_FIRST_REQUEST).expect("the captured request parses");
     request["contents"][0]["parts"]

@@ -50,14 +50,13 @@ macro_rules! host_tool_from_spec {
 /// "data"}]`) is that result; anything else is the whole output as text.
 fn output_of(bytes: &[u8]) -> ToolOutput {
     let shaped = serde_json::from_slice::<serde_json::Map<String, Value>>(bytes)
-        .is_ok_and(|object| object.contains_key("text") || object.contains_key("images"));
-    if shaped && let Ok(output) = serde_json::from_slice::<ToolOutput>(bytes) {
-        return output;
-    }
-    ToolOutput {
+        .ok()
+        .filter(|object| object.contains_key("text") || object.contains_key("images"))
+        .and_then(|object| serde_json::from_value::<ToolOutput>(Value::Object(object)).ok());
+    shaped.unwrap_or_else(|| ToolOutput {
         text: String::from_utf8_lossy(bytes).into_owned(),
         images: Vec::new(),
-    }
+    })
 }
 
 #[cfg(test)]

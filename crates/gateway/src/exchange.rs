@@ -643,13 +643,13 @@ async fn complete(ctx: &ExchangeContext, mut trace: Trace, prepared: &Prepared) 
         match outcome {
             TurnOutcome::Complete(turn) => {
                 match accept_call_ids(state, &ctx.session, &turn.delivered_call_ids) {
-                    Ok(()) => return answer(&mut trace, &turn.final_chunk, None).await,
+                    Ok(()) => return answer(&mut trace, turn.final_chunk, None).await,
                     Err(reason) if budget.next_malformed() => {
                         trace.note(|| format!("retrying: {reason}"));
                     }
                     Err(reason) => {
                         let last = malformed_final_chunk(config, &turn.final_chunk);
-                        return answer(&mut trace, &last, Some(("reused_call_id", &reason))).await;
+                        return answer(&mut trace, last, Some(("reused_call_id", &reason))).await;
                     }
                 }
             }
@@ -659,7 +659,7 @@ async fn complete(ctx: &ExchangeContext, mut trace: Trace, prepared: &Prepared) 
                     trace.note(|| format!("retrying malformed tool call: {reason}"));
                 } else {
                     let error = Some(("malformed_function_call", reason.as_str()));
-                    return answer(&mut trace, &turn.final_chunk, error).await;
+                    return answer(&mut trace, turn.final_chunk, error).await;
                 }
             }
         }
@@ -670,11 +670,11 @@ async fn complete(ctx: &ExchangeContext, mut trace: Trace, prepared: &Prepared) 
 /// message, when it failed).
 async fn answer(
     trace: &mut Trace,
-    chunk: &GenerateContentResponse,
+    chunk: GenerateContentResponse,
     error: Option<(&str, &str)>,
 ) -> Response {
     let sent = chunk.to_json_line();
-    let delivered = vec![chunk.clone()];
+    let delivered = vec![chunk];
     match error {
         None => trace.finish_ok(delivered).await,
         Some((kind, message)) => trace.finish_error(delivered, kind, message).await,

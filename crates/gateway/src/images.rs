@@ -66,16 +66,7 @@ mod tests {
                 state as u8
             })
             .collect();
-        let mut out = Vec::new();
-        let mut encoder = png::Encoder::new(&mut out, side, side);
-        encoder.set_color(png::ColorType::Rgb);
-        encoder.set_depth(png::BitDepth::Eight);
-        encoder
-            .write_header()
-            .unwrap()
-            .write_image_data(&data)
-            .unwrap();
-        out
+        switchyard_testkit::fixtures::rgb_png(side, side, &data).unwrap()
     }
 
     // One runtime thread: had the conversion run on it, nothing else could run meanwhile.

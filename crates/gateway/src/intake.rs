@@ -119,7 +119,7 @@ impl BodyBudget {
 
 impl Intake {
     /// Reads the whole body once its size is reserved. `declared` is the request's
-    /// `Content-Length`, if any (the ingress makes sure the body has exactly that length).
+    /// `Content-Length`, if any (hyper makes sure the body has exactly that length).
     pub async fn read(&self, body: Body, declared: Option<u64>) -> Result<GuestBody, IntakeError> {
         if let Some(size) = declared.filter(|&s| s > self.max_body as u64) {
             return Err(IntakeError::TooLarge {

@@ -67,7 +67,7 @@ pub(crate) async fn models(
             );
         }
     };
-    // The ingress checked `Content-Length` and gives it as the body's exact size (none: chunked).
+    // hyper checked `Content-Length` and gives it as the body's exact size (none: chunked).
     let declared_length = http_body::Body::size_hint(&body).exact();
     let guest = match state.intake.read(body, declared_length).await {
         Ok(guest) => guest,

@@ -82,18 +82,21 @@ impl Gateway {
             .upstream_key
             .or_else(|| std::env::var(&config.upstream_key_env).ok())
             .filter(|k| !k.is_empty());
+        // The secrets the gateway knows, kept out of records and out of what the guest sees.
+        let guest_redactor = Redactor::new(
+            upstream_key
+                .iter()
+                .chain(config.ingress_key.iter())
+                .cloned(),
+        );
         let recorder = match (deps.recorder, &config.records_dir) {
             (Some(r), _) => r,
             (None, Some(dir)) => {
-                let redactor = switchyard_records::Redactor::new(
-                    upstream_key
-                        .iter()
-                        .chain(config.ingress_key.iter())
-                        .cloned(),
-                );
-                Recorder::open_dir(dir, redactor).map_err(|source| GatewayError::Records {
-                    dir: dir.display().to_string(),
-                    source,
+                Recorder::open_dir(dir, guest_redactor.clone()).map_err(|source| {
+                    GatewayError::Records {
+                        dir: dir.display().to_string(),
+                        source,
+                    }
                 })?
             }
             (None, None) => Recorder::disabled(),
@@ -101,12 +104,6 @@ impl Gateway {
         for secret in upstream_key.iter().chain(config.ingress_key.iter()) {
             recorder.add_secret(secret.clone());
         }
-        let guest_redactor = Redactor::new(
-            upstream_key
-                .iter()
-                .chain(config.ingress_key.iter())
-                .cloned(),
-        );
         let upstream = UpstreamClient::new(&config, upstream_key)?;
         let records = recorder
             .is_enabled()

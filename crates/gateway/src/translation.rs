@@ -83,20 +83,12 @@ mod tests {
 
     use super::*;
 
-    /// A small RGB PNG (dev-dependency `png`), base64.
+    /// A small RGB PNG, base64.
     fn png_base64() -> String {
         use base64::Engine;
-        let mut out = Vec::new();
-        let mut encoder = png::Encoder::new(&mut out, 8, 8);
-        encoder.set_color(png::ColorType::Rgb);
-        encoder.set_depth(png::BitDepth::Eight);
         let pixels: Vec<u8> = (0..8 * 8 * 3).map(|i| (i * 7) as u8).collect();
-        encoder
-            .write_header()
-            .unwrap()
-            .write_image_data(&pixels)
-            .unwrap();
-        base64::engine::general_purpose::STANDARD.encode(out)
+        let png = switchyard_testkit::fixtures::rgb_png(8, 8, &pixels).unwrap();
+        base64::engine::general_purpose::STANDARD.encode(png)
     }
 
     fn webp_url(body: &Bytes) -> String {

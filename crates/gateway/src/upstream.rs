@@ -131,8 +131,8 @@ pub struct UpstreamClient {
     parsed_url: reqwest::Url,
     /// `Bearer <key>`, built once and marked sensitive (so HTTP tooling never prints it).
     bearer: Option<reqwest::header::HeaderValue>,
+    /// The URL as configured (what records name).
     url: String,
-    has_key: bool,
     first_byte: Duration,
     idle: Duration,
 }
@@ -141,7 +141,7 @@ impl std::fmt::Debug for UpstreamClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamClient")
             .field("url", &self.url)
-            .field("has_key", &self.has_key)
+            .field("has_key", &self.bearer.is_some())
             .finish()
     }
 }
@@ -186,7 +186,6 @@ impl UpstreamClient {
             })
             .transpose()?;
         Ok(Self {
-            has_key: bearer.is_some(),
             http,
             parsed_url,
             bearer,

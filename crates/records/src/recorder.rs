@@ -44,7 +44,7 @@ impl Default for RecorderOptions {
     fn default() -> Self {
         RecorderOptions {
             queue_capacity: 4096,
-            max_batch: 256,
+            max_batch: 512,
         }
     }
 }

@@ -5,6 +5,16 @@
 pub const GEMINI_CLI_FIRST_REQUEST: &[u8] =
     include_bytes!("../data/gemini-cli-0.61.0-first-request.json");
 
+/// An 8-bit RGB PNG of `pixels` (3 bytes each, row by row).
+pub fn rgb_png(width: u32, height: u32, pixels: &[u8]) -> Result<Vec<u8>, png::EncodingError> {
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, width, height);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.write_header()?.write_image_data(pixels)?;
+    Ok(out)
+}
+
 /// A `width` x `height` 8-bit grayscale PNG of zeros, written row by row (never whole in
 /// memory): a few hundred KiB that decode to `width * height` bytes, the shape of a hostile
 /// image in a guest's request.

@@ -160,16 +160,7 @@ mod tests {
         let data: Vec<u8> = (0..width * 4 * 3)
             .map(|i| (i as u8).wrapping_mul(seed))
             .collect();
-        let mut out = Vec::new();
-        let mut encoder = png::Encoder::new(&mut out, width, 4);
-        encoder.set_color(png::ColorType::Rgb);
-        encoder.set_depth(png::BitDepth::Eight);
-        encoder
-            .write_header()
-            .unwrap()
-            .write_image_data(&data)
-            .unwrap();
-        out
+        switchyard_testkit::fixtures::rgb_png(width, 4, &data).unwrap()
     }
 
     #[test]
