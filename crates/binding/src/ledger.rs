@@ -1,26 +1,27 @@
-//! The delivered-call ledger of one run, and claim-once admission of host-tool callbacks.
+//! The delivered-call ledger of one run, and claim-once admission of host-tool callbacks (pure:
+//! no I/O, no clock).
 //!
-//! The gateway enters each batch of function calls of a model response *before* it sends the
-//! response ([`Ledger::offer`]) and confirms the batch once the response was fully sent to the
-//! guest ([`Ledger::confirm`]); a failed or cut send revokes it ([`Ledger::revoke`]). Only
-//! confirmed calls can be claimed. A callback ([`Ledger::claim`]) is admitted only if it matches
-//! exactly one delivered, unclaimed call of the run (same tool, same arguments and, when the
-//! guest passed one back, the same model call id); it is then claimed and never admitted again.
-//! Everything else is refused with a reason ([`Refusal`]). [`Ledger::close`] (cancellation)
-//! refuses every later claim. Model call ids are never reused within a run.
+//! The gateway enters each batch of host-tool calls of a model response *before* it sends the
+//! response ([`Ledger::offer`]), giving each call a fresh private identity, and confirms the
+//! batch once the response was fully sent to the guest ([`Ledger::confirm`]); a failed or cut
+//! send revokes it ([`Ledger::revoke`]). A callback ([`Ledger::claim`]) is admitted only if its
+//! identity names a delivered, unclaimed call with the same tool and the same arguments; it is
+//! then claimed and never admitted again. Everything else is refused with a reason
+//! ([`Refusal`]). [`Ledger::close`] (cancellation) refuses every later claim. Model call ids and
+//! identities are never reused within a run.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 use serde_json::Value;
 
-/// One function call the model made, as the gateway delivered it.
+/// One host-tool call the model made, as the gateway delivers it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OfferedCall {
     /// The model's call id (the upstream's, or one the gateway made up).
     pub model_call_id: String,
     pub tool: String,
-    /// The exact arguments the model produced.
+    /// The exact arguments the model produced (without the private identity).
     pub arguments: Value,
 }
 
@@ -32,8 +33,10 @@ pub enum CallState {
     Offered,
     /// Its response reached the guest: it may be claimed once.
     Delivered,
-    /// A callback claimed it.
+    /// A callback claimed it; its host tool is running.
     Claimed,
+    /// Its callback's host tool returned (a result or an error).
+    Completed,
     /// Its response never fully reached the guest.
     Revoked,
 }
@@ -49,9 +52,8 @@ struct Entry {
 }
 
 /// A batch entered with [`Ledger::offer`], to confirm or revoke.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[must_use = "a batch must be confirmed once sent, or revoked"]
-pub struct BatchTicket(u64);
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BatchTicket(pub u64);
 
 /// Why a batch cannot be entered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,6 +64,10 @@ pub enum OfferError {
     DuplicateInBatch(String),
     #[error("a call has an empty model call id or tool name")]
     Empty,
+    #[error("the identity {0:?} was already used in this run")]
+    ReusedIdentity(String),
+    #[error("admission is closed (the run was cancelled or ended)")]
+    Closed,
 }
 
 /// An admitted callback: the call it claimed.
@@ -81,17 +87,25 @@ pub struct Admission {
 pub enum Refusal {
     #[error("admission is closed (the run was cancelled or ended)")]
     Closed,
+    #[error("the callback of {tool} carries no call identity: it is not a call the model made")]
+    MissingIdentity { tool: String },
     #[error(
-        "no delivered call of {tool} with these arguments: the model never made it, or its response never reached the guest"
+        "no call of {tool} with this identity was delivered: the model never made it, or it was \
+         made up"
     )]
     NotDelivered { tool: String },
+    #[error("the response carrying the call {model_call_id} of {tool} has not been fully sent yet")]
+    NotYetDelivered { tool: String, model_call_id: String },
+    #[error(
+        "the response carrying the call {model_call_id} of {tool} never fully reached the guest"
+    )]
+    Revoked { tool: String, model_call_id: String },
     #[error("the call {model_call_id} of {tool} was already claimed")]
     AlreadyClaimed { tool: String, model_call_id: String },
     #[error(
-        "{count} delivered calls of {tool} have these arguments and the callback names none of them"
+        "the identity names the call {model_call_id}, which is not a call of {tool} with these \
+         arguments"
     )]
-    Ambiguous { tool: String, count: usize },
-    #[error("model call id {model_call_id} is not a delivered call of {tool} with these arguments")]
     WrongIdentity { tool: String, model_call_id: String },
 }
 
@@ -99,6 +113,7 @@ pub enum Refusal {
 #[derive(Debug, Default)]
 pub struct Ledger {
     entries: Vec<Entry>,
+    by_identity: HashMap<String, usize>,
     used_ids: HashSet<String>,
     next_batch: u64,
     closed: bool,
@@ -110,19 +125,26 @@ impl Ledger {
     }
 
     /// Enters the calls of one model response of `session`, in the model's order, before the
-    /// response is sent. Refused as a whole if any call id was already used in the run.
+    /// response is sent; `identities[i]` is the private identity delivered with `calls[i]`.
+    /// Refused as a whole if any call id or identity was already used in the run.
     pub fn offer(
         &mut self,
         session: &str,
-        calls: Vec<OfferedCall>,
+        calls: Vec<(OfferedCall, String)>,
     ) -> Result<BatchTicket, OfferError> {
+        if self.closed {
+            return Err(OfferError::Closed);
+        }
         let mut seen = HashSet::new();
-        for call in &calls {
-            if call.model_call_id.is_empty() || call.tool.is_empty() {
+        for (call, identity) in &calls {
+            if call.model_call_id.is_empty() || call.tool.is_empty() || identity.is_empty() {
                 return Err(OfferError::Empty);
             }
             if self.used_ids.contains(&call.model_call_id) {
                 return Err(OfferError::ReusedCallId(call.model_call_id.clone()));
+            }
+            if self.by_identity.contains_key(identity) {
+                return Err(OfferError::ReusedIdentity(identity.clone()));
             }
             if !seen.insert(call.model_call_id.as_str()) {
                 return Err(OfferError::DuplicateInBatch(call.model_call_id.clone()));
@@ -130,8 +152,9 @@ impl Ledger {
         }
         let batch = self.next_batch;
         self.next_batch += 1;
-        for (position, call) in calls.into_iter().enumerate() {
+        for (position, (call, identity)) in calls.into_iter().enumerate() {
             self.used_ids.insert(call.model_call_id.clone());
+            self.by_identity.insert(identity, self.entries.len());
             self.entries.push(Entry {
                 call,
                 session: session.to_owned(),
@@ -161,84 +184,90 @@ impl Ledger {
         self.set_batch(ticket, CallState::Offered, CallState::Revoked);
     }
 
-    /// Refuses every later claim (cancellation).
+    /// Refuses every later claim and offer (cancellation).
     pub fn close(&mut self) {
         self.closed = true;
     }
 
-    /// Admits a callback of `tool` with `arguments` if it matches exactly one delivered,
-    /// unclaimed call (and `model_call_id`, when the guest passed one back); claims it.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Admits a callback of `tool` with `arguments` (the private identity already removed) if
+    /// `identity` names a delivered, unclaimed call of that tool with exactly these arguments;
+    /// claims it.
     pub fn claim(
         &mut self,
         tool: &str,
         arguments: &Value,
-        model_call_id: Option<&str>,
+        identity: Option<&str>,
     ) -> Result<Admission, Refusal> {
         if self.closed {
             return Err(Refusal::Closed);
         }
-        let same = |e: &Entry| e.call.tool == tool && e.call.arguments == *arguments;
-        let candidates: Vec<usize> = self
-            .entries
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| same(e) && e.state == CallState::Delivered)
-            .map(|(i, _)| i)
-            .collect();
-        let chosen = match model_call_id {
-            Some(id) => {
-                if let Some(claimed) = self.entries.iter().find(|e| {
-                    same(e) && e.call.model_call_id == id && e.state == CallState::Claimed
-                }) {
-                    return Err(Refusal::AlreadyClaimed {
-                        tool: tool.to_owned(),
-                        model_call_id: claimed.call.model_call_id.clone(),
-                    });
-                }
-                candidates
-                    .into_iter()
-                    .find(|&i| self.entries[i].call.model_call_id == id)
-                    .ok_or_else(|| Refusal::WrongIdentity {
-                        tool: tool.to_owned(),
-                        model_call_id: id.to_owned(),
-                    })?
-            }
-            None => match candidates.as_slice() {
-                [one] => *one,
-                [] => {
-                    return Err(
-                        match self
-                            .entries
-                            .iter()
-                            .find(|e| same(e) && e.state == CallState::Claimed)
-                        {
-                            Some(claimed) => Refusal::AlreadyClaimed {
-                                tool: tool.to_owned(),
-                                model_call_id: claimed.call.model_call_id.clone(),
-                            },
-                            None => Refusal::NotDelivered {
-                                tool: tool.to_owned(),
-                            },
-                        },
-                    );
-                }
-                many => {
-                    return Err(Refusal::Ambiguous {
-                        tool: tool.to_owned(),
-                        count: many.len(),
-                    });
-                }
-            },
+        let Some(identity) = identity else {
+            return Err(Refusal::MissingIdentity {
+                tool: tool.to_owned(),
+            });
         };
-        let entry = &mut self.entries[chosen];
-        entry.state = CallState::Claimed;
-        Ok(Admission {
-            model_call_id: entry.call.model_call_id.clone(),
-            tool: entry.call.tool.clone(),
-            session: entry.session.clone(),
-            batch: entry.batch,
-            position: entry.position,
-        })
+        let Some(&index) = self.by_identity.get(identity) else {
+            return Err(Refusal::NotDelivered {
+                tool: tool.to_owned(),
+            });
+        };
+        let entry = &mut self.entries[index];
+        let model_call_id = entry.call.model_call_id.clone();
+        if entry.call.tool != tool || entry.call.arguments != *arguments {
+            return Err(Refusal::WrongIdentity {
+                tool: tool.to_owned(),
+                model_call_id,
+            });
+        }
+        let tool = tool.to_owned();
+        match entry.state {
+            CallState::Offered => Err(Refusal::NotYetDelivered {
+                tool,
+                model_call_id,
+            }),
+            CallState::Revoked => Err(Refusal::Revoked {
+                tool,
+                model_call_id,
+            }),
+            CallState::Claimed | CallState::Completed => Err(Refusal::AlreadyClaimed {
+                tool,
+                model_call_id,
+            }),
+            CallState::Delivered => {
+                entry.state = CallState::Claimed;
+                Ok(Admission {
+                    model_call_id,
+                    tool,
+                    session: entry.session.clone(),
+                    batch: entry.batch,
+                    position: entry.position,
+                })
+            }
+        }
+    }
+
+    /// The claimed call `model_call_id`'s host tool returned.
+    pub fn complete(&mut self, model_call_id: &str) {
+        if let Some(entry) = self
+            .entries
+            .iter_mut()
+            .find(|e| e.call.model_call_id == model_call_id && e.state == CallState::Claimed)
+        {
+            entry.state = CallState::Completed;
+        }
+    }
+
+    /// Claimed calls whose host tool has not returned yet (model call ids).
+    pub fn running(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .filter(|e| e.state == CallState::Claimed)
+            .map(|e| e.call.model_call_id.clone())
+            .collect()
     }
 
     /// The state of the call with this model call id, if it was entered.
@@ -247,6 +276,15 @@ impl Ledger {
             .iter()
             .find(|e| e.call.model_call_id == model_call_id)
             .map(|e| e.state)
+    }
+
+    /// The states of the calls of `batch` before `position`, in order.
+    pub fn earlier_in_batch(&self, batch: u64, position: usize) -> Vec<CallState> {
+        self.entries
+            .iter()
+            .filter(|e| e.batch == batch && e.position < position)
+            .map(|e| e.state)
+            .collect()
     }
 }
 

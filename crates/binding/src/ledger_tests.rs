@@ -2,16 +2,23 @@ use serde_json::json;
 
 use super::*;
 
-fn call(id: &str, tool: &str, arguments: Value) -> OfferedCall {
-    OfferedCall {
-        model_call_id: id.into(),
-        tool: tool.into(),
-        arguments,
-    }
+fn call(id: &str, tool: &str, arguments: Value) -> (OfferedCall, String) {
+    (
+        OfferedCall {
+            model_call_id: id.into(),
+            tool: tool.into(),
+            arguments,
+        },
+        format!("identity-of-{id}"),
+    )
 }
 
 fn nonce(n: &str) -> Value {
     json!({"nonce": n})
+}
+
+fn ident(id: &str) -> String {
+    format!("identity-of-{id}")
 }
 
 #[test]
@@ -22,20 +29,25 @@ fn only_a_delivered_call_is_claimed_and_only_once() {
         .unwrap();
     // Not yet sent: a callback now is one the guest cannot have received.
     assert_eq!(
-        ledger.claim("record", &nonce("a"), None),
-        Err(Refusal::NotDelivered {
-            tool: "record".into()
+        ledger.claim("record", &nonce("a"), Some(&ident("c1"))),
+        Err(Refusal::NotYetDelivered {
+            tool: "record".into(),
+            model_call_id: "c1".into()
         })
     );
     ledger.confirm(ticket);
-    let admitted = ledger.claim("record", &nonce("a"), None).unwrap();
+    let admitted = ledger
+        .claim("record", &nonce("a"), Some(&ident("c1")))
+        .unwrap();
     assert_eq!(
         (admitted.model_call_id.as_str(), admitted.position),
         ("c1", 0)
     );
     assert_eq!(ledger.state("c1"), Some(CallState::Claimed));
+    ledger.complete("c1");
+    assert_eq!(ledger.state("c1"), Some(CallState::Completed));
     assert_eq!(
-        ledger.claim("record", &nonce("a"), None),
+        ledger.claim("record", &nonce("a"), Some(&ident("c1"))),
         Err(Refusal::AlreadyClaimed {
             tool: "record".into(),
             model_call_id: "c1".into()
@@ -50,19 +62,30 @@ fn a_forged_callback_matches_nothing() {
         .offer("s", vec![call("c1", "record", nonce("a"))])
         .unwrap();
     ledger.confirm(ticket);
-    // Right tool, other arguments (e.g. the guest's own shell calling the MCP server).
+    // The right tool and arguments, but no identity (e.g. the guest's own shell calling the
+    // MCP server), or one that was never delivered.
     assert_eq!(
-        ledger.claim("record", &nonce("forged"), None),
-        Err(Refusal::NotDelivered {
+        ledger.claim("record", &nonce("a"), None),
+        Err(Refusal::MissingIdentity {
             tool: "record".into()
         })
     );
     assert_eq!(
-        ledger.claim("finish", &nonce("a"), None),
+        ledger.claim("record", &nonce("a"), Some("guessed")),
         Err(Refusal::NotDelivered {
-            tool: "finish".into()
+            tool: "record".into()
         })
     );
+    // A real identity with other arguments or another tool.
+    for (tool, args) in [("record", nonce("forged")), ("finish", nonce("a"))] {
+        assert_eq!(
+            ledger.claim(tool, &args, Some(&ident("c1"))),
+            Err(Refusal::WrongIdentity {
+                tool: tool.into(),
+                model_call_id: "c1".into()
+            })
+        );
+    }
     assert_eq!(
         ledger.state("c1"),
         Some(CallState::Delivered),
@@ -71,7 +94,7 @@ fn a_forged_callback_matches_nothing() {
 }
 
 #[test]
-fn identical_calls_are_two_claims_by_identity_and_ambiguous_without() {
+fn identical_calls_are_two_claims_each_by_its_identity() {
     let mut ledger = Ledger::new();
     let ticket = ledger
         .offer(
@@ -83,29 +106,17 @@ fn identical_calls_are_two_claims_by_identity_and_ambiguous_without() {
         )
         .unwrap();
     ledger.confirm(ticket);
+    let second = ledger
+        .claim("record", &nonce("n"), Some(&ident("c2")))
+        .unwrap();
+    let first = ledger
+        .claim("record", &nonce("n"), Some(&ident("c1")))
+        .unwrap();
+    assert_eq!((first.model_call_id.as_str(), first.position), ("c1", 0));
+    assert_eq!((second.model_call_id.as_str(), second.position), ("c2", 1));
     assert_eq!(
-        ledger.claim("record", &nonce("n"), None),
-        Err(Refusal::Ambiguous {
-            tool: "record".into(),
-            count: 2
-        })
-    );
-    let second = ledger.claim("record", &nonce("n"), Some("c2")).unwrap();
-    let first = ledger.claim("record", &nonce("n"), Some("c1")).unwrap();
-    assert_eq!((first.position, second.position), (0, 1));
-    assert_eq!(
-        ledger.claim("record", &nonce("n"), Some("c1")),
-        Err(Refusal::AlreadyClaimed {
-            tool: "record".into(),
-            model_call_id: "c1".into()
-        })
-    );
-    assert_eq!(
-        ledger.claim("record", &nonce("n"), Some("c9")),
-        Err(Refusal::WrongIdentity {
-            tool: "record".into(),
-            model_call_id: "c9".into()
-        })
+        ledger.earlier_in_batch(first.batch, 1),
+        vec![CallState::Claimed]
     );
 }
 
@@ -116,15 +127,11 @@ fn a_revoked_batch_can_never_be_claimed() {
         .offer("s", vec![call("c1", "record", nonce("a"))])
         .unwrap();
     ledger.revoke(ticket);
+    // A late confirm does not bring it back.
     ledger.confirm(ticket);
     assert_eq!(
-        ledger.state("c1"),
-        Some(CallState::Revoked),
-        "confirming later changes nothing"
-    );
-    assert_eq!(
-        ledger.claim("record", &nonce("a"), Some("c1")),
-        Err(Refusal::WrongIdentity {
+        ledger.claim("record", &nonce("a"), Some(&ident("c1"))),
+        Err(Refusal::Revoked {
             tool: "record".into(),
             model_call_id: "c1".into()
         })
@@ -132,42 +139,50 @@ fn a_revoked_batch_can_never_be_claimed() {
 }
 
 #[test]
-fn call_ids_are_never_reused_within_a_run() {
+fn ids_and_identities_are_never_reused_within_a_run() {
     let mut ledger = Ledger::new();
-    let ticket = ledger
-        .offer("s", vec![call("c1", "record", nonce("a"))])
+    let t = ledger
+        .offer("s1", vec![call("c1", "record", nonce("a"))])
         .unwrap();
-    ledger.revoke(ticket);
+    ledger.confirm(t);
+    // Another session of the same run cannot reuse the id either.
     assert_eq!(
-        ledger.offer("other-session", vec![call("c1", "record", nonce("b"))]),
+        ledger.offer("s2", vec![call("c1", "record", nonce("b"))]),
         Err(OfferError::ReusedCallId("c1".into()))
+    );
+    let (fresh, _) = call("c9", "record", nonce("b"));
+    assert_eq!(
+        ledger.offer("s2", vec![(fresh, ident("c1"))]),
+        Err(OfferError::ReusedIdentity(ident("c1")))
     );
     assert_eq!(
         ledger.offer(
-            "s",
-            vec![call("c2", "a", json!({})), call("c2", "b", json!({}))]
+            "s1",
+            vec![
+                call("c2", "record", nonce("a")),
+                call("c2", "x", nonce("b"))
+            ]
         ),
         Err(OfferError::DuplicateInBatch("c2".into()))
     );
-    assert_eq!(
-        ledger.offer("s", vec![call("", "a", json!({}))]),
-        Err(OfferError::Empty)
-    );
-    // A refused batch entered nothing: its ids are still free.
-    assert!(ledger.offer("s", vec![call("c2", "a", json!({}))]).is_ok());
+    // A refused batch enters nothing.
+    assert_eq!(ledger.state("c2"), None);
 }
 
 #[test]
-fn closing_refuses_every_later_claim() {
+fn closing_refuses_every_later_claim_and_offer() {
     let mut ledger = Ledger::new();
-    let ticket = ledger
+    let t = ledger
         .offer("s", vec![call("c1", "record", nonce("a"))])
         .unwrap();
-    ledger.confirm(ticket);
+    ledger.confirm(t);
     ledger.close();
     assert_eq!(
-        ledger.claim("record", &nonce("a"), None),
+        ledger.claim("record", &nonce("a"), Some(&ident("c1"))),
         Err(Refusal::Closed)
     );
-    assert_eq!(ledger.state("c1"), Some(CallState::Delivered));
+    assert_eq!(
+        ledger.offer("s", vec![call("c2", "record", nonce("a"))]),
+        Err(OfferError::Closed)
+    );
 }

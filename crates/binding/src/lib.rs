@@ -4,17 +4,29 @@
 //! name, a description, the JSON Schema of its arguments and an async call; a [`ToolRegistry`]
 //! checks every call's arguments against that schema before the tool runs, so a malformed call
 //! becomes a tool error the model sees and the host tool never runs. `--tools FILE`
-//! ([`tools_file`]) declares tools whose handler is a command or a URL.
+//! ([`tools_file`]) declares tools whose handler is a command or a URL; `--finish-schema`
+//! adds the [`finish`] tool.
 //!
-//! [`ledger`] is the delivered-call ledger and claim-once admission of callbacks. Still to come
-//! (issue #22): serving the registry to the guest over authenticated MCP, the gateway feeding the
-//! ledger, and the identity argument that tells identical calls apart.
+//! [`HostBinding`] ties callbacks to model calls: the gateway enters each delivered batch in
+//! the [`ledger`] with a private identity per call, and [`mcp`] serves the registry to the guest
+//! over authenticated MCP, admitting a callback only for a delivered, unclaimed call, once, in
+//! the model's order.
 
+pub mod binding;
+pub mod finish;
 pub mod handlers;
 pub mod ledger;
+pub mod mcp;
 pub mod tool;
 pub mod tools_file;
 
+pub use binding::{
+    BindingLimits, CallbackOutcome, Delivery, DrainReport, HostBinding, IDENTITY_ARG,
+    schema_with_identity,
+};
+pub use finish::{FINISH_TOOL, FinishSlot, FinishTool};
+pub use ledger::{OfferError, OfferedCall, Refusal};
+pub use mcp::McpServer;
 pub use tool::{
     HostTool, RegistryError, ToolError, ToolFuture, ToolImage, ToolOutput, ToolRegistry,
 };

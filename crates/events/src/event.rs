@@ -36,6 +36,8 @@ pub enum Event {
     AssistantMessage(AssistantMessage),
     ToolCall(ToolCall),
     ToolResult(ToolResult),
+    HostCall(HostCall),
+    HostResult(HostResult),
     Warning(Warning),
     Error(ErrorReport),
     Usage(Usage),
@@ -54,6 +56,8 @@ impl Event {
             Event::AssistantMessage(_) => "assistant_message",
             Event::ToolCall(_) => "tool_call",
             Event::ToolResult(_) => "tool_result",
+            Event::HostCall(_) => "host_call",
+            Event::HostResult(_) => "host_result",
             Event::Warning(_) => "warning",
             Event::Error(_) => "error",
             Event::Usage(_) => "usage",
@@ -168,6 +172,58 @@ pub struct ToolError {
     pub message: String,
 }
 
+/// Whether a host-tool callback was let through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostDecision {
+    Admitted,
+    Refused,
+}
+
+/// Derived: the binding's decision on one MCP `tools/call` of a host tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostCall {
+    /// Derived: the MCP call's tool name (the host tool's own name).
+    pub tool: String,
+    pub decision: HostDecision,
+    /// Derived: the delivered model call it claimed (admitted), or that its identity named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_call_id: Option<String>,
+    /// Derived: the model batch (0-based, per run) and position in it of the claimed call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<usize>,
+    /// Derived: the callback's arguments, the private identity removed.
+    pub arguments: Value,
+    /// Derived: why it was refused (`not_delivered`, `already_claimed`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Derived: the refusal as the guest was told it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// One image a host tool returned (its bytes are not repeated in the event).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostImage {
+    pub mime_type: String,
+    /// Derived: length of the base64 data.
+    pub base64_len: usize,
+}
+
+/// Derived: what an admitted host tool returned to the guest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostResult {
+    pub tool: String,
+    pub model_call_id: String,
+    pub status: ToolStatus,
+    /// Derived: the text returned (the tool's text, or its error message).
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<HostImage>,
+}
+
 /// A non-fatal warning.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Warning {
@@ -240,6 +296,10 @@ pub struct RunFinished {
     pub final_text: Option<String>,
     /// Derived: number of model turns seen.
     pub turns: u32,
+    /// Derived: the run's structured result: the arguments of its valid `finish` call, when the
+    /// run had a finish schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
     /// Derived: guest lines that were kept as [`Unrecognized`].
     pub unrecognized_lines: u64,
     /// Source: the guest process exit (code or signal) and whether Switchyard stopped it.

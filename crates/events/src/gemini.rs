@@ -258,6 +258,7 @@ impl GeminiNormalizer {
             },
             unrecognized_lines: self.unrecognized,
             exit,
+            result: None,
         }));
         (out, outcome)
     }

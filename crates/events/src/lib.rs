@@ -16,5 +16,7 @@ pub mod outcome;
 pub mod tools;
 
 pub use event::{Envelope, Event};
-pub use outcome::{ErrorKind, GuestExit, OutcomeStatus, RunError, RunOutcome, StopCause};
+pub use outcome::{
+    ErrorKind, GuestExit, HostConclusion, OutcomeStatus, RunError, RunOutcome, StopCause, conclude,
+};
 pub use tools::ToolCategory;

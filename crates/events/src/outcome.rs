@@ -81,6 +81,8 @@ pub enum ErrorKind {
     Crashed { signal: i32 },
     /// The guest exited (code given) without its terminal event.
     MissingResult { code: Option<i32> },
+    /// The run had a finish schema and ended without a valid `finish` call.
+    NoFinish,
     /// An exit code this version does not document.
     UnexpectedExit { code: i32 },
 }
@@ -89,7 +91,10 @@ impl ErrorKind {
     /// Whether running the same task again may succeed without changing anything.
     pub fn retryable(&self) -> bool {
         match self {
-            ErrorKind::ModelOutput | ErrorKind::Inactivity | ErrorKind::Timeout => true,
+            ErrorKind::ModelOutput
+            | ErrorKind::NoFinish
+            | ErrorKind::Inactivity
+            | ErrorKind::Timeout => true,
             ErrorKind::Api { http_status } => {
                 matches!(http_status, None | Some(408 | 429 | 499 | 500..=599))
             }
@@ -129,6 +134,45 @@ pub struct RunOutcome {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RunError>,
     pub exit: GuestExit,
+    /// Derived: the arguments of the run's valid `finish` call (runs with a finish schema).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+}
+
+/// What the host contract adds to the guest's own outcome (see [`conclude`]).
+#[derive(Debug, Clone, Default)]
+pub struct HostConclusion {
+    /// The run had a finish schema: success needs a valid finish.
+    pub finish_required: bool,
+    /// The valid finish call's arguments, if one was made.
+    pub result: Option<serde_json::Value>,
+    /// An exchange that ended with a provider error the guest was given (its message).
+    pub provider_error: Option<(Option<u16>, String)>,
+}
+
+/// Applies the host contract: a run with a finish schema succeeds only with a valid finish, a
+/// normal guest exit and no provider error. The result is carried whatever the status.
+pub fn conclude(mut outcome: RunOutcome, host: &HostConclusion) -> RunOutcome {
+    outcome.result = host.result.clone();
+    if outcome.status != OutcomeStatus::Succeeded || !host.finish_required {
+        return outcome;
+    }
+    if let Some((http_status, message)) = &host.provider_error {
+        outcome.status = OutcomeStatus::Failed;
+        outcome.error = Some(RunError::new(
+            ErrorKind::Api {
+                http_status: *http_status,
+            },
+            format!("the provider failed during the run: {message}"),
+        ));
+    } else if host.result.is_none() {
+        outcome.status = OutcomeStatus::Failed;
+        outcome.error = Some(RunError::new(
+            ErrorKind::NoFinish,
+            "the guest ended without a valid finish call",
+        ));
+    }
+    outcome
 }
 
 /// Classifies a Gemini CLI run from its `result` event (if any), the last `error` event message
@@ -142,6 +186,7 @@ pub fn classify_gemini(
         status,
         error,
         exit,
+        result: None,
     };
     // Switchyard's own stop decisions come first: the guest's exit after a signal says nothing.
     if let Some(cause) = exit.stopped_by {

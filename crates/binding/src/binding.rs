@@ -1,0 +1,415 @@
+//! [`HostBinding`]: the host tools of one run, between the gateway (which delivers the model's
+//! calls) and the MCP server (which receives the guest's callbacks).
+//!
+//! The gateway stamps every host-tool call it delivers with a fresh private identity
+//! ([`IDENTITY_ARG`]) and enters the batch in the ledger ([`HostBinding::offer`]); the returned
+//! [`Delivery`] confirms the batch once the response was fully sent and revokes it otherwise.
+//! A callback ([`HostBinding::callback`]) is admitted only by the ledger, waits for the calls
+//! before it in its batch to return (the model's order), then runs its host tool once. Every
+//! decision and result becomes a canonical event on the run's event channel.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use switchyard_events::Event;
+use switchyard_events::event::{
+    HostCall, HostDecision, HostImage, HostResult, ToolStatus, Warning,
+};
+use tokio::sync::{mpsc, watch};
+
+use crate::ledger::{Admission, BatchTicket, CallState, Ledger, OfferError, OfferedCall, Refusal};
+use crate::tool::{ToolError, ToolOutput, ToolRegistry};
+
+/// The private argument that carries a delivered call's identity from the gateway, through the
+/// guest, to the MCP callback. Each host tool's MCP schema declares it as an optional string;
+/// the gateway removes it from everything that goes upstream and the binding removes it before
+/// validation.
+pub const IDENTITY_ARG: &str = "_switchyard_call";
+
+/// How long waits inside a callback may last.
+#[derive(Debug, Clone, Copy)]
+pub struct BindingLimits {
+    /// A callback whose call is entered but not yet confirmed (its response still being sent)
+    /// waits this long for the confirmation.
+    pub delivery_wait: Duration,
+    /// A callback waits this long for the host calls before it in its batch to return; then it
+    /// runs anyway and the run gets a warning.
+    pub order_wait: Duration,
+}
+
+impl Default for BindingLimits {
+    fn default() -> Self {
+        Self {
+            delivery_wait: Duration::from_secs(10),
+            order_wait: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What a callback gets back.
+#[derive(Debug)]
+pub enum CallbackOutcome {
+    /// Refused by admission: no host tool ran.
+    Refused(Refusal),
+    /// Admitted: the host tool's result or error (invalid arguments included: then it did not
+    /// run).
+    Ran(Result<ToolOutput, ToolError>),
+}
+
+/// What cleanup found (see [`HostBinding::drain`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DrainReport {
+    /// Admitted callbacks still running when the drain deadline passed (model call ids).
+    pub incomplete: Vec<String>,
+}
+
+struct Shared {
+    registry: ToolRegistry,
+    /// What the guest calls host tool `t`: `{guest_prefix}{t}`.
+    guest_prefix: String,
+    ledger: Mutex<Ledger>,
+    /// Bumped on every ledger change a waiting callback may care about.
+    changed: watch::Sender<u64>,
+    events: mpsc::Sender<Event>,
+    limits: BindingLimits,
+}
+
+/// The host tools of one run (cheap to clone; clones share the ledger).
+#[derive(Clone)]
+pub struct HostBinding {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for HostBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostBinding")
+            .field("tools", &self.shared.registry)
+            .field("guest_prefix", &self.shared.guest_prefix)
+            .finish()
+    }
+}
+
+/// A random identity: 244 random bits, never sent upstream.
+fn fresh_identity() -> String {
+    format!(
+        "sy{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+impl HostBinding {
+    /// A binding of `registry`'s tools, which the guest names `{guest_prefix}{tool}`. Its events
+    /// arrive on the returned receiver (a bounded queue: a run that stops reading them holds
+    /// callbacks back, it loses none).
+    pub fn new(
+        registry: ToolRegistry,
+        guest_prefix: impl Into<String>,
+        limits: BindingLimits,
+    ) -> (Self, mpsc::Receiver<Event>) {
+        let (events, rx) = mpsc::channel(256);
+        let shared = Shared {
+            registry,
+            guest_prefix: guest_prefix.into(),
+            ledger: Mutex::new(Ledger::new()),
+            changed: watch::channel(0).0,
+            events,
+            limits,
+        };
+        (
+            Self {
+                shared: Arc::new(shared),
+            },
+            rx,
+        )
+    }
+
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.shared.registry
+    }
+
+    /// The host tool a guest-visible function name denotes, if any.
+    pub fn host_tool(&self, guest_name: &str) -> Option<&str> {
+        let tool = guest_name.strip_prefix(&self.shared.guest_prefix)?;
+        self.shared.registry.get(tool).map(|t| t.name())
+    }
+
+    fn ledger(&self) -> MutexGuard<'_, Ledger> {
+        // The ledger stays consistent across a panicking holder (each method is one step).
+        self.shared
+            .ledger
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn bump(&self) {
+        self.shared.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// Enters one model response's host-tool calls (model order) before it is sent; each gets
+    /// a fresh identity to deliver with it ([`Delivery::identities`]).
+    pub fn offer(&self, session: &str, calls: Vec<OfferedCall>) -> Result<Delivery, OfferError> {
+        let identities: Vec<String> = calls.iter().map(|_| fresh_identity()).collect();
+        let entries = calls.into_iter().zip(identities.iter().cloned()).collect();
+        let ticket = self.ledger().offer(session, entries)?;
+        Ok(Delivery {
+            binding: self.clone(),
+            ticket,
+            identities,
+            settled: false,
+        })
+    }
+
+    /// Closes admission (cancellation, or the end of the run): every later callback is refused.
+    pub fn close(&self) {
+        self.ledger().close();
+        self.bump();
+    }
+
+    /// Waits up to `deadline` for admitted callbacks to return; reports the ones that did not.
+    pub async fn drain(&self, deadline: Duration) -> DrainReport {
+        let mut changed = self.shared.changed.subscribe();
+        let wait = async {
+            loop {
+                if self.ledger().running().is_empty() {
+                    return;
+                }
+                if changed.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(deadline, wait).await;
+        DrainReport {
+            incomplete: self.ledger().running(),
+        }
+    }
+
+    async fn emit(&self, event: Event) {
+        // A closed receiver (the run stopped listening) loses nothing the callback needs.
+        let _ = self.shared.events.send(event).await;
+    }
+
+    /// One MCP `tools/call` of host tool `tool`: admission, the model's order, then the tool.
+    pub async fn callback(&self, tool: &str, mut arguments: Map<String, Value>) -> CallbackOutcome {
+        let identity = match arguments.remove(IDENTITY_ARG) {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        };
+        let arguments = Value::Object(arguments);
+        let admitted = self.admit(tool, &arguments, identity.as_deref()).await;
+        let admission = match admitted {
+            Ok(admission) => admission,
+            Err(refusal) => {
+                let model_call_id = match &refusal {
+                    Refusal::NotYetDelivered { model_call_id, .. }
+                    | Refusal::Revoked { model_call_id, .. }
+                    | Refusal::AlreadyClaimed { model_call_id, .. }
+                    | Refusal::WrongIdentity { model_call_id, .. } => Some(model_call_id.clone()),
+                    Refusal::Closed
+                    | Refusal::MissingIdentity { .. }
+                    | Refusal::NotDelivered { .. } => None,
+                };
+                let reason = serde_json::to_value(&refusal)
+                    .ok()
+                    .and_then(|v| v.get("reason").and_then(Value::as_str).map(str::to_owned));
+                self.emit(Event::HostCall(HostCall {
+                    tool: tool.to_owned(),
+                    decision: HostDecision::Refused,
+                    model_call_id,
+                    batch: None,
+                    position: None,
+                    arguments,
+                    reason,
+                    message: Some(refusal.to_string()),
+                }))
+                .await;
+                return CallbackOutcome::Refused(refusal);
+            }
+        };
+        self.emit(Event::HostCall(HostCall {
+            tool: tool.to_owned(),
+            decision: HostDecision::Admitted,
+            model_call_id: Some(admission.model_call_id.clone()),
+            batch: Some(admission.batch),
+            position: Some(admission.position),
+            arguments: arguments.clone(),
+            reason: None,
+            message: None,
+        }))
+        .await;
+        self.await_turn(&admission).await;
+        // The tool runs on its own task: a guest that drops the request mid-call does not
+        // cancel a host operation halfway, and its end is still recorded.
+        let this = self.clone();
+        let name = tool.to_owned();
+        let id = admission.model_call_id.clone();
+        let task = tokio::spawn(async move {
+            let result = this.shared.registry.call(&name, arguments).await;
+            this.ledger().complete(&id);
+            this.bump();
+            this.emit(Event::HostResult(host_result(&name, &id, &result)))
+                .await;
+            result
+        });
+        match task.await {
+            Ok(result) => CallbackOutcome::Ran(result),
+            Err(e) => {
+                // The tool panicked: its call stays claimed (never run twice) and is completed.
+                self.ledger().complete(&admission.model_call_id);
+                self.bump();
+                CallbackOutcome::Ran(Err(ToolError::Failed(format!("the host tool failed: {e}"))))
+            }
+        }
+    }
+
+    /// Claims the call `identity` names; a call whose response is still being sent is waited
+    /// for (up to [`BindingLimits::delivery_wait`]).
+    async fn admit(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        identity: Option<&str>,
+    ) -> Result<Admission, Refusal> {
+        let mut changed = self.shared.changed.subscribe();
+        let deadline = tokio::time::Instant::now() + self.shared.limits.delivery_wait;
+        loop {
+            let claimed = self.ledger().claim(tool, arguments, identity);
+            match claimed {
+                Err(Refusal::NotYetDelivered { .. })
+                    if tokio::time::timeout_at(deadline, changed.changed())
+                        .await
+                        .is_ok_and(|r| r.is_ok()) => {}
+                other => {
+                    if other.is_ok() {
+                        self.bump();
+                    }
+                    return other;
+                }
+            }
+        }
+    }
+
+    /// Waits until every host call before `admission` in its batch has returned (bounded).
+    async fn await_turn(&self, admission: &Admission) {
+        let mut changed = self.shared.changed.subscribe();
+        let deadline = tokio::time::Instant::now() + self.shared.limits.order_wait;
+        loop {
+            let earlier = self
+                .ledger()
+                .earlier_in_batch(admission.batch, admission.position);
+            if earlier
+                .iter()
+                .all(|s| matches!(s, CallState::Completed | CallState::Revoked))
+            {
+                return;
+            }
+            let waited = tokio::time::timeout_at(deadline, changed.changed()).await;
+            if !waited.is_ok_and(|r| r.is_ok()) {
+                self.emit(Event::Warning(Warning {
+                    message: format!(
+                        "host call {} ran before an earlier call of its batch returned: the \
+                         guest did not call it within {:?}",
+                        admission.model_call_id, self.shared.limits.order_wait
+                    ),
+                    derived: true,
+                }))
+                .await;
+                return;
+            }
+        }
+    }
+}
+
+fn host_result(tool: &str, id: &str, result: &Result<ToolOutput, ToolError>) -> HostResult {
+    let (status, text, images) = match result {
+        Ok(output) => (
+            ToolStatus::Success,
+            output.text.clone(),
+            output
+                .images
+                .iter()
+                .map(|i| HostImage {
+                    mime_type: i.mime_type.clone(),
+                    base64_len: i.data.len(),
+                })
+                .collect(),
+        ),
+        Err(e) => (ToolStatus::Error, e.to_string(), Vec::new()),
+    };
+    HostResult {
+        tool: tool.to_owned(),
+        model_call_id: id.to_owned(),
+        status,
+        text,
+        images,
+    }
+}
+
+/// One entered batch, until it is confirmed ([`Delivery::confirm`]); dropped unconfirmed, it is
+/// revoked.
+#[must_use = "a delivery is revoked when dropped unconfirmed"]
+pub struct Delivery {
+    binding: HostBinding,
+    ticket: BatchTicket,
+    identities: Vec<String>,
+    settled: bool,
+}
+
+impl std::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delivery")
+            .field("batch", &self.ticket.0)
+            .field("calls", &self.identities.len())
+            .finish()
+    }
+}
+
+impl Delivery {
+    /// The identity to deliver with each offered call, in order.
+    pub fn identities(&self) -> &[String] {
+        &self.identities
+    }
+
+    /// The response carrying the batch was fully sent.
+    pub fn confirm(mut self) {
+        self.settled = true;
+        self.binding.ledger().confirm(self.ticket);
+        self.binding.bump();
+    }
+}
+
+impl Drop for Delivery {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.binding.ledger().revoke(self.ticket);
+            self.binding.bump();
+        }
+    }
+}
+
+/// Adds the optional identity property to a host tool's argument schema (the guest sees this
+/// schema; the model never does).
+pub fn schema_with_identity(schema: &Value) -> Value {
+    let mut schema = schema.clone();
+    if let Some(object) = schema.as_object_mut() {
+        let properties = object
+            .entry("properties")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(properties) = properties.as_object_mut() {
+            properties.insert(
+                IDENTITY_ARG.to_owned(),
+                serde_json::json!({
+                    "type": "string",
+                    "description": "Set by Switchyard; leave it out."
+                }),
+            );
+        }
+    }
+    schema
+}
+
+#[cfg(test)]
+#[path = "binding_tests.rs"]
+mod tests;

@@ -1,0 +1,284 @@
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::finish::FinishTool;
+use crate::tool::{HostTool, ToolFuture};
+
+/// A host tool that logs every call it runs, after an optional delay.
+struct Logged {
+    name: &'static str,
+    schema: Value,
+    log: Arc<Mutex<Vec<Value>>>,
+    delay: Duration,
+}
+
+impl HostTool for Logged {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> &str {
+        "logs"
+    }
+    fn input_schema(&self) -> &Value {
+        &self.schema
+    }
+    fn call(&self, arguments: Value) -> ToolFuture<'_> {
+        Box::pin(async move {
+            tokio::time::sleep(self.delay).await;
+            self.log.lock().unwrap().push(arguments.clone());
+            Ok(ToolOutput {
+                text: format!("ran {arguments}"),
+                images: Vec::new(),
+            })
+        })
+    }
+}
+
+fn binding(delay: Duration) -> (HostBinding, Arc<Mutex<Vec<Value>>>, mpsc::Receiver<Event>) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut registry = ToolRegistry::new();
+    registry
+        .add(Arc::new(Logged {
+            name: "record",
+            schema: json!({"type": "object", "properties": {"nonce": {"type": "string"}},
+                           "required": ["nonce"], "additionalProperties": false}),
+            log: log.clone(),
+            delay,
+        }))
+        .unwrap();
+    let limits = BindingLimits {
+        delivery_wait: Duration::from_millis(300),
+        order_wait: Duration::from_secs(5),
+    };
+    let (binding, events) = HostBinding::new(registry, "mcp_sy_", limits);
+    (binding, log, events)
+}
+
+fn offered(id: &str, nonce: &str) -> OfferedCall {
+    OfferedCall {
+        model_call_id: id.into(),
+        tool: "record".into(),
+        arguments: json!({"nonce": nonce}),
+    }
+}
+
+fn with_identity(nonce: &str, identity: &str) -> Map<String, Value> {
+    let mut args = Map::new();
+    args.insert("nonce".into(), json!(nonce));
+    args.insert(IDENTITY_ARG.into(), json!(identity));
+    args
+}
+
+fn admitted_id(event: &Event) -> Option<&str> {
+    match event {
+        Event::HostCall(c) if c.decision == HostDecision::Admitted => c.model_call_id.as_deref(),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn guest_names_map_to_registered_tools_only() {
+    let (b, _, _) = binding(Duration::ZERO);
+    assert_eq!(b.host_tool("mcp_sy_record"), Some("record"));
+    assert_eq!(b.host_tool("record"), None);
+    assert_eq!(b.host_tool("mcp_sy_other"), None);
+}
+
+#[tokio::test]
+async fn identical_calls_run_twice_each_claiming_its_own_model_call() {
+    let (b, log, mut events) = binding(Duration::ZERO);
+    let delivery = b
+        .offer("s", vec![offered("c1", "n"), offered("c2", "n")])
+        .unwrap();
+    let ids = delivery.identities().to_vec();
+    assert_ne!(ids[0], ids[1]);
+    delivery.confirm();
+    for id in &ids {
+        assert!(matches!(
+            b.callback("record", with_identity("n", id)).await,
+            CallbackOutcome::Ran(Ok(_))
+        ));
+    }
+    // The same callback again is refused, and the tool did not run a third time.
+    assert!(matches!(
+        b.callback("record", with_identity("n", &ids[0])).await,
+        CallbackOutcome::Refused(Refusal::AlreadyClaimed { .. })
+    ));
+    assert_eq!(log.lock().unwrap().len(), 2);
+    // The tool saw the arguments without the identity.
+    assert_eq!(log.lock().unwrap()[0], json!({"nonce": "n"}));
+    let mut claimed = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        if let Some(id) = admitted_id(&e) {
+            claimed.push(id.to_owned());
+        }
+    }
+    assert_eq!(claimed, ["c1", "c2"]);
+}
+
+#[tokio::test]
+async fn a_later_call_waits_for_the_earlier_one_to_return() {
+    let (b, log, _events) = binding(Duration::from_millis(150));
+    let delivery = b
+        .offer("s", vec![offered("c1", "first"), offered("c2", "second")])
+        .unwrap();
+    let ids = delivery.identities().to_vec();
+    delivery.confirm();
+    // The guest calls the second one first.
+    let second = tokio::spawn({
+        let b = b.clone();
+        let id = ids[1].clone();
+        async move { b.callback("record", with_identity("second", &id)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let first = b.callback("record", with_identity("first", &ids[0])).await;
+    assert!(matches!(first, CallbackOutcome::Ran(Ok(_))));
+    assert!(matches!(second.await.unwrap(), CallbackOutcome::Ran(Ok(_))));
+    let order: Vec<Value> = log.lock().unwrap().clone();
+    assert_eq!(
+        order,
+        [json!({"nonce": "first"}), json!({"nonce": "second"})]
+    );
+}
+
+#[tokio::test]
+async fn a_callback_during_the_send_waits_for_it_and_a_dropped_delivery_revokes() {
+    let (b, log, _events) = binding(Duration::ZERO);
+    let delivery = b.offer("s", vec![offered("c1", "a")]).unwrap();
+    let id = delivery.identities()[0].clone();
+    let waiting = tokio::spawn({
+        let b = b.clone();
+        let id = id.clone();
+        async move { b.callback("record", with_identity("a", &id)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    delivery.confirm();
+    assert!(matches!(
+        waiting.await.unwrap(),
+        CallbackOutcome::Ran(Ok(_))
+    ));
+
+    let cut = b.offer("s", vec![offered("c2", "b")]).unwrap();
+    let id = cut.identities()[0].clone();
+    drop(cut);
+    assert!(matches!(
+        b.callback("record", with_identity("b", &id)).await,
+        CallbackOutcome::Refused(Refusal::Revoked { .. })
+    ));
+    // Never confirmed, never revoked: refused once the delivery wait passes.
+    let pending = b.offer("s", vec![offered("c3", "c")]).unwrap();
+    let id = pending.identities()[0].clone();
+    assert!(matches!(
+        b.callback("record", with_identity("c", &id)).await,
+        CallbackOutcome::Refused(Refusal::NotYetDelivered { .. })
+    ));
+    drop(pending);
+    assert_eq!(log.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn invalid_arguments_are_a_tool_error_and_the_tool_never_runs() {
+    let (b, log, _events) = binding(Duration::ZERO);
+    let bad = OfferedCall {
+        model_call_id: "c1".into(),
+        tool: "record".into(),
+        arguments: json!({"nonce": 7}),
+    };
+    let delivery = b.offer("s", vec![bad]).unwrap();
+    let id = delivery.identities()[0].clone();
+    delivery.confirm();
+    let mut args = Map::new();
+    args.insert("nonce".into(), json!(7));
+    args.insert(IDENTITY_ARG.into(), json!(id));
+    let outcome = b.callback("record", args).await;
+    assert!(
+        matches!(
+            outcome,
+            CallbackOutcome::Ran(Err(ToolError::InvalidArguments { .. }))
+        ),
+        "{outcome:?}"
+    );
+    assert!(log.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn closing_refuses_callbacks_and_drain_reports_what_still_runs() {
+    let (b, _log, _events) = binding(Duration::from_millis(400));
+    let delivery = b.offer("s", vec![offered("c1", "a")]).unwrap();
+    let id = delivery.identities()[0].clone();
+    delivery.confirm();
+    let running = tokio::spawn({
+        let b = b.clone();
+        async move { b.callback("record", with_identity("a", &id)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    b.close();
+    assert_eq!(
+        b.drain(Duration::from_millis(10)).await.incomplete,
+        ["c1"],
+        "an admitted callback still running is reported"
+    );
+    assert!(b.drain(Duration::from_secs(2)).await.incomplete.is_empty());
+    assert!(matches!(
+        running.await.unwrap(),
+        CallbackOutcome::Ran(Ok(_))
+    ));
+    assert!(b.offer("s", vec![offered("c2", "a")]).is_err());
+}
+
+#[tokio::test]
+async fn finish_keeps_the_first_valid_result_and_refuses_a_second() {
+    let (finish, slot) = FinishTool::new(json!({"type": "object",
+        "properties": {"colour": {"type": "string"}}, "required": ["colour"]}));
+    let mut registry = ToolRegistry::new();
+    registry.add(Arc::new(finish)).unwrap();
+    let (b, _events) = HostBinding::new(registry, "mcp_sy_", BindingLimits::default());
+    let calls = vec![
+        OfferedCall {
+            model_call_id: "f0".into(),
+            tool: "finish".into(),
+            arguments: json!({"shade": "red"}),
+        },
+        OfferedCall {
+            model_call_id: "f1".into(),
+            tool: "finish".into(),
+            arguments: json!({"colour": "red"}),
+        },
+        OfferedCall {
+            model_call_id: "f2".into(),
+            tool: "finish".into(),
+            arguments: json!({"colour": "blue"}),
+        },
+    ];
+    let args: Vec<Value> = calls.iter().map(|c| c.arguments.clone()).collect();
+    let delivery = b.offer("s", calls).unwrap();
+    let ids = delivery.identities().to_vec();
+    delivery.confirm();
+    let mut outcomes = Vec::new();
+    for (arguments, id) in args.iter().zip(&ids) {
+        let mut map = arguments.as_object().unwrap().clone();
+        map.insert(IDENTITY_ARG.into(), json!(id));
+        outcomes.push(b.callback("finish", map).await);
+    }
+    assert!(matches!(
+        outcomes[0],
+        CallbackOutcome::Ran(Err(ToolError::InvalidArguments { .. }))
+    ));
+    assert!(matches!(outcomes[1], CallbackOutcome::Ran(Ok(_))));
+    assert!(matches!(
+        outcomes[2],
+        CallbackOutcome::Ran(Err(ToolError::Failed(_)))
+    ));
+    assert_eq!(slot.result(), Some(json!({"colour": "red"})));
+}
+
+#[test]
+fn the_identity_is_declared_optional() {
+    let schema = schema_with_identity(&json!({"type": "object", "required": ["nonce"],
+        "properties": {"nonce": {"type": "string"}}}));
+    assert_eq!(schema["properties"][IDENTITY_ARG]["type"], "string");
+    assert_eq!(schema["required"], json!(["nonce"]));
+}
