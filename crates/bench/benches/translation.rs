@@ -25,7 +25,7 @@ fn options() -> TranslateOptions {
 fn translator_after(body: &[u8]) -> RequestTranslator {
     let translator = RequestTranslator::new();
     translator
-        .translate(body, &options())
+        .translate(body, &options(), None)
         .expect("the first translation fills the caches");
     translator
 }
@@ -48,7 +48,7 @@ fn gateway_translator(bencher: divan::Bencher) {
     let options = options();
     bencher.bench_local(|| {
         let translated = translator
-            .translate(divan::black_box(GEMINI_CLI_FIRST_REQUEST), &options)
+            .translate(divan::black_box(GEMINI_CLI_FIRST_REQUEST), &options, None)
             .expect("it translates");
         translated.body.len()
     });
@@ -103,7 +103,7 @@ fn png_in_history_remembered(bencher: divan::Bencher) {
     let options = options();
     bencher.bench_local(|| {
         let translated = translator
-            .translate(divan::black_box(&body), &options)
+            .translate(divan::black_box(&body), &options, None)
             .expect("it translates");
         assert_eq!(translated.report.reencodings_remembered, 1);
         translated.body.len()

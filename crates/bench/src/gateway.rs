@@ -1119,6 +1119,7 @@ async fn gateway_at(
         recorder: Some(recorder.unwrap_or_else(Recorder::disabled)),
         upstream_key: Some(BENCH_UPSTREAM_KEY.into()),
         run_id: None,
+        binding: None,
     };
     Ok(Gateway::start_with(config, deps).await?)
 }

@@ -141,7 +141,11 @@ impl McpServer {
         let service = StreamableHttpService::new(
             move || Ok(handler.clone()),
             Arc::new(LocalSessionManager::default()),
+            // Stateless, plain JSON answers: every tools/call is one request and one response,
+            // with no session or SSE stream to keep.
             StreamableHttpServerConfig::default()
+                .with_legacy_session_mode(false)
+                .with_json_response(true)
                 .enforce_origin_validation()
                 .with_cancellation_token(cancel.child_token()),
         );

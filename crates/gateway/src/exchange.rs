@@ -17,6 +17,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
+use switchyard_binding::Delivery;
 use switchyard_records::model::ingress;
 use switchyard_translate::google::{GenerateContentResponse, GoogleErrorBody};
 use switchyard_translate::{
@@ -24,6 +25,7 @@ use switchyard_translate::{
 };
 use tokio::sync::mpsc;
 
+use crate::delivery::DeliverySlot;
 use crate::intake::GuestBody;
 use crate::responses::{error_response, google_error_response, json_response, sse_body};
 use crate::retry::RetryBudget;
@@ -56,6 +58,11 @@ fn upstream_failure_body(
 ) -> GoogleErrorBody {
     let mut body = unredacted_failure_body(state, error, attempts);
     state.guest_redactor.redact_string(&mut body.error.message);
+    *state
+        .provider_error
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) =
+        Some((error.status(), body.error.message.clone()));
     for detail in &mut body.error.details {
         state.guest_redactor.redact_value(detail);
     }
@@ -201,10 +208,14 @@ async fn prepare(
         convert_on_miss: false,
         ..TranslateOptions::new(upstream_model.clone(), stream)
     };
+    let strip = state
+        .binding
+        .as_ref()
+        .map(|_| switchyard_binding::IDENTITY_ARG);
     let translate = || {
         state
             .translator
-            .translate(body, &options)
+            .translate(body, &options, strip)
             .map_err(|failure| {
                 Box::new(match failure {
                     TranslationFailure::Guest(e) => google_error_response(&e.to_google_error()),
@@ -257,14 +268,28 @@ async fn prepare(
     })
 }
 
-/// Check a completed turn's call ids against the session ledger and register them.
-fn accept_call_ids(state: &AppState, session: &str, ids: &[String]) -> Result<(), String> {
+/// Accepts a completed turn: its host-tool calls get their identities and are entered in the
+/// run's binding, and its call ids are checked against the session ledger and registered. On
+/// an error nothing stays entered (the returned delivery is dropped, which revokes it).
+fn accept_turn(
+    state: &AppState,
+    session: &str,
+    chunk: &mut GenerateContentResponse,
+    ids: &[String],
+) -> Result<Option<Delivery>, String> {
+    let delivery = match &state.binding {
+        Some(binding) => {
+            crate::delivery::stamp(binding, session, chunk).map_err(|e| e.to_string())?
+        }
+        None => None,
+    };
     state
         .sessions
         .with(session, CallLedger::new, |ledger| {
             ledger.register_delivered(ids)
         })
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    Ok(delivery)
 }
 
 fn frame(chunk: &GenerateContentResponse) -> Bytes {
@@ -337,6 +362,7 @@ pub(crate) async fn stream_generate(ctx: ExchangeContext, guest: GuestBody) -> R
         Err(response) => return response,
     };
     let (tx, rx) = mpsc::channel(32);
+    let delivery = DeliverySlot::default();
     // The pump starts from one boxed struct: an async fn keeps its arguments apart from the
     // locals they move into, for as long as it runs (here: the whole stream).
     tokio::spawn(pump(Box::new(Pump {
@@ -346,9 +372,10 @@ pub(crate) async fn stream_generate(ctx: ExchangeContext, guest: GuestBody) -> R
         budget,
         trace,
         tx,
+        delivery: delivery.clone(),
         _in_flight: state.in_flight.clone(),
     })));
-    sse_body(rx)
+    sse_body(rx, delivery)
 }
 
 /// How one upstream stream attempt ended.
@@ -367,6 +394,8 @@ struct Pump {
     budget: RetryBudget,
     trace: Trace,
     tx: mpsc::Sender<Bytes>,
+    /// Where the final chunk's host-tool calls wait for the body's end.
+    delivery: DeliverySlot,
     /// Held until the stream ends, so a shutdown waits for it.
     _in_flight: mpsc::Sender<()>,
 }
@@ -379,6 +408,7 @@ async fn pump(start: Box<Pump>) {
         mut budget,
         mut trace,
         tx,
+        delivery,
         _in_flight,
     } = *start;
     let state = ctx.state.clone();
@@ -433,9 +463,13 @@ async fn pump(start: Box<Pump>) {
                 }
             }
             AttemptEnd::Outcome(outcome) => match *outcome {
-                TurnOutcome::Complete(turn) => {
-                    match accept_call_ids(&state, &ctx.session, &turn.delivered_call_ids) {
-                        Ok(()) => {
+                TurnOutcome::Complete(mut turn) => {
+                    let ids = std::mem::take(&mut turn.delivered_call_ids);
+                    match accept_turn(&state, &ctx.session, &mut turn.final_chunk, &ids) {
+                        Ok(host_calls) => {
+                            if let Some(host_calls) = host_calls {
+                                delivery.put(host_calls);
+                            }
                             let _ = tx.send(frame(&turn.final_chunk)).await;
                             delivered.push(turn.final_chunk);
                             trace.finish_ok(delivered).await;
@@ -641,9 +675,16 @@ async fn complete(ctx: &ExchangeContext, mut trace: Trace, prepared: &Prepared) 
         };
         trace.response_report(outcome.report());
         match outcome {
-            TurnOutcome::Complete(turn) => {
-                match accept_call_ids(state, &ctx.session, &turn.delivered_call_ids) {
-                    Ok(()) => return answer(&mut trace, turn.final_chunk, None).await,
+            TurnOutcome::Complete(mut turn) => {
+                let ids = std::mem::take(&mut turn.delivered_call_ids);
+                match accept_turn(state, &ctx.session, &mut turn.final_chunk, &ids) {
+                    Ok(host_calls) => {
+                        let response = answer(&mut trace, turn.final_chunk, None).await;
+                        return match host_calls {
+                            Some(host_calls) => confirming(response, host_calls),
+                            None => response,
+                        };
+                    }
                     Err(reason) if budget.next_malformed() => {
                         trace.note(|| format!("retrying: {reason}"));
                     }
@@ -680,6 +721,14 @@ async fn answer(
         Some((kind, message)) => trace.finish_error(delivered, kind, message).await,
     }
     json_response(sent)
+}
+
+/// `response` with a body that confirms `host_calls` once it was handed over whole.
+fn confirming(response: Response, host_calls: Delivery) -> Response {
+    let slot = DeliverySlot::default();
+    slot.put(host_calls);
+    let (parts, body) = response.into_parts();
+    Response::from_parts(parts, crate::responses::confirming_body(body, slot))
 }
 
 /// `:countTokens`: a local estimate, never an upstream call.

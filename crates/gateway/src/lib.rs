@@ -105,6 +105,7 @@
 
 pub mod auth;
 pub mod config;
+mod delivery;
 mod exchange;
 pub mod guard;
 mod images;

@@ -6,6 +6,8 @@ use axum::response::{IntoResponse, Response};
 use switchyard_translate::google::GoogleErrorBody;
 use tokio::sync::mpsc;
 
+use crate::delivery::DeliverySlot;
+
 /// A Google-shaped error response.
 pub(crate) fn google_error_response(body: &GoogleErrorBody) -> Response {
     let status = StatusCode::from_u16(body.error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -21,13 +23,19 @@ pub(crate) fn error_response(status: u16, message: &str) -> Response {
     google_error_response(&switchyard_translate::google_error(status, message, None))
 }
 
-/// An SSE body from a channel of ready frames.
-pub(crate) fn sse_body(frames: mpsc::Receiver<Bytes>) -> Response {
-    let stream = futures_util::stream::unfold(frames, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|frame| (Ok::<_, std::convert::Infallible>(frame), rx))
-    });
+/// An SSE body from a channel of ready frames. When the channel ends (every frame handed to
+/// the connection), `delivery` is confirmed; a body dropped before that revokes it.
+pub(crate) fn sse_body(frames: mpsc::Receiver<Bytes>, delivery: DeliverySlot) -> Response {
+    let stream =
+        futures_util::stream::unfold((frames, delivery), |(mut rx, delivery)| async move {
+            match rx.recv().await {
+                Some(frame) => Some((Ok::<_, std::convert::Infallible>(frame), (rx, delivery))),
+                None => {
+                    delivery.confirm();
+                    None
+                }
+            }
+        });
     (
         [
             (header::CONTENT_TYPE, "text/event-stream"),
@@ -36,6 +44,17 @@ pub(crate) fn sse_body(frames: mpsc::Receiver<Bytes>) -> Response {
         Body::from_stream(stream),
     )
         .into_response()
+}
+
+/// `body` as a stream that confirms `delivery` after its last frame was taken.
+pub(crate) fn confirming_body(body: Body, delivery: DeliverySlot) -> Body {
+    use futures_util::StreamExt;
+    let frames = body.into_data_stream().map(Some);
+    let end = futures_util::stream::once(async move {
+        delivery.confirm();
+        None
+    });
+    Body::from_stream(frames.chain(end).filter_map(|item| async move { item }))
 }
 
 /// A 200 with a JSON body.

@@ -61,6 +61,8 @@ pub struct GatewayDeps {
     pub upstream_key: Option<String>,
     /// Run the exchanges belong to (recorded on every exchange).
     pub run_id: Option<Uuid>,
+    /// The run's host tools (see [`switchyard_binding::HostBinding`]).
+    pub binding: Option<switchyard_binding::HostBinding>,
 }
 
 /// Entry point.
@@ -139,6 +141,8 @@ impl Gateway {
             run_id: deps.run_id,
             sessions: Sessions::new(MAX_SESSIONS),
             guest_redactor,
+            binding: deps.binding,
+            provider_error: std::sync::Mutex::new(None),
             cancel: cancel.clone(),
             in_flight,
         });
@@ -293,6 +297,17 @@ pub struct GatewayHandle {
 }
 
 impl GatewayHandle {
+    /// The last provider failure the gateway passed on to the guest, if any (HTTP status when
+    /// there was one, redacted message).
+    pub fn provider_error(&self) -> Option<(Option<u16>, String)> {
+        let state = self.state.as_ref()?;
+        state
+            .provider_error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// The bound address (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr

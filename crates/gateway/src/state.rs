@@ -31,6 +31,12 @@ pub(crate) struct AppState {
     pub sessions: Sessions,
     /// Redacts the secrets the gateway knows from upstream text the guest is shown.
     pub guest_redactor: Redactor,
+    /// The run's host tools, when it has any: their calls are stamped and entered on delivery,
+    /// and the private identity is stripped from what goes upstream.
+    pub binding: Option<switchyard_binding::HostBinding>,
+    /// The last provider failure the gateway gave up on and passed to the guest (HTTP status,
+    /// redacted message).
+    pub provider_error: std::sync::Mutex<Option<(Option<u16>, String)>>,
     pub cancel: CancellationToken,
     /// Each in-flight exchange holds a clone; shutdown waits until all are dropped.
     pub in_flight: mpsc::Sender<()>,

@@ -54,14 +54,19 @@ impl RequestTranslator {
         &self.images
     }
 
-    /// Parses and translates `body` for `options`.
+    /// Parses and translates `body` for `options`, without the private argument `strip` (the
+    /// host-tool call identity) anywhere in what goes upstream.
     pub fn translate(
         &self,
         body: &[u8],
         options: &TranslateOptions,
+        strip: Option<&str>,
     ) -> Result<Translated, TranslationFailure> {
-        let request =
+        let mut request =
             switchyard_translate::parse_request(body).map_err(TranslationFailure::Guest)?;
+        if let Some(name) = strip {
+            switchyard_translate::strip_private_argument(&mut request, name);
+        }
         let translated =
             switchyard_translate::translate_request_with(&request, options, Some(&self.images))
                 .map_err(TranslationFailure::Guest)?;
@@ -112,14 +117,14 @@ mod tests {
         let mut request =
             json!({"contents": [{"role": "user", "parts": [{"text": "see"}, image]}]});
         let first = translator
-            .translate(&serde_json::to_vec(&request).unwrap(), &options)
+            .translate(&serde_json::to_vec(&request).unwrap(), &options, None)
             .unwrap();
         request["contents"].as_array_mut().unwrap().extend([
             json!({"role": "model", "parts": [{"text": "a picture"}]}),
             json!({"role": "user", "parts": [{"text": "again"}]}),
         ]);
         let second = translator
-            .translate(&serde_json::to_vec(&request).unwrap(), &options)
+            .translate(&serde_json::to_vec(&request).unwrap(), &options, None)
             .unwrap();
         assert_eq!(first.report.images_reencoded, 1);
         assert_eq!(second.report.images_reencoded, 1);
@@ -138,7 +143,7 @@ mod tests {
         let image = json!({"inlineData": {"mimeType": "image/png", "data": png_base64()}});
         let request = json!({"contents": [{"role": "user", "parts": [image.clone(), image]}]});
         let body = serde_json::to_vec(&request).unwrap();
-        let first = translator.translate(&body, &options).unwrap();
+        let first = translator.translate(&body, &options, None).unwrap();
         assert_eq!(
             first.unconverted_pngs.len(),
             1,
@@ -151,7 +156,7 @@ mod tests {
             switchyard_translate::ImageKey::of(&png),
             std::sync::Arc::new(converted),
         );
-        let second = translator.translate(&body, &options).unwrap();
+        let second = translator.translate(&body, &options, None).unwrap();
         assert!(second.unconverted_pngs.is_empty());
         assert_eq!(second.report.images_reencoded, 2);
         webp_url(&second.body);

@@ -53,6 +53,7 @@ pub mod image_cache;
 pub mod ledger;
 pub mod openai;
 pub mod options;
+pub mod private_argument;
 pub mod reasoning;
 pub mod request;
 pub mod response;
@@ -69,6 +70,7 @@ pub use options::{
     ProviderOptions, ResponseConfig, ResponseReport, SchemaChange, ThinkingMode, TranslateOptions,
     TranslationReport,
 };
+pub use private_argument::strip_private_argument;
 pub use request::{
     TranslatedRequest, is_json_response, parse_request, translate_request, translate_request_with,
 };

@@ -69,6 +69,8 @@ pub struct GeminiLaunchConfig {
     pub max_attempts: u32,
     /// Host environment to draw [`PASSTHROUGH_ENV`] from (normally `std::env::vars_os()`).
     pub host_env: Vec<(OsString, OsString)>,
+    /// The host tools' MCP server (URL and bearer token), if the run has host tools.
+    pub host_mcp: Option<(String, Secret)>,
 }
 
 /// A prepared launch: hand these to the process manager.
@@ -107,6 +109,7 @@ pub fn prepare(config: &GeminiLaunchConfig) -> io::Result<PreparedLaunch> {
         max_turns: config.max_turns,
         max_attempts: config.max_attempts,
         telemetry_file: &telemetry_file,
+        host_mcp_url: config.host_mcp.as_ref().map(|(url, _)| url.as_str()),
     });
     let pretty = |v: &serde_json::Value| serde_json::to_vec_pretty(v).map_err(io::Error::other);
     write_private(&gemini_dir.join("settings.json"), &pretty(&settings)?)?;
@@ -139,6 +142,12 @@ pub fn prepare(config: &GeminiLaunchConfig) -> io::Result<PreparedLaunch> {
         ("GEMINI_API_KEY", config.api_key.expose()),
     ] {
         env.push((k.into(), v.into()));
+    }
+    if let Some((_, token)) = &config.host_mcp {
+        env.push((
+            super::settings::HOST_MCP_TOKEN_ENV.into(),
+            token.expose().into(),
+        ));
     }
 
     let args: Vec<OsString> = vec![
@@ -200,6 +209,7 @@ mod tests {
                 ("OPENAI_API_KEY".into(), "leak".into()),
                 ("GEMINI_API_KEY".into(), "host-key".into()),
             ],
+            host_mcp: None,
         }
     }
 

@@ -58,6 +58,8 @@ pub struct RunReport {
 pub struct GeminiRun {
     process: ManagedProcess,
     started: RunStarted,
+    /// Events from elsewhere in the run (the host-tool binding), merged into the sequence.
+    host_events: Option<tokio::sync::mpsc::Receiver<Event>>,
 }
 
 impl GeminiRun {
@@ -83,7 +85,15 @@ impl GeminiRun {
         Ok(GeminiRun {
             process: ManagedProcess::spawn(spec)?,
             started,
+            host_events: None,
         })
+    }
+
+    /// Merges `events` (e.g. the host-tool binding's decisions) into the run's event sequence
+    /// as they arrive.
+    pub fn with_host_events(mut self, events: tokio::sync::mpsc::Receiver<Event>) -> Self {
+        self.host_events = Some(events);
+        self
     }
 
     /// A handle that cancels the run (INT → TERM → KILL to the guest's process group).
@@ -99,7 +109,17 @@ impl GeminiRun {
     /// Runs to the end, calling `sink` for every event and raw line as they happen (awaited in
     /// order: a sink that waits, e.g. on a full records queue, slows the run down instead of
     /// dropping anything).
-    pub async fn drive(mut self, mut sink: impl AsyncFnMut(RunItem)) -> RunReport {
+    pub async fn drive(self, sink: impl AsyncFnMut(RunItem)) -> RunReport {
+        self.drive_concluding(sink, async |outcome| outcome).await
+    }
+
+    /// [`GeminiRun::drive`], with `conclude` applied to the guest's outcome once the guest has
+    /// exited (e.g. the host contract: a finish result), before `run_finished` is emitted.
+    pub async fn drive_concluding(
+        mut self,
+        mut sink: impl AsyncFnMut(RunItem),
+        conclude: impl AsyncFnOnce(RunOutcome) -> RunOutcome,
+    ) -> RunReport {
         let mut seq = 0u64;
         let mut items: Vec<RunItem> = Vec::new();
         let mut emit = |event: Event, guest_timestamp: Option<String>, items: &mut Vec<RunItem>| {
@@ -118,7 +138,21 @@ impl GeminiRun {
             for item in items.drain(..) {
                 sink(item).await;
             }
-            match self.process.next_event().await {
+            let next = match &mut self.host_events {
+                Some(host) => tokio::select! {
+                    biased;
+                    event = self.process.next_event() => event,
+                    host_event = host.recv() => {
+                        match host_event {
+                            Some(event) => emit(event, None, &mut items),
+                            None => self.host_events = None,
+                        }
+                        continue;
+                    }
+                },
+                None => self.process.next_event().await,
+            };
+            match next {
                 Some(ProcessEvent::Stdout(line)) => {
                     let truncated = line.truncated;
                     let parsed = parse_line(&line.text);
@@ -151,12 +185,25 @@ impl GeminiRun {
         let exit = guest_exit(&outcome.termination, outcome.exit);
         let hint = stderr_summary.message();
         let unrecognized = normalizer.unrecognized_lines();
-        let (events, run_outcome) = normalizer.finish(exit, hint.as_deref());
+        let (mut events, run_outcome) = normalizer.finish(exit, hint.as_deref());
+        let run_outcome = conclude(run_outcome).await;
+        // What the host side reported up to now (its decisions during cleanup included).
+        if let Some(mut host) = self.host_events.take() {
+            host.close();
+            while let Some(event) = host.recv().await {
+                emit(event, None, &mut items);
+            }
+        }
         let mut final_text = None;
-        for event in events {
-            if let Event::RunFinished(f) = &event {
+        for event in &mut events {
+            if let Event::RunFinished(f) = event {
+                f.status = run_outcome.status;
+                f.error.clone_from(&run_outcome.error);
+                f.result.clone_from(&run_outcome.result);
                 final_text = f.final_text.clone();
             }
+        }
+        for event in events {
             emit(event, None, &mut items);
         }
         for item in items {

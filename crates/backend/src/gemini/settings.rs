@@ -47,10 +47,40 @@ pub struct SettingsInput<'a> {
     pub max_attempts: u32,
     /// Where OpenTelemetry output goes (a file in the run directory).
     pub telemetry_file: &'a Path,
+    /// The host tools' MCP server (Streamable HTTP URL), if the run has host tools.
+    pub host_mcp_url: Option<&'a str>,
 }
+
+/// The name of the host tools' MCP server in the guest's settings (no `_`: Gemini CLI parses
+/// `mcp_<server>_<tool>`).
+pub const HOST_MCP_SERVER: &str = "switchyard";
+
+/// What Gemini CLI calls host tool `t`: `mcp_switchyard_t`.
+pub const HOST_TOOL_PREFIX: &str = "mcp_switchyard_";
+
+/// The variable that carries the MCP bearer token to the guest; the settings refer to it, so the
+/// token is in no file.
+pub const HOST_MCP_TOKEN_ENV: &str = "SWITCHYARD_MCP_TOKEN";
 
 /// The settings document.
 pub fn settings_json(input: &SettingsInput<'_>) -> Value {
+    let mut settings = base_settings(input);
+    if let (Some(url), Some(object)) = (input.host_mcp_url, settings.as_object_mut()) {
+        // Trusted: its tools are offered in the headless default mode and run without asking
+        // (admission is Switchyard's, per call).
+        object.insert(
+            "mcpServers".into(),
+            json!({ HOST_MCP_SERVER: {
+                "httpUrl": url,
+                "headers": { "Authorization": format!("Bearer ${{{HOST_MCP_TOKEN_ENV}}}") },
+                "trust": true
+            }}),
+        );
+    }
+    settings
+}
+
+fn base_settings(input: &SettingsInput<'_>) -> Value {
     json!({
         "security": {
             "auth": { "selectedType": "gemini-api-key" },
@@ -99,7 +129,9 @@ mod tests {
             max_turns: Some(7),
             max_attempts: 2,
             telemetry_file: Path::new("/r/telemetry.json"),
+            host_mcp_url: None,
         });
+        assert!(s.get("mcpServers").is_none());
         assert_eq!(s["security"]["auth"]["selectedType"], "gemini-api-key");
         assert_eq!(s["model"]["maxSessionTurns"], 7);
         assert_eq!(s["general"]["maxAttempts"], 2);
@@ -111,7 +143,15 @@ mod tests {
             max_turns: None,
             max_attempts: 1,
             telemetry_file: Path::new("/t"),
+            host_mcp_url: Some("http://127.0.0.1:9/mcp"),
         });
+        let host = &unlimited["mcpServers"][HOST_MCP_SERVER];
+        assert_eq!(host["httpUrl"], "http://127.0.0.1:9/mcp");
+        assert_eq!(host["trust"], true);
+        assert_eq!(
+            host["headers"]["Authorization"], "Bearer ${SWITCHYARD_MCP_TOKEN}",
+            "the token itself is in no file"
+        );
         assert_eq!(unlimited["model"]["maxSessionTurns"], -1);
     }
 

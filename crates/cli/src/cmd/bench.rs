@@ -202,6 +202,7 @@ fn run_direct(
         max_turns: None,
         max_attempts: GUEST_MAX_ATTEMPTS,
         host_env: std::env::vars_os().collect(),
+        host_mcp: None,
     })?;
     let start = Instant::now();
     let status = Command::new(&launch.program)

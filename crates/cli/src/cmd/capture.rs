@@ -227,6 +227,7 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
         max_turns: s.max_turns,
         max_attempts: GUEST_MAX_ATTEMPTS,
         host_env: std::env::vars_os().collect(),
+        host_mcp: None,
     })?;
     let limits = RunLimits {
         timeout: Some(Duration::from_secs(120)),

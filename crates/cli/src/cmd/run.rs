@@ -16,8 +16,11 @@ use switchyard_backend::gemini::launch::{GUEST_MAX_ATTEMPTS, GeminiLaunchConfig,
 use switchyard_backend::gemini::run::{GeminiRun, RunItem, RunLimits};
 use switchyard_backend::gemini::settings::ApprovalMode;
 use switchyard_backend::process::Line;
+use switchyard_binding::{
+    BindingLimits, FinishSlot, FinishTool, HostBinding, McpServer, ToolRegistry, ToolsFile,
+};
 use switchyard_events::event::RunStarted;
-use switchyard_events::{ErrorKind, Event, OutcomeStatus, RunOutcome};
+use switchyard_events::{ErrorKind, Event, HostConclusion, OutcomeStatus, RunOutcome};
 use switchyard_gateway::{Gateway, GatewayConfig, GatewayDeps};
 use switchyard_records::model::{
     EventRecord, RawLineRecord, RawStream, RecordOp, RunRecord, RunState, RunSummary,
@@ -43,6 +46,8 @@ pub const EXIT_CANCELLED: u8 = 8;
 pub const EXIT_INCOMPLETE: u8 = 9;
 /// The guest install is missing or does not match its sealed manifest.
 pub const EXIT_INSTALL: u8 = 10;
+/// The run had a finish schema and ended without a valid finish result.
+pub const EXIT_NO_RESULT: u8 = 11;
 
 /// Which guest to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
@@ -153,6 +158,14 @@ pub struct RunArgs {
     /// (testing and fixture capture only).
     #[arg(long, hide = true)]
     pub guest_base_url: Option<String>,
+    /// Host tools: a TOML file of `[[tool]]` entries (name, description, input_schema, and a
+    /// `command` or `url` handler), offered to the agent over authenticated MCP.
+    #[arg(long)]
+    pub tools: Option<PathBuf>,
+    /// JSON Schema of the run's result: adds a `finish` host tool whose valid call is the
+    /// run's structured result (and required for success).
+    #[arg(long)]
+    pub finish_schema: Option<PathBuf>,
 }
 
 /// Fully resolved settings of one run.
@@ -170,6 +183,35 @@ pub struct ResolvedRun {
     pub gemini_prefix: PathBuf,
     pub approval_mode: ApprovalMode,
     pub keep_run_dir: bool,
+    /// `--tools` and `--finish-schema` (checked by [`host_tools`]).
+    pub tools: Option<PathBuf>,
+    pub finish_schema: Option<PathBuf>,
+}
+
+/// The host tools of a run: the registry, and where a finish result lands when the run has a
+/// finish schema. `None` when the run has neither.
+pub fn host_tools(
+    tools: Option<&Path>,
+    finish_schema: Option<&Path>,
+) -> Result<Option<(ToolRegistry, Option<FinishSlot>)>> {
+    if tools.is_none() && finish_schema.is_none() {
+        return Ok(None);
+    }
+    let mut registry = match tools {
+        Some(path) => ToolsFile::load(path)?.registry,
+        None => ToolRegistry::new(),
+    };
+    let slot = match finish_schema {
+        Some(path) => {
+            let (finish, slot) = FinishTool::from_file(path)?;
+            registry
+                .add(std::sync::Arc::new(finish))
+                .with_context(|| format!("--finish-schema {}", path.display()))?;
+            Some(slot)
+        }
+        None => None,
+    };
+    Ok(Some((registry, slot)))
 }
 
 /// Where the guest's model traffic goes.
@@ -218,7 +260,9 @@ impl RunArgs {
             gemini_binary,
             approval_mode,
             keep_run_dir,
-            guest_base_url
+            guest_base_url,
+            tools,
+            finish_schema
         ))
     }
 
@@ -234,6 +278,11 @@ impl RunArgs {
             bail!("--prompt is empty");
         }
         let model = a.upstream_model.context("--upstream-model is required")?;
+        // Host tools need the gateway: it delivers their calls with their identities.
+        if (a.tools.is_some() || a.finish_schema.is_some()) && a.guest_base_url.is_some() {
+            bail!("--tools and --finish-schema need the gateway (not --guest-base-url)");
+        }
+        host_tools(a.tools.as_deref(), a.finish_schema.as_deref())?;
         let target = match a.guest_base_url {
             Some(base_url) => {
                 check_loopback_url(&base_url)?;
@@ -284,6 +333,8 @@ impl RunArgs {
             gemini_prefix,
             approval_mode: a.approval_mode.map(Into::into).unwrap_or_default(),
             keep_run_dir: a.keep_run_dir.unwrap_or(false),
+            tools: a.tools,
+            finish_schema: a.finish_schema,
         })
     }
 }
@@ -364,6 +415,7 @@ pub fn exit_code_for(outcome: &RunOutcome) -> u8 {
             ) => EXIT_INCOMPLETE,
             Some(ErrorKind::Timeout | ErrorKind::Inactivity) => EXIT_TIMEOUT,
             Some(ErrorKind::Cancelled) => EXIT_CANCELLED,
+            Some(ErrorKind::NoFinish) => EXIT_NO_RESULT,
             Some(ErrorKind::ModelOutput | ErrorKind::FatalTool | ErrorKind::GuestFailure)
             | None => EXIT_GUEST_FAILED,
         },
@@ -443,6 +495,29 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
         }
         None => Recorder::disabled(),
     };
+    // Host tools: the binding the gateway feeds, served to the guest over MCP.
+    let host = match host_tools(resolved.tools.as_deref(), resolved.finish_schema.as_deref())? {
+        Some((registry, finish)) => {
+            let (binding, events) = HostBinding::new(
+                registry,
+                switchyard_backend::gemini::settings::HOST_TOOL_PREFIX,
+                BindingLimits::default(),
+            );
+            let token = random_token();
+            recorder.add_secret(token.clone());
+            let server = McpServer::start(binding.clone(), &token)
+                .await
+                .context("starting the host tools' MCP server")?;
+            Some(HostSide {
+                binding,
+                events,
+                finish,
+                server,
+                token,
+            })
+        }
+        None => None,
+    };
     let (base_url, model, gateway) = match &resolved.target {
         Target::Direct { base_url, model } => (base_url.clone(), model.clone(), None),
         Target::Gateway {
@@ -461,6 +536,7 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
                     recorder: Some(recorder.clone()),
                     upstream_key: upstream_key.clone(),
                     run_id: Some(run_id),
+                    binding: host.as_ref().map(|h| h.binding.clone()),
                 },
             )
             .await
@@ -482,6 +558,9 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
         max_turns: resolved.max_turns,
         max_attempts: GUEST_MAX_ATTEMPTS,
         host_env: std::env::vars_os().collect(),
+        host_mcp: host
+            .as_ref()
+            .map(|h| (h.server.url(), Secret::new(h.token.clone()))),
     })
     .with_context(|| format!("preparing the run directory {}", run_dir.display()))?;
     let limits = RunLimits {
@@ -508,8 +587,16 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
         ..RunRecord::begin(run_id, "gemini-cli", switchyard_backend::gemini::VERSION)
     };
     record(&recorder, RecordOp::UpsertRun(Box::new(run_record.clone()))).await;
-    let run = GeminiRun::start(&launch, &limits, started)?;
+    let mut run = GeminiRun::start(&launch, &limits, started)?;
+    let (host_binding, finish_slot, mcp_server) = match host {
+        Some(h) => {
+            run = run.with_host_events(h.events);
+            (Some(h.binding), h.finish, Some(h.server))
+        }
+        None => (None, None, None),
+    };
     let stop = run.stop_handle();
+    let close_on_cancel = host_binding.clone();
     let signals = tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
         let (Ok(mut int), Ok(mut term)) = (
@@ -519,41 +606,76 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
             return;
         };
         tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+        // Cancellation closes admission at once, before the guest is stopped.
+        if let Some(binding) = close_on_cancel {
+            binding.close();
+        }
         stop.cancel();
     });
     let mut printer = super::view::Printer::new(resolved.output);
     let mut summary = RunSummary::default();
     let mut raw_lines = RawLineBudget::default();
+    let cleanup_incomplete = std::cell::Cell::new(Vec::new());
+    let conclude = async |outcome: RunOutcome| {
+        let Some(binding) = &host_binding else {
+            return outcome;
+        };
+        // The guest is gone: no callback may start, the admitted ones finish.
+        binding.close();
+        let drained = binding.drain(CLEANUP_DRAIN).await;
+        cleanup_incomplete.set(drained.incomplete);
+        let host = HostConclusion {
+            finish_required: finish_slot.is_some(),
+            result: finish_slot.as_ref().and_then(FinishSlot::result),
+            provider_error: gateway.as_ref().and_then(|g| g.provider_error()),
+        };
+        switchyard_events::conclude(outcome, &host)
+    };
     let report = run
-        .drive(async |item| match item {
-            RunItem::Event(envelope) => {
-                printer.event(&envelope);
-                summarize(&mut summary, &envelope.event);
-                if !recorder.is_enabled() {
-                    return;
+        .drive_concluding(
+            async |item| match item {
+                RunItem::Event(envelope) => {
+                    printer.event(&envelope);
+                    summarize(&mut summary, &envelope.event);
+                    if !recorder.is_enabled() {
+                        return;
+                    }
+                    let value = serde_json::to_value(&envelope).unwrap_or_default();
+                    record(
+                        &recorder,
+                        RecordOp::Event(EventRecord {
+                            run_id,
+                            seq: envelope.seq,
+                            at: envelope.at,
+                            kind: envelope.event.kind().into(),
+                            event: value,
+                        }),
+                    )
+                    .await;
                 }
-                let value = serde_json::to_value(&envelope).unwrap_or_default();
-                record(
-                    &recorder,
-                    RecordOp::Event(EventRecord {
-                        run_id,
-                        seq: envelope.seq,
-                        at: envelope.at,
-                        kind: envelope.event.kind().into(),
-                        event: value,
-                    }),
-                )
-                .await;
-            }
-            RunItem::RawStdout(line) => {
-                record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stdout, line).await;
-            }
-            RunItem::RawStderr(line) => {
-                record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stderr, line).await;
-            }
-        })
+                RunItem::RawStdout(line) => {
+                    record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stdout, line)
+                        .await;
+                }
+                RunItem::RawStderr(line) => {
+                    record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stderr, line)
+                        .await;
+                }
+            },
+            conclude,
+        )
         .await;
     signals.abort();
+    let incomplete = cleanup_incomplete.take();
+    if !incomplete.is_empty() {
+        eprintln!(
+            "switchyard: cleanup incomplete: host calls still running after {CLEANUP_DRAIN:?}: {}",
+            incomplete.join(", ")
+        );
+    }
+    if let Some(server) = mcp_server {
+        server.shutdown().await;
+    }
     if let Some(gateway) = gateway
         && let Err(e) = gateway.shutdown().await
     {
@@ -576,6 +698,18 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
         let _ = std::fs::remove_dir_all(&run_dir);
     }
     Ok(exit_code_for(&report.outcome))
+}
+
+/// How long cleanup waits for admitted host calls to return once the guest has exited.
+const CLEANUP_DRAIN: Duration = Duration::from_secs(30);
+
+/// The host-tool side of a run.
+struct HostSide {
+    binding: HostBinding,
+    events: tokio::sync::mpsc::Receiver<Event>,
+    finish: Option<FinishSlot>,
+    server: McpServer,
+    token: String,
 }
 
 /// Most raw guest lines (stdout and stderr together) one run stores.

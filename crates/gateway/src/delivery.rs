@@ -1,0 +1,88 @@
+//! Host-tool calls in the gateway's answers: each call of a host tool in a completed turn gets a
+//! fresh private identity in its arguments and the batch is entered in the run's binding before
+//! the answer is sent ([`stamp`]). The answer's body holds the [`Delivery`] ([`DeliverySlot`]):
+//! the batch is confirmed when the body has handed its last byte to the guest's connection, and
+//! revoked when the body is dropped before that (a cut or failed send).
+
+use std::sync::{Arc, Mutex};
+
+use switchyard_binding::{Delivery, HostBinding, IDENTITY_ARG, OfferError, OfferedCall};
+use switchyard_translate::google::GenerateContentResponse;
+
+/// The delivery an answer's body confirms at its end.
+#[derive(Clone, Default)]
+pub(crate) struct DeliverySlot(Arc<Mutex<Option<Delivery>>>);
+
+impl DeliverySlot {
+    pub fn put(&self, delivery: Delivery) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(delivery);
+    }
+
+    /// The body reached its end: confirm what it carried.
+    pub fn confirm(&self) {
+        let delivery = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(delivery) = delivery {
+            delivery.confirm();
+        }
+    }
+}
+
+/// Gives every host-tool call in `chunk` its identity and enters them (model order) for
+/// `session`; `None` when the chunk calls no host tool. Arguments the model itself put under the
+/// identity's name are replaced.
+pub(crate) fn stamp(
+    binding: &HostBinding,
+    session: &str,
+    chunk: &mut GenerateContentResponse,
+) -> Result<Option<Delivery>, OfferError> {
+    let mut offered = Vec::new();
+    for candidate in &chunk.candidates {
+        for part in &candidate.content.parts {
+            let Some(call) = &part.function_call else {
+                continue;
+            };
+            let Some(tool) = binding.host_tool(&call.name) else {
+                continue;
+            };
+            let mut arguments = call.args.clone().unwrap_or_else(|| serde_json::json!({}));
+            if let Some(object) = arguments.as_object_mut() {
+                object.remove(IDENTITY_ARG);
+            }
+            offered.push(OfferedCall {
+                model_call_id: call.id.clone().unwrap_or_default(),
+                tool: tool.to_owned(),
+                arguments,
+            });
+        }
+    }
+    if offered.is_empty() {
+        return Ok(None);
+    }
+    let delivery = binding.offer(session, offered)?;
+    let mut identities = delivery.identities().iter();
+    for candidate in &mut chunk.candidates {
+        for part in &mut candidate.content.parts {
+            let Some(call) = &mut part.function_call else {
+                continue;
+            };
+            if binding.host_tool(&call.name).is_none() {
+                continue;
+            }
+            let Some(identity) = identities.next() else {
+                break;
+            };
+            let args = call.args.get_or_insert_with(|| serde_json::json!({}));
+            if let Some(object) = args.as_object_mut() {
+                object.insert(IDENTITY_ARG.to_owned(), identity.clone().into());
+            }
+        }
+    }
+    Ok(Some(delivery))
+}
