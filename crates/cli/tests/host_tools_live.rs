@@ -47,7 +47,7 @@ struct HostRun {
     _workspace: tempfile::TempDir,
 }
 
-async fn host_run(script: Script, finish: bool) -> HostRun {
+async fn host_run(script: Script, finish: bool, extra: &[&str]) -> HostRun {
     let upstream = ChatUpstream::start(script).await.unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let tools = tools_dir();
@@ -72,8 +72,14 @@ async fn host_run(script: Script, finish: bool) -> HostRun {
     .args(["--output", "jsonl", "--timeout", "120"])
     .arg("--tools")
     .arg(tools.path().join("tools.toml"))
+    .args(extra)
     .env("SWITCHYARD_UPSTREAM_KEY", "sk-live-test-key")
     .stdin(Stdio::null());
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/host_tools/forge.py"),
+        workspace.path().join("forge.py"),
+    )
+    .unwrap();
     if finish {
         cmd.arg("--finish-schema")
             .arg(tools.path().join("finish.json"));
@@ -137,7 +143,7 @@ async fn two_identical_calls_run_twice_with_their_own_model_ids() {
             ),
         )
         .then(Reply::text_stream(["Recorded twice."]));
-    let run = host_run(script, false).await;
+    let run = host_run(script, false, &[]).await;
     assert_eq!(run.output.status.code(), Some(0), "{}", run.stderr());
     // The host tool ran twice, with the model's arguments only.
     assert_eq!(
@@ -170,4 +176,178 @@ async fn two_identical_calls_run_twice_with_their_own_model_ids() {
     let last = requests.last().unwrap().json();
     assert!(!last.to_string().contains("_switchyard_call"), "{last}");
     assert!(last.to_string().contains("recorded n-123"), "{last}");
+}
+
+fn host_calls<'a>(run: &'a HostRun, decision: &str) -> Vec<&'a Value> {
+    run.of_type("host_call")
+        .into_iter()
+        .filter(|e| e["decision"] == decision)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_calls_run_in_the_model_order() {
+    let script = Script::new()
+        .then_when(
+            no_tool_results,
+            Reply::tool_calls_stream(
+                &[
+                    ("call_first", RECORD, r#"{"nonce":"first"}"#),
+                    ("call_second", RECORD, r#"{"nonce":"second"}"#),
+                    ("call_third", RECORD, r#"{"nonce":"third"}"#),
+                ],
+                4,
+            ),
+        )
+        .then(Reply::text_stream(["Done."]));
+    let run = host_run(script, false, &[]).await;
+    assert_eq!(run.output.status.code(), Some(0), "{}", run.transcript());
+    let nonces: Vec<Value> = ran(run.tools.path())
+        .into_iter()
+        .map(|v| v["nonce"].clone())
+        .collect();
+    assert_eq!(nonces, ["first", "second", "third"], "{}", run.transcript());
+    // Gemini CLI sends the three callbacks at once; they ran (and returned) in model order.
+    let returned: Vec<&Value> = run
+        .of_type("host_result")
+        .iter()
+        .map(|e| &e["model_call_id"])
+        .collect();
+    assert_eq!(returned, ["call_first", "call_second", "call_third"]);
+    let mut positions: Vec<(String, u64)> = host_calls(&run, "admitted")
+        .iter()
+        .map(|e| {
+            (
+                e["model_call_id"].as_str().unwrap().to_owned(),
+                e["position"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    positions.sort();
+    assert_eq!(
+        positions,
+        [
+            ("call_first".to_owned(), 0),
+            ("call_second".to_owned(), 1),
+            ("call_third".to_owned(), 2)
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_call_never_reaches_the_host_tool() {
+    let script = Script::new()
+        .then_when(
+            no_tool_results,
+            Reply::tool_calls_stream(&[("call_bad", RECORD, r#"{"nonce":5}"#)], 3),
+        )
+        .then(Reply::text_stream(["Could not record."]));
+    let run = host_run(script, false, &[]).await;
+    assert_eq!(run.output.status.code(), Some(0), "{}", run.transcript());
+    assert!(ran(run.tools.path()).is_empty(), "{}", run.transcript());
+    let results = run.of_type("tool_result");
+    assert_eq!(results.len(), 1, "{}", run.transcript());
+    assert_eq!(results[0]["status"], "error");
+    // The model was told why.
+    let told = run.requests().last().unwrap().json().to_string();
+    assert!(told.contains("nonce"), "{told}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_callback_from_the_guest_shell_is_refused_and_recorded() {
+    let script = Script::new()
+        .then_when(
+            no_tool_results,
+            Reply::tool_calls_stream(
+                &[(
+                    "call_shell",
+                    "run_shell_command",
+                    r#"{"command":"python3 forge.py","description":"forge"}"#,
+                )],
+                9,
+            ),
+        )
+        .then(Reply::text_stream(["Tried."]));
+    let run = host_run(script, false, &["--approval-mode", "yolo"]).await;
+    let offered: Vec<String> = run.requests()[0].json()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].to_string())
+        .collect();
+    assert_eq!(run.output.status.code(), Some(0), "{}", run.transcript());
+    assert!(
+        offered.iter().any(|n| n.contains("run_shell_command")),
+        "{offered:?} {}",
+        run.stderr()
+    );
+    assert!(ran(run.tools.path()).is_empty(), "{}", run.transcript());
+    let refused: Vec<&Value> = host_calls(&run, "refused");
+    let reasons: Vec<&Value> = refused.iter().map(|e| &e["reason"]).collect();
+    assert_eq!(
+        reasons,
+        ["missing_identity", "not_delivered"],
+        "{}",
+        run.transcript()
+    );
+    assert!(host_calls(&run, "admitted").is_empty());
+    // The shell saw MCP errors, not results.
+    let shell_output = run.requests().last().unwrap().tool_messages()[0]["content"].to_string();
+    assert!(
+        shell_output.contains("switchyard refused this callback"),
+        "{shell_output}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finish_is_the_result_a_bad_one_is_explained_and_a_second_refused() {
+    let script = Script::new()
+        .then(Reply::tool_calls_stream(
+            &[("call_f1", FINISH, r#"{"colour":"purple"}"#)],
+            5,
+        ))
+        .then(Reply::tool_calls_stream(
+            &[("call_f2", FINISH, r#"{"colour":"red"}"#)],
+            5,
+        ))
+        .then(Reply::tool_calls_stream(
+            &[("call_f3", FINISH, r#"{"colour":"blue"}"#)],
+            5,
+        ))
+        .then(Reply::text_stream(["Finished."]));
+    let run = host_run(script, true, &[]).await;
+    assert_eq!(run.output.status.code(), Some(0), "{}", run.transcript());
+    let finished = run.finished();
+    assert_eq!(finished["status"], "succeeded");
+    assert_eq!(
+        finished["result"],
+        json!({"colour": "red"}),
+        "{}",
+        run.transcript()
+    );
+    let requests = run.requests();
+    assert_eq!(requests.len(), 4, "{}", run.transcript());
+    let told_bad = requests[1].tool_messages()[0]["content"].to_string();
+    // The guest checks the schema it was given before calling; the model is told either way.
+    assert!(told_bad.contains("allowed values"), "{told_bad}");
+    let told_second = requests[3].tool_messages().last().unwrap()["content"].to_string();
+    assert!(
+        told_second.contains("second finish is refused"),
+        "{told_second}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_finish_call_the_run_has_no_result_and_fails() {
+    let run = host_run(
+        Script::new().then(Reply::text_stream(["All done."])),
+        true,
+        &[],
+    )
+    .await;
+    assert_eq!(run.output.status.code(), Some(11), "{}", run.transcript());
+    let finished = run.finished();
+    assert_eq!(finished["status"], "failed");
+    assert_eq!(finished["error"]["kind"], "no_finish");
+    assert!(finished.get("result").is_none());
 }
