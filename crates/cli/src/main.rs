@@ -34,6 +34,9 @@ enum Command {
     Records(cmd::records::RecordsArgs),
     /// Serve the model gateway standalone (GenerateContent in, Chat Completions out).
     Gateway(cmd::gateway::GatewayArgs),
+    /// Check an agent, provider and model end to end on the inert validation fixture (observe
+    /// an image, record a nonce twice, finish with the colour); writes DIR/validation.json.
+    Validate(cmd::validate::ValidateArgs),
     /// Record fixtures: run the real guest against scripted upstreams and store transcripts.
     Capture(cmd::capture::CaptureArgs),
 }
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
             Command::Bench(command) => cmd::bench::run(command).await,
             Command::Demo(args) => cmd::demo::run(args).await,
             Command::Records(args) => cmd::records::run(args).map(|()| 0),
+            Command::Validate(args) => cmd::validate::run(args).await,
             Command::Gateway(args) => cmd::gateway::run(args).await.map(|()| 0),
         }
     });

@@ -358,4 +358,64 @@ mod tests {
         );
         assert_eq!(o.error.unwrap().kind, ErrorKind::Crashed { signal: 9 });
     }
+
+    #[test]
+    fn the_host_contract_needs_a_finish_and_no_provider_error() {
+        let succeeded = RunOutcome {
+            status: OutcomeStatus::Succeeded,
+            error: None,
+            exit: GuestExit {
+                code: Some(0),
+                ..GuestExit::default()
+            },
+            result: None,
+        };
+        let result = serde_json::json!({"colour": "red"});
+        let with = |finish_required, result: Option<&serde_json::Value>, provider_error| {
+            conclude(
+                succeeded.clone(),
+                &HostConclusion {
+                    finish_required,
+                    result: result.cloned(),
+                    provider_error,
+                },
+            )
+        };
+        let ok = with(true, Some(&result), None);
+        assert_eq!(ok.status, OutcomeStatus::Succeeded);
+        assert_eq!(ok.result.as_ref(), Some(&result));
+        let none = with(true, None, None);
+        assert_eq!(none.status, OutcomeStatus::Failed);
+        assert_eq!(none.error.unwrap().kind, ErrorKind::NoFinish);
+        let provider = with(true, Some(&result), Some((Some(429), "quota".into())));
+        assert_eq!(
+            provider.error.unwrap().kind,
+            ErrorKind::Api {
+                http_status: Some(429)
+            }
+        );
+        assert_eq!(
+            provider.result.as_ref(),
+            Some(&result),
+            "the result is kept"
+        );
+        // Without a finish schema the guest's own outcome stands.
+        assert_eq!(with(false, None, None).status, OutcomeStatus::Succeeded);
+        // A guest failure is never turned into a success by a finish.
+        let failed = RunOutcome {
+            status: OutcomeStatus::Failed,
+            error: Some(RunError::new(ErrorKind::TurnLimit, "turns")),
+            ..succeeded.clone()
+        };
+        let concluded = conclude(
+            failed,
+            &HostConclusion {
+                finish_required: true,
+                result: Some(result.clone()),
+                provider_error: None,
+            },
+        );
+        assert_eq!(concluded.status, OutcomeStatus::Failed);
+        assert_eq!(concluded.error.unwrap().kind, ErrorKind::TurnLimit);
+    }
 }

@@ -7,6 +7,7 @@ pub mod gateway;
 pub mod install;
 pub mod records;
 pub mod run;
+pub mod validate;
 pub mod view;
 
 use std::path::PathBuf;

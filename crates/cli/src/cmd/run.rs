@@ -431,14 +431,14 @@ pub fn random_token() -> String {
     )
 }
 
-/// Entry point.
-pub async fn run(args: RunArgs) -> Result<u8> {
-    let validate_only = args.validate_config;
+/// Resolves `args` and verifies the sealed guest install: the settings and the guest's entry
+/// point, or the exit code after the reason was printed.
+pub fn checked(args: RunArgs) -> std::result::Result<(ResolvedRun, PathBuf), u8> {
     let resolved = match args.resolve() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("switchyard: invalid configuration: {e:#}");
-            return Ok(EXIT_CONFIG);
+            return Err(EXIT_CONFIG);
         }
     };
     let install = match switchyard_backend::install::verify(
@@ -452,7 +452,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
                 "switchyard: refusing the Gemini CLI install at {}: {e}",
                 resolved.gemini_prefix.display()
             );
-            return Ok(EXIT_INSTALL);
+            return Err(EXIT_INSTALL);
         }
     };
     if let Target::Gateway { key_env, .. } = &resolved.target
@@ -462,17 +462,40 @@ pub async fn run(args: RunArgs) -> Result<u8> {
             "switchyard: note: {key_env} is not set; the upstream will be called without a key"
         );
     }
+    Ok((resolved, install.entry))
+}
+
+/// Entry point.
+pub async fn run(args: RunArgs) -> Result<u8> {
+    let validate_only = args.validate_config;
+    let (resolved, entry) = match checked(args) {
+        Ok(checked) => checked,
+        Err(code) => return Ok(code),
+    };
     if validate_only {
         eprintln!(
             "switchyard: configuration is valid (guest {} verified)",
-            install.entry.display()
+            entry.display()
         );
         return Ok(EXIT_OK);
     }
-    execute(resolved, install.entry.clone()).await
+    let executed = execute(resolved, entry, None).await?;
+    Ok(exit_code_for(&executed.outcome))
 }
 
-async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
+/// A run that ended.
+pub struct Executed {
+    pub run_id: uuid::Uuid,
+    pub outcome: RunOutcome,
+}
+
+/// Runs the guest of `resolved` to its end. `host_tools_override` replaces the host tools of
+/// `--tools`/`--finish-schema` (`switchyard validate` brings its own).
+pub async fn execute(
+    resolved: ResolvedRun,
+    entry: PathBuf,
+    host_tools_override: Option<(ToolRegistry, Option<FinishSlot>)>,
+) -> Result<Executed> {
     let Agent::GeminiCli = resolved.agent;
     let run_id = uuid::Uuid::now_v7();
     let run_dir = match &resolved.records {
@@ -496,7 +519,11 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
         None => Recorder::disabled(),
     };
     // Host tools: the binding the gateway feeds, served to the guest over MCP.
-    let host = match host_tools(resolved.tools.as_deref(), resolved.finish_schema.as_deref())? {
+    let tools = match host_tools_override {
+        Some(tools) => Some(tools),
+        None => host_tools(resolved.tools.as_deref(), resolved.finish_schema.as_deref())?,
+    };
+    let host = match tools {
         Some((registry, finish)) => {
             let (binding, events) = HostBinding::new(
                 registry,
@@ -697,7 +724,10 @@ async fn execute(resolved: ResolvedRun, entry: PathBuf) -> Result<u8> {
     if !resolved.keep_run_dir {
         let _ = std::fs::remove_dir_all(&run_dir);
     }
-    Ok(exit_code_for(&report.outcome))
+    Ok(Executed {
+        run_id,
+        outcome: report.outcome,
+    })
 }
 
 /// How long cleanup waits for admitted host calls to return once the guest has exited.
@@ -965,12 +995,14 @@ mod tests {
             status: OutcomeStatus::Failed,
             error: Some(RunError::new(kind, "m")),
             exit: GuestExit::default(),
+            result: None,
         };
         assert_eq!(
             exit_code_for(&RunOutcome {
                 status: OutcomeStatus::Succeeded,
                 error: None,
-                exit: GuestExit::default()
+                exit: GuestExit::default(),
+                result: None,
             }),
             0
         );
@@ -993,10 +1025,12 @@ mod tests {
             exit_code_for(&failed(ErrorKind::Crashed { signal: 9 })),
             EXIT_INCOMPLETE
         );
+        assert_eq!(exit_code_for(&failed(ErrorKind::NoFinish)), EXIT_NO_RESULT);
         let with_status = |status| RunOutcome {
             status,
             error: None,
             exit: GuestExit::default(),
+            result: None,
         };
         assert_eq!(
             exit_code_for(&with_status(OutcomeStatus::Cancelled)),

@@ -1,0 +1,88 @@
+//! `switchyard validate --agent gemini-cli` offline: the real, pinned Gemini CLI against the
+//! scripted model passes every check, and a scripted model broken on purpose fails with a report
+//! that names the broken check.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use std::process::{Command, Stdio};
+use switchyard_backend::gemini::{PACKAGE, VERSION};
+
+const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
+
+fn validate(extra: &[&str]) -> (Option<i32>, Value, String) {
+    let prefix = switchyard_testkit::guest::gemini_prefix();
+    if switchyard_backend::install::verify(&prefix, PACKAGE, VERSION).is_err() {
+        switchyard_backend::install::seal(&prefix, PACKAGE, VERSION).unwrap();
+    }
+    let out = tempfile::tempdir().unwrap();
+    let output = Command::new(BIN)
+        .args(["validate", "--agent", "gemini-cli", "--timeout", "120"])
+        .arg("--output")
+        .arg(out.path())
+        .arg("--gemini-binary")
+        .arg(&prefix)
+        .args(extra)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let report = std::fs::read(out.path().join("validation.json"))
+        .map(|b| serde_json::from_slice(&b).unwrap())
+        .unwrap_or_else(|e| panic!("no validation.json ({e}): {stderr}"));
+    (output.status.code(), report, stderr)
+}
+
+fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == name)
+        .unwrap_or_else(|| panic!("no check {name}: {report}"))
+}
+
+#[test]
+fn the_fixture_passes_offline_with_its_evidence() {
+    let (code, report, stderr) = validate(&[]);
+    assert_eq!(code, Some(0), "{report:#}\n{stderr}");
+    assert_eq!(report["passed"], true);
+    let ids = &check(&report, "distinct_claimed_ids")["evidence"]["claimed_record_ids"];
+    assert_eq!(ids.as_array().unwrap().len(), 2);
+    assert_ne!(ids[0], ids[1]);
+    let images = check(&report, "image_in_upstream_requests")["evidence"]["images"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(images.iter().any(|i| i["mime_type"] == "image/webp"));
+    assert_eq!(
+        check(&report, "finish_result")["evidence"]["result"]["colour"],
+        report["fixture"]["colour"]
+    );
+}
+
+#[test]
+fn a_model_that_records_once_fails_with_a_clear_report() {
+    let (code, report, stderr) = validate(&["--scripted-fault", "record-once"]);
+    assert_eq!(code, Some(12), "{report:#}\n{stderr}");
+    assert_eq!(report["passed"], false);
+    let distinct = check(&report, "distinct_claimed_ids");
+    assert_eq!(distinct["passed"], false);
+    assert_eq!(
+        distinct["evidence"]["claimed_record_ids"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(stderr.contains("FAIL distinct_claimed_ids"), "{stderr}");
+    // The checks that do not depend on the fault still pass.
+    assert_eq!(check(&report, "finish_result")["passed"], true);
+}
+
+#[test]
+fn a_wrong_colour_fails_the_finish_check() {
+    let (code, report, _) = validate(&["--scripted-fault", "wrong-colour"]);
+    assert_eq!(code, Some(12));
+    assert_eq!(check(&report, "finish_result")["passed"], false);
+    assert_eq!(check(&report, "distinct_claimed_ids")["passed"], true);
+}
