@@ -86,3 +86,7 @@ pub(crate) fn stamp(
     }
     Ok(Some(delivery))
 }
+
+#[cfg(test)]
+#[path = "delivery_tests.rs"]
+mod tests;
