@@ -10,11 +10,14 @@ use switchyard_backend::gemini::{PACKAGE, VERSION};
 const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
 
 fn validate(extra: &[&str]) -> (Option<i32>, Value, String) {
+    validate_in(&tempfile::tempdir().unwrap(), extra)
+}
+
+fn validate_in(out: &tempfile::TempDir, extra: &[&str]) -> (Option<i32>, Value, String) {
     let prefix = switchyard_testkit::guest::gemini_prefix();
     if switchyard_backend::install::verify(&prefix, PACKAGE, VERSION).is_err() {
         switchyard_backend::install::seal(&prefix, PACKAGE, VERSION).unwrap();
     }
-    let out = tempfile::tempdir().unwrap();
     let output = Command::new(BIN)
         .args(["validate", "--agent", "gemini-cli", "--timeout", "120"])
         .arg("--output")
@@ -43,7 +46,8 @@ fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn the_fixture_passes_offline_with_its_evidence() {
-    let (code, report, stderr) = validate(&[]);
+    let out = tempfile::tempdir().unwrap();
+    let (code, report, stderr) = validate_in(&out, &[]);
     assert_eq!(code, Some(0), "{report:#}\n{stderr}");
     assert_eq!(report["passed"], true);
     let ids = &check(&report, "distinct_claimed_ids")["evidence"]["claimed_record_ids"];
@@ -58,6 +62,28 @@ fn the_fixture_passes_offline_with_its_evidence() {
         check(&report, "finish_result")["evidence"]["result"]["colour"],
         report["fixture"]["colour"]
     );
+    // The records show every admission, result and the finish result.
+    let shown = Command::new(BIN)
+        .args(["records", "--records"])
+        .arg(out.path().join("records"))
+        .args(["show", report["run_id"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    for line in [
+        "host call observe admitted [call_observe]",
+        "host call record admitted [call_record_1] batch 1 #0",
+        "host call record admitted [call_record_2] batch 1 #1",
+        "host result observe [call_observe] success +1 image(s)",
+        "host result finish [call_finish] success",
+        "run finished: succeeded",
+    ] {
+        assert!(shown.contains(line), "{line:?} not in:\n{shown}");
+    }
+    assert!(shown.contains(&format!(
+        "result {{\"colour\":\"{}\"}}",
+        report["fixture"]["colour"].as_str().unwrap()
+    )));
 }
 
 #[test]

@@ -180,6 +180,14 @@ fn render_event(out: &mut String, at: &str, event: &EventRecord, sent: Option<&V
                 text("message")
             ),
         ),
+        "host_call" | "host_result" => (
+            "host",
+            format!(
+                "<details><summary><span class=\"kind\">Host</span> {}</summary><pre>{}</pre></details>",
+                escape(&crate::timeline::host_line(event)),
+                escape(&pretty(&event_payload(body)))
+            ),
+        ),
         _ => (
             "other",
             format!(

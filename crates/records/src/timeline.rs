@@ -326,6 +326,7 @@ pub fn describe_event(event: &EventRecord) -> String {
             line
         }
         "warning" | "error" => format!("{}: {}", event.kind, one_line(text("message"), 200)),
+        "host_call" | "host_result" => host_line(event),
         "session_started" => format!("session {} model {}", text("session_id"), text("model")),
         "usage" => {
             let count = |key: &str| body.get(key).and_then(Value::as_u64).unwrap_or(0);
@@ -338,10 +339,13 @@ pub fn describe_event(event: &EventRecord) -> String {
             )
         }
         "run_finished" => format!(
-            "run finished: {}{}",
+            "run finished: {}{}{}",
             text("status"),
             body.get("error")
                 .map(|error| format!(" {}", one_line(&error.to_string(), 160)))
+                .unwrap_or_default(),
+            body.get("result")
+                .map(|result| format!(" result {}", one_line(&result.to_string(), 160)))
                 .unwrap_or_default()
         ),
         _ => format!(
@@ -350,6 +354,51 @@ pub fn describe_event(event: &EventRecord) -> String {
             one_line(&event_payload(body).to_string(), 200)
         ),
     }
+}
+
+/// One line for a host-tool decision (`host_call`) or result (`host_result`).
+pub fn host_line(event: &EventRecord) -> String {
+    let body = &event.event;
+    let text = |key: &str| body.get(key).and_then(Value::as_str).unwrap_or("");
+    if event.kind == "host_result" {
+        let images = body
+            .get("images")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        return format!(
+            "host result {} [{}] {}{}: {}",
+            text("tool"),
+            text("model_call_id"),
+            text("status"),
+            if images > 0 {
+                format!(" +{images} image(s)")
+            } else {
+                String::new()
+            },
+            one_line(text("text"), 200)
+        );
+    }
+    let place = match (body.get("batch"), body.get("position")) {
+        (Some(batch), Some(position)) => format!(" batch {batch} #{position}"),
+        _ => String::new(),
+    };
+    let why = match body.get("reason").and_then(Value::as_str) {
+        Some(reason) => format!(" ({reason}: {})", one_line(text("message"), 160)),
+        None => String::new(),
+    };
+    format!(
+        "host call {} {} [{}]{place}{why} {}",
+        text("tool"),
+        text("decision"),
+        text("model_call_id"),
+        one_line(
+            &body
+                .get("arguments")
+                .map(Value::to_string)
+                .unwrap_or_default(),
+            160
+        )
+    )
 }
 
 /// The event without its envelope fields (`seq`, `at`, `guest_timestamp`, `type`), which the
