@@ -970,6 +970,44 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_tools_file_or_finish_schema_is_a_clear_configuration_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = |tools: Option<PathBuf>, finish: Option<PathBuf>| RunArgs {
+            workdir: Some(dir.path().to_path_buf()),
+            prompt: Some("p".into()),
+            upstream_url: Some("http://127.0.0.1:1/v1".into()),
+            upstream_model: Some("m".into()),
+            tools,
+            finish_schema: finish,
+            ..Default::default()
+        };
+        let tools = dir.path().join("tools.toml");
+        std::fs::write(
+            &tools,
+            "[[tool]]\nname = \"record\"\ndescription = \"d\"\ninput_schema = { type = \"object\" }\n",
+        )
+        .unwrap();
+        let e = base(Some(tools.clone()), None).resolve().unwrap_err();
+        assert!(format!("{e:#}").contains("command or url"), "{e:#}");
+        let schema = dir.path().join("finish.json");
+        std::fs::write(&schema, "{\"type\": \"object\"").unwrap();
+        let e = base(None, Some(schema.clone())).resolve().unwrap_err();
+        assert!(format!("{e:#}").contains("not JSON"), "{e:#}");
+        std::fs::write(&schema, "{\"type\": \"string\"}").unwrap();
+        let e = base(None, Some(schema.clone())).resolve().unwrap_err();
+        assert!(format!("{e:#}").contains("object"), "{e:#}");
+        std::fs::write(&schema, "{\"type\": \"object\"}").unwrap();
+        assert!(base(None, Some(schema.clone())).resolve().is_ok());
+        let e = RunArgs {
+            guest_base_url: Some("http://127.0.0.1:9".into()),
+            ..base(None, Some(schema))
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(e.to_string().contains("need the gateway"), "{e:#}");
+    }
+
+    #[test]
     fn only_real_loopback_hosts_pass_the_loopback_check() {
         for ok in [
             "http://127.0.0.1:80",
