@@ -181,9 +181,18 @@ impl HostBinding {
             }
         };
         let _ = tokio::time::timeout(deadline, wait).await;
-        DrainReport {
-            incomplete: self.ledger().running(),
+        let incomplete = self.ledger().running();
+        if !incomplete.is_empty() {
+            // Not awaited: during cleanup nobody may be reading events yet.
+            let _ = self.shared.events.try_send(Event::Warning(Warning {
+                message: format!(
+                    "cleanup incomplete: host calls still running after {deadline:?}: {}",
+                    incomplete.join(", ")
+                ),
+                derived: true,
+            }));
         }
+        DrainReport { incomplete }
     }
 
     async fn emit(&self, event: Event) {

@@ -206,7 +206,7 @@ async fn invalid_arguments_are_a_tool_error_and_the_tool_never_runs() {
 
 #[tokio::test]
 async fn closing_refuses_callbacks_and_drain_reports_what_still_runs() {
-    let (b, _log, _events) = binding(Duration::from_millis(400));
+    let (b, _log, mut events) = binding(Duration::from_millis(400));
     let delivery = b.offer("s", vec![offered("c1", "a")]).unwrap();
     let id = delivery.identities()[0].clone();
     delivery.confirm();
@@ -220,6 +220,14 @@ async fn closing_refuses_callbacks_and_drain_reports_what_still_runs() {
         b.drain(Duration::from_millis(10)).await.incomplete,
         ["c1"],
         "an admitted callback still running is reported"
+    );
+    let mut warned = false;
+    while let Ok(event) = events.try_recv() {
+        warned |= matches!(&event, Event::Warning(w) if w.message.contains("cleanup incomplete"));
+    }
+    assert!(
+        warned,
+        "an incomplete cleanup is reported in the run's events"
     );
     assert!(b.drain(Duration::from_secs(2)).await.incomplete.is_empty());
     assert!(matches!(
