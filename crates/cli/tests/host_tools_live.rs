@@ -4,21 +4,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use switchyard_backend::gemini::{PACKAGE, VERSION};
 use switchyard_testkit::chat_upstream::{ChatUpstream, RecordedRequest, Reply, Script};
 
-const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
+mod common;
+use common::sealed_prefix;
 
-fn sealed_prefix() -> PathBuf {
-    let prefix = switchyard_testkit::guest::gemini_prefix();
-    if switchyard_backend::install::verify(&prefix, PACKAGE, VERSION).is_err() {
-        switchyard_backend::install::seal(&prefix, PACKAGE, VERSION)
-            .expect("seal the test install");
-    }
-    prefix
-}
+const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
 
 /// A folder with the tools file, its handler and the finish schema; the handler logs every
 /// call it runs to `ran.log` there.

@@ -3,23 +3,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use switchyard_backend::gemini::{PACKAGE, VERSION};
 use switchyard_testkit::chat_upstream::{ChatUpstream, Reply, Script};
 
-const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
+mod common;
+use common::sealed_prefix;
 
-/// The pinned install, sealed (sealing is idempotent and atomic, so parallel tests are fine).
-fn sealed_prefix() -> PathBuf {
-    let prefix = switchyard_testkit::guest::gemini_prefix();
-    if switchyard_backend::install::verify(&prefix, PACKAGE, VERSION).is_err() {
-        switchyard_backend::install::seal(&prefix, PACKAGE, VERSION)
-            .expect("seal the test install");
-    }
-    prefix
-}
+const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
 
 fn run_cmd(workdir: &Path, upstream: &str, extra: &[&str]) -> Command {
     let mut cmd = Command::new(BIN);

@@ -5,7 +5,8 @@
 
 use serde_json::Value;
 use std::process::{Command, Stdio};
-use switchyard_backend::gemini::{PACKAGE, VERSION};
+
+mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
 
@@ -14,10 +15,7 @@ fn validate(extra: &[&str]) -> (Option<i32>, Value, String) {
 }
 
 fn validate_in(out: &tempfile::TempDir, extra: &[&str]) -> (Option<i32>, Value, String) {
-    let prefix = switchyard_testkit::guest::gemini_prefix();
-    if switchyard_backend::install::verify(&prefix, PACKAGE, VERSION).is_err() {
-        switchyard_backend::install::seal(&prefix, PACKAGE, VERSION).unwrap();
-    }
+    let prefix = common::sealed_prefix();
     let output = Command::new(BIN)
         .args(["validate", "--agent", "gemini-cli", "--timeout", "120"])
         .arg("--output")
