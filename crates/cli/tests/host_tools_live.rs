@@ -344,3 +344,18 @@ async fn without_a_finish_call_the_run_has_no_result_and_fails() {
     assert_eq!(finished["error"]["kind"], "no_finish");
     assert!(finished.get("result").is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncated_call_is_never_delivered_so_nothing_can_claim_it() {
+    // Every answer is a host-tool call whose arguments are cut off mid-JSON.
+    let script = Script::always(Reply::malformed_tool_call_stream("call_cut", RECORD));
+    let run = host_run(script, false, &["--max-turns", "3"]).await;
+    assert!(ran(run.tools.path()).is_empty(), "{}", run.transcript());
+    assert!(run.of_type("host_call").is_empty(), "{}", run.transcript());
+    assert!(
+        run.of_type("tool_call").is_empty(),
+        "the guest never received the call: {}",
+        run.transcript()
+    );
+    assert_ne!(run.finished()["status"], "succeeded");
+}
