@@ -521,3 +521,72 @@ async fn concurrent_runs_share_one_record_store() {
         );
     }
 }
+
+/// A streamed call the way llama.cpp's server sends one: the id and the whole name repeated in
+/// every fragment of the arguments.
+fn repeating_tool_call(id: &str, name: &str, arguments: &str) -> Reply {
+    use switchyard_testkit::chat_upstream::{StreamEvent, StreamReply, chunk};
+    let mut events = vec![StreamEvent::json(chunk::role())];
+    let pieces: Vec<String> = arguments
+        .chars()
+        .collect::<Vec<_>>()
+        .chunks(4)
+        .map(|c| c.iter().collect())
+        .collect();
+    for piece in pieces {
+        events.push(StreamEvent::json(chunk::tool_call(
+            0,
+            Some(id),
+            Some(name),
+            &piece,
+        )));
+    }
+    events.push(StreamEvent::json(chunk::finish("tool_calls")));
+    Reply::Stream(StreamReply::new(events))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_name_repeats_in_every_fragment_reaches_the_tool_once_named() {
+    let script = Script::new()
+        .then_when(
+            |r| r.tool_messages().is_empty(),
+            repeating_tool_call("call_rep_1", "read_file", r#"{"file_path":"notes.txt"}"#),
+        )
+        .then(Reply::text_stream(["Read it."]));
+    let upstream = ChatUpstream::start(script).await.unwrap();
+    let ws = workspace_with_notes();
+    let output = output_of(run_cmd(
+        ws.path(),
+        &upstream.base_url(),
+        &["--timeout", "120"],
+    ))
+    .await;
+    assert_exit(&output, 0);
+    let events = events(&output);
+    let call = events.iter().find(|e| e["type"] == "tool_call").unwrap();
+    assert_eq!(call["tool_name"], "read_file");
+    let result = events.iter().find(|e| e["type"] == "tool_result").unwrap();
+    assert_eq!(result["status"], "success", "{result}");
+    let sent = &upstream.requests()[1].tool_messages()[0];
+    assert!(sent["content"].to_string().contains("quokka"), "{sent}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_200_stream_is_a_model_api_failure() {
+    use switchyard_testkit::chat_upstream::{StreamEnd, StreamReply};
+    let empty = Reply::Stream(StreamReply::new(Vec::new()).ending(StreamEnd::Close));
+    let upstream = ChatUpstream::start(Script::always(empty)).await.unwrap();
+    let ws = workspace_with_notes();
+    let output = output_of(run_cmd(
+        ws.path(),
+        &upstream.base_url(),
+        &["--timeout", "120"],
+    ))
+    .await;
+    assert_exit(&output, 4);
+    let events = events(&output);
+    let done = finished(&events);
+    assert_eq!(done["error"]["kind"], "api", "{done}");
+    // The gateway retried the empty stream within its budget before giving up.
+    assert!(upstream.requests().len() >= 2);
+}

@@ -603,6 +603,11 @@ async fn stream_attempt(
             }
         }
     }
+    if let Some(why) = translator.unfinished() {
+        // A 200 whose stream carried nothing, or stopped short: the upstream failed after its
+        // head (e.g. a local server that overflowed its context), not an empty answer.
+        return AttemptEnd::Failed(UpstreamError::Unfinished(why));
+    }
     let outcome = translator.finish();
     trace.response_report(outcome.report());
     AttemptEnd::Outcome(Box::new(outcome))

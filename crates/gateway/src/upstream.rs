@@ -42,6 +42,9 @@ pub enum UpstreamError {
     Body(String),
     #[error("upstream response is not valid: {0}")]
     Invalid(String),
+    /// A 2xx stream that carried no chunk, or ended before its end.
+    #[error("upstream stream is unfinished: {0}")]
+    Unfinished(&'static str),
     /// The response arrived but its content cannot be used (invalid JSON, an error the upstream
     /// reported inside the body or stream, data after `[DONE]`); the same for streamed and
     /// non-streamed exchanges.
@@ -56,7 +59,8 @@ impl UpstreamError {
             UpstreamError::Connect(_)
             | UpstreamError::FirstByteTimeout(_)
             | UpstreamError::IdleTimeout(_)
-            | UpstreamError::Body(_) => true,
+            | UpstreamError::Body(_)
+            | UpstreamError::Unfinished(_) => true,
             UpstreamError::Status { status, .. } => retryable_status(*status),
             UpstreamError::Invalid(_) | UpstreamError::Payload(_) => false,
         }
@@ -91,6 +95,7 @@ impl UpstreamError {
             UpstreamError::IdleTimeout(_) => "upstream_idle_timeout",
             UpstreamError::Body(_) => "upstream_body",
             UpstreamError::Invalid(_) => "upstream_invalid",
+            UpstreamError::Unfinished(_) => "upstream_unfinished",
             UpstreamError::Payload(switchyard_translate::UpstreamError::Reported { .. }) => {
                 "upstream_reported"
             }

@@ -110,6 +110,14 @@ pub enum MalformedReason {
         /// Function name.
         name: String,
     },
+    /// A later fragment of the call named another id or function than its first fragment.
+    #[error("tool call {index}: its fragments name different values of `{field}`")]
+    ConflictingFragments {
+        /// Upstream index.
+        index: u32,
+        /// `id` or `name`.
+        field: &'static str,
+    },
     /// No function name.
     #[error("tool call {index} has no function name")]
     MissingName {
@@ -194,6 +202,8 @@ struct PendingCall {
     id: Option<String>,
     name: String,
     arguments: String,
+    /// A later fragment named another id or function than the first one.
+    conflict: Option<MalformedReason>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,6 +234,8 @@ pub struct StreamTranslator {
     collected_thoughts: String,
     /// All reasoning of this attempt, when it is carried ([`ResponseConfig::carry_reasoning`]).
     carried_reasoning: String,
+    /// JSON chunks received in this attempt.
+    chunks: u64,
     report: ResponseReport,
 }
 
@@ -251,7 +263,20 @@ impl StreamTranslator {
             received_text: String::new(),
             collected_thoughts: String::new(),
             carried_reasoning: String::new(),
+            chunks: 0,
             report: ResponseReport::default(),
+        }
+    }
+
+    /// Why this attempt's stream cannot count as an answer, if it cannot: it carried no chunk
+    /// at all, or it stopped before its end (no `finish_reason`, no `[DONE]`).
+    pub fn unfinished(&self) -> Option<&'static str> {
+        if self.chunks == 0 {
+            Some("the stream ended without a single chunk")
+        } else if !self.done && self.finish_reason.is_none() {
+            Some("the stream ended before its end (no finish_reason, no [DONE])")
+        } else {
+            None
         }
     }
 
@@ -289,6 +314,7 @@ impl StreamTranslator {
         if let Some(error) = &chunk.error {
             return Err(reported_error(error));
         }
+        self.chunks += 1;
         self.count_unknown("", &chunk.extra);
         if self.upstream_id.is_none() {
             self.upstream_id = chunk.id.clone();
@@ -416,14 +442,32 @@ impl StreamTranslator {
         };
         self.last_index = Some(index);
         let call = self.calls.entry(index).or_default();
-        if let Some(id) = id
-            && call.id.is_none()
-        {
-            call.id = Some(id.to_string());
+        // The id and the name come whole, once; servers such as llama.cpp's repeat them in every
+        // fragment. A repeat is ignored, a different value makes the call malformed.
+        if let Some(id) = id {
+            match &call.id {
+                None => call.id = Some(id.to_string()),
+                Some(first) if first != id => {
+                    call.conflict
+                        .get_or_insert(MalformedReason::ConflictingFragments {
+                            index,
+                            field: "id",
+                        });
+                }
+                Some(_) => {}
+            }
         }
         if let Some(function) = &delta.function {
-            if let Some(name) = &function.name {
-                call.name.push_str(name);
+            if let Some(name) = function.name.as_deref().filter(|n| !n.is_empty()) {
+                if call.name.is_empty() {
+                    call.name = name.to_owned();
+                } else if call.name != name {
+                    call.conflict
+                        .get_or_insert(MalformedReason::ConflictingFragments {
+                            index,
+                            field: "name",
+                        });
+                }
             }
             if let Some(args) = &function.arguments {
                 call.arguments.push_str(args);
@@ -499,6 +543,9 @@ impl StreamTranslator {
             }
             if finish.is_none() && !self.done {
                 return Err(MalformedReason::StreamEndedMidCall { index });
+            }
+            if let Some(conflict) = call.conflict {
+                return Err(conflict);
             }
             let name = call.name.trim().to_string();
             if name.is_empty() {

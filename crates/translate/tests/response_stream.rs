@@ -595,3 +595,53 @@ fn a_non_streamed_completion_carries_its_reasoning_too() {
         Some("Look first.")
     );
 }
+
+#[test]
+fn an_id_and_name_repeated_in_every_fragment_are_taken_once_and_a_change_is_malformed() {
+    // llama.cpp's server repeats both in each fragment of the arguments.
+    let payloads = [
+        tool_chunk(0, Some("call_1"), Some("read_file"), "{\"file_"),
+        tool_chunk(0, Some("call_1"), Some("read_file"), "path\":\"a\"}"),
+        finish_chunk("tool_calls"),
+        "[DONE]".into(),
+    ];
+    let done = complete(run(cfg(), &payloads).1);
+    assert_eq!(done.delivered_calls.len(), 1);
+    assert_eq!(done.delivered_calls[0].name, "read_file");
+    assert_eq!(done.delivered_calls[0].id.as_deref(), Some("call_1"));
+    assert_eq!(done.delivered_calls[0].args, Some(json!({"file_path": "a"})));
+    for (id, name, field) in [
+        ("call_1", "write_file", "name"),
+        ("call_2", "read_file", "id"),
+    ] {
+        let payloads = [
+            tool_chunk(0, Some("call_1"), Some("read_file"), "{}"),
+            tool_chunk(0, Some(id), Some(name), ""),
+            finish_chunk("tool_calls"),
+        ];
+        match run(cfg(), &payloads).1 {
+            TurnOutcome::Malformed(turn) => assert_eq!(
+                turn.reason,
+                MalformedReason::ConflictingFragments { index: 0, field }
+            ),
+            TurnOutcome::Complete(turn) => panic!("delivered {:?}", turn.delivered_calls),
+        }
+    }
+}
+
+#[test]
+fn a_stream_without_chunks_or_without_its_end_is_unfinished() {
+    let mut empty = StreamTranslator::new(cfg());
+    assert!(empty.unfinished().is_some());
+    empty.push("[DONE]").unwrap();
+    assert!(empty.unfinished().is_some(), "[DONE] alone carries no answer");
+    let mut cut = StreamTranslator::new(cfg());
+    cut.push(&text_chunk("half an answ")).unwrap();
+    assert!(cut.unfinished().is_some());
+    for end in [finish_chunk("stop"), "[DONE]".to_string()] {
+        let mut whole = StreamTranslator::new(cfg());
+        whole.push(&text_chunk("an answer")).unwrap();
+        whole.push(&end).unwrap();
+        assert_eq!(whole.unfinished(), None);
+    }
+}
