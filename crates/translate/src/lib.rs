@@ -67,8 +67,8 @@ pub use google_errors::{
 pub use image_cache::{ConversionCache, ImageKey};
 pub use ledger::{CallLedger, LedgerError};
 pub use options::{
-    ProviderOptions, ResponseConfig, ResponseReport, SchemaChange, ThinkingMode, TranslateOptions,
-    TranslationReport,
+    DEFAULT_MAX_TOKENS, JsonSchemaMode, Profile, ProviderOptions, ResponseConfig, ResponseReport,
+    SchemaChange, ThinkingMode, ToolCallContent, TranslateOptions, TranslationReport,
 };
 pub use private_argument::strip_private_argument;
 pub use request::{

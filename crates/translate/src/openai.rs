@@ -180,8 +180,11 @@ pub struct ChatFunction {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ResponseFormat {
-    /// Free-form JSON.
-    JsonObject,
+    /// Free-form JSON, or (llama.cpp's form) JSON constrained by `schema`.
+    JsonObject {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        schema: Option<Value>,
+    },
     /// JSON constrained by a schema.
     JsonSchema {
         /// Name, schema, strictness.

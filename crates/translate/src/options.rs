@@ -18,11 +18,62 @@ pub enum ThinkingMode {
     ReasoningEffort,
 }
 
+/// A provider family whose OpenAI-compatible server has known quirks: a named set of the
+/// individual [`ProviderOptions`] switches (each can still be set on its own).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Profile {
+    /// OpenAI's own API, and what its documentation promises. (Default.)
+    #[default]
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// llama.cpp's `llama-server` and llama-cpp-python's server.
+    #[serde(rename = "llama.cpp")]
+    LlamaCpp,
+    /// vLLM's OpenAI-compatible server.
+    #[serde(rename = "vllm")]
+    Vllm,
+    /// Ollama's `/v1` endpoint.
+    #[serde(rename = "ollama")]
+    Ollama,
+}
+
+/// What an assistant turn that only calls tools sends as `content`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallContent {
+    /// `null` (OpenAI's form). (Default.)
+    #[default]
+    Null,
+    /// `""` (servers that refuse `null`, or whose chat template breaks without a string).
+    Empty,
+}
+
+/// How a request for JSON with a schema (`responseSchema`) is sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JsonSchemaMode {
+    /// `response_format: {type: "json_schema", json_schema: {name, schema, strict: false}}`.
+    /// (Default.)
+    #[default]
+    JsonSchema,
+    /// `response_format: {type: "json_object", schema}` (llama.cpp's form).
+    JsonObjectSchema,
+    /// `response_format: {type: "json_object"}` and the schema in the system prompt.
+    PromptOnly,
+}
+
+/// The largest output a request asks for when the guest sets no `maxOutputTokens` (Gemini CLI
+/// never does): without one a local server generates until its context is full.
+pub const DEFAULT_MAX_TOKENS: u32 = 8192;
+
 /// What the upstream accepts and wants: the translation knobs that depend on the provider, not
-/// on the request (the gateway's `[translation]` config section).
+/// on the request (the gateway's `[translation]` config section). `profile` picks the defaults of
+/// the other switches; a switch set next to it wins.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(from = "ProviderOptionsToml")]
 pub struct ProviderOptions {
+    /// The profile the other switches started from.
+    pub profile: Profile,
     /// Forward `topK` as `top_k` (vLLM, llama.cpp, Ollama accept it); else dropped and recorded.
     pub forward_top_k: bool,
     /// `thinkingConfig` handling.
@@ -44,13 +95,19 @@ pub struct ProviderOptions {
     /// Qwen deployments). When false, `toolConfig` mode `ANY` becomes `auto`, noted in
     /// [`TranslationReport::mapped_options`]: the model may then answer without a call.
     pub tool_choice_required: bool,
+    /// `content` of an assistant turn that only calls tools.
+    pub tool_call_content: ToolCallContent,
+    /// How a JSON-schema request is sent.
+    pub json_schema: JsonSchemaMode,
+    /// `max_tokens` when the guest sets no `maxOutputTokens` (0: none).
+    pub default_max_tokens: u32,
 }
 
-impl Default for ProviderOptions {
-    /// No top_k, thinking dropped, PNG re-encoded, 4 stop sequences, no reasoning echo, no
-    /// reasoning shown, `tool_choice: "required"` accepted.
-    fn default() -> Self {
-        ProviderOptions {
+impl Profile {
+    /// The switches of this profile.
+    pub fn options(self) -> ProviderOptions {
+        let openai = ProviderOptions {
+            profile: self,
             forward_top_k: false,
             thinking: ThinkingMode::Drop,
             reencode_png: true,
@@ -59,6 +116,76 @@ impl Default for ProviderOptions {
             echo_reasoning: false,
             forward_reasoning: false,
             tool_choice_required: true,
+            tool_call_content: ToolCallContent::Null,
+            json_schema: JsonSchemaMode::JsonSchema,
+            default_max_tokens: DEFAULT_MAX_TOKENS,
+        };
+        match self {
+            Profile::OpenAi => openai,
+            Profile::LlamaCpp => ProviderOptions {
+                forward_top_k: true,
+                tool_choice_required: false,
+                tool_call_content: ToolCallContent::Empty,
+                json_schema: JsonSchemaMode::JsonObjectSchema,
+                max_stop_sequences: 16,
+                ..openai
+            },
+            Profile::Vllm => ProviderOptions {
+                forward_top_k: true,
+                max_stop_sequences: 16,
+                ..openai
+            },
+            Profile::Ollama => ProviderOptions {
+                tool_choice_required: false,
+                tool_call_content: ToolCallContent::Empty,
+                max_stop_sequences: 16,
+                ..openai
+            },
+        }
+    }
+}
+
+impl Default for ProviderOptions {
+    /// The `openai` profile.
+    fn default() -> Self {
+        Profile::OpenAi.options()
+    }
+}
+
+/// The `[translation]` section as written: a profile and any switches set on their own.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ProviderOptionsToml {
+    profile: Profile,
+    forward_top_k: Option<bool>,
+    thinking: Option<ThinkingMode>,
+    reencode_png: Option<bool>,
+    max_image_pixels: Option<u64>,
+    max_stop_sequences: Option<usize>,
+    echo_reasoning: Option<bool>,
+    forward_reasoning: Option<bool>,
+    tool_choice_required: Option<bool>,
+    tool_call_content: Option<ToolCallContent>,
+    json_schema: Option<JsonSchemaMode>,
+    default_max_tokens: Option<u32>,
+}
+
+impl From<ProviderOptionsToml> for ProviderOptions {
+    fn from(t: ProviderOptionsToml) -> Self {
+        let base = t.profile.options();
+        ProviderOptions {
+            profile: t.profile,
+            forward_top_k: t.forward_top_k.unwrap_or(base.forward_top_k),
+            thinking: t.thinking.unwrap_or(base.thinking),
+            reencode_png: t.reencode_png.unwrap_or(base.reencode_png),
+            max_image_pixels: t.max_image_pixels.unwrap_or(base.max_image_pixels),
+            max_stop_sequences: t.max_stop_sequences.unwrap_or(base.max_stop_sequences),
+            echo_reasoning: t.echo_reasoning.unwrap_or(base.echo_reasoning),
+            forward_reasoning: t.forward_reasoning.unwrap_or(base.forward_reasoning),
+            tool_choice_required: t.tool_choice_required.unwrap_or(base.tool_choice_required),
+            tool_call_content: t.tool_call_content.unwrap_or(base.tool_call_content),
+            json_schema: t.json_schema.unwrap_or(base.json_schema),
+            default_max_tokens: t.default_max_tokens.unwrap_or(base.default_max_tokens),
         }
     }
 }

@@ -58,7 +58,10 @@ use crate::openai::{
     ChatFunction, ChatMessage, ChatRequest, ChatTool, ContentPart, FunctionCallSpec, ImageUrl,
     JsonSchemaFormat, ResponseFormat, StreamOptions, ToolCall, UserContent,
 };
-use crate::options::{SchemaChange, ThinkingMode, TranslateOptions, TranslationReport};
+use crate::options::{
+    JsonSchemaMode, SchemaChange, ThinkingMode, ToolCallContent, TranslateOptions,
+    TranslationReport,
+};
 use crate::schema::clean_schema;
 
 /// The `thoughtSignature` Gemini CLI injects when it has no real signature.
@@ -76,6 +79,25 @@ pub struct TranslatedRequest {
     /// PNGs passed unchanged because the conversion cache did not hold them and
     /// [`crate::TranslateOptions::convert_on_miss`] was off (distinct, in request order).
     pub unconverted_pngs: Vec<Vec<u8>>,
+}
+
+/// Puts the answer's JSON Schema into the system prompt (for servers that take no schema in
+/// `response_format`).
+fn schema_in_system_prompt(messages: &mut Vec<ChatMessage>, schema: &serde_json::Value) {
+    let instruction =
+        format!("Answer with one JSON value only, no prose, following this JSON Schema:\n{schema}");
+    match messages.first_mut() {
+        Some(ChatMessage::System { content }) => {
+            content.push_str("\n\n");
+            content.push_str(&instruction);
+        }
+        _ => messages.insert(
+            0,
+            ChatMessage::System {
+                content: instruction,
+            },
+        ),
+    }
 }
 
 /// Parses a guest body (JSON syntax or shape errors -> [`TranslateError::InvalidBody`]).
@@ -158,6 +180,14 @@ pub fn translate_request_with(
     };
     if let Some(cfg) = &req.generation_config {
         tr.generation_config(cfg, &mut chat)?;
+    }
+    let default_max_tokens = opts.provider.default_max_tokens;
+    if chat.max_tokens.is_none() && default_max_tokens > 0 {
+        // Without a cap a local server generates until its context is full.
+        chat.max_tokens = Some(default_max_tokens);
+        tr.report.mapped_options.push(format!(
+            "no maxOutputTokens: max_tokens={default_max_tokens} (default_max_tokens)"
+        ));
     }
     Ok(TranslatedRequest {
         chat,
@@ -425,7 +455,11 @@ impl Translator<'_> {
         }
         Ok(Some((
             ChatMessage::Assistant {
-                content: (!text.is_empty()).then_some(text),
+                content: match self.opts.provider.tool_call_content {
+                    _ if !text.is_empty() => Some(text),
+                    ToolCallContent::Null => None,
+                    ToolCallContent::Empty => Some(String::new()),
+                },
                 tool_calls,
                 reasoning_content: reasoning,
             },
@@ -919,15 +953,28 @@ impl Translator<'_> {
                 }
             }
             Some("application/json") => {
-                chat.response_format = Some(match schema {
-                    Some(s) => ResponseFormat::JsonSchema {
+                let schema = match schema {
+                    Some(s) => Some(self.cleaned_schema(s, "responseSchema", P, false)?),
+                    None => None,
+                };
+                chat.response_format = Some(match (schema, self.opts.provider.json_schema) {
+                    (None, _) => ResponseFormat::JsonObject { schema: None },
+                    (Some(schema), JsonSchemaMode::JsonSchema) => ResponseFormat::JsonSchema {
                         json_schema: JsonSchemaFormat {
                             name: "response".into(),
-                            schema: self.cleaned_schema(s, "responseSchema", P, false)?,
+                            schema,
                             strict: false,
                         },
                     },
-                    None => ResponseFormat::JsonObject,
+                    (Some(schema), JsonSchemaMode::JsonObjectSchema) => {
+                        ResponseFormat::JsonObject {
+                            schema: Some(schema),
+                        }
+                    }
+                    (Some(schema), JsonSchemaMode::PromptOnly) => {
+                        schema_in_system_prompt(&mut chat.messages, &schema);
+                        ResponseFormat::JsonObject { schema: None }
+                    }
                 });
             }
             Some(other) => {

@@ -370,7 +370,10 @@ fn response_json_schema_becomes_response_format_with_lowered_types() {
         json!({"contents": [], "generationConfig": {"responseMimeType": "application/json"}}),
     )
     .unwrap();
-    assert_eq!(t.chat.response_format, Some(ResponseFormat::JsonObject));
+    assert_eq!(
+        t.chat.response_format,
+        Some(ResponseFormat::JsonObject { schema: None })
+    );
 }
 
 /// A 2x2 RGBA PNG, base64.
@@ -539,4 +542,92 @@ fn reasoning_carried_in_a_signature_of_ours_is_echoed_only_when_asked() {
     let t = translate(body).unwrap();
     assert!(!messages_json(&t).to_string().contains("reasoning_content"));
     assert_eq!(t.report.echoed_reasoning_turns, 0);
+}
+
+fn with_profile(toml_section: &str) -> TranslateOptions {
+    let provider: switchyard_translate::ProviderOptions = toml::from_str(toml_section).unwrap();
+    TranslateOptions {
+        provider,
+        ..TranslateOptions::new("up-model", true)
+    }
+}
+
+#[test]
+fn a_profile_sets_the_switches_and_each_switch_can_be_set_on_its_own() {
+    use switchyard_translate::{JsonSchemaMode, Profile, ProviderOptions, ToolCallContent};
+    let llama = with_profile("profile = \"llama.cpp\"").provider;
+    assert_eq!(llama, Profile::LlamaCpp.options());
+    assert_eq!(llama.tool_call_content, ToolCallContent::Empty);
+    assert_eq!(llama.json_schema, JsonSchemaMode::JsonObjectSchema);
+    let tuned = with_profile(
+        "profile = \"llama.cpp\"\njson_schema = \"prompt_only\"\nforward_top_k = false",
+    )
+    .provider;
+    assert_eq!(tuned.json_schema, JsonSchemaMode::PromptOnly);
+    assert!(!tuned.forward_top_k);
+    assert_eq!(
+        tuned.tool_call_content,
+        ToolCallContent::Empty,
+        "the rest stays the profile's"
+    );
+    assert_eq!(with_profile("").provider, ProviderOptions::default());
+    assert!(toml::from_str::<ProviderOptions>("profile = \"lmstudio\"").is_err());
+    assert!(toml::from_str::<ProviderOptions>("tool_call_content = \"none\"").is_err());
+}
+
+#[test]
+fn profiles_change_the_tool_turn_content_the_json_schema_form_and_the_output_cap() {
+    let history = json!({"contents": [
+        {"role": "user", "parts": [{"text": "go"}]},
+        {"role": "model", "parts": [{"functionCall": {"id": "c1", "name": "f", "args": {}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"id": "c1", "name": "f", "response": {"output": "ok"}}}]}
+    ]});
+    let content = |opts: &TranslateOptions| {
+        messages_json(&translate_with(history.clone(), opts).unwrap())[1]["content"].clone()
+    };
+    assert_eq!(content(&with_profile("")), Value::Null);
+    assert_eq!(content(&with_profile("profile = \"llama.cpp\"")), json!(""));
+
+    let json_request = json!({"contents": [{"role": "user", "parts": [{"text": "rate"}]}],
+        "systemInstruction": {"parts": [{"text": "You rate."}]},
+        "generationConfig": {"responseMimeType": "application/json",
+            "responseJsonSchema": {"type": "object", "properties": {"score": {"type": "integer"}}}}});
+    let llama = translate_with(
+        json_request.clone(),
+        &with_profile("profile = \"llama.cpp\""),
+    )
+    .unwrap();
+    assert_eq!(
+        serde_json::to_value(&llama.chat.response_format).unwrap(),
+        json!({"type": "json_object", "schema": {"type": "object", "properties": {"score": {"type": "integer"}}}})
+    );
+    let prompt =
+        translate_with(json_request, &with_profile("json_schema = \"prompt_only\"")).unwrap();
+    assert_eq!(
+        serde_json::to_value(&prompt.chat.response_format).unwrap(),
+        json!({"type": "json_object"})
+    );
+    let system = messages_json(&prompt)[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(system.starts_with("You rate."), "{system}");
+    assert!(system.contains("\"score\""), "{system}");
+
+    // No maxOutputTokens (Gemini CLI never sends one): the default cap, under every profile.
+    for section in ["", "profile = \"vllm\"", "profile = \"ollama\""] {
+        let t = translate_with(history.clone(), &with_profile(section)).unwrap();
+        assert_eq!(
+            t.chat.max_tokens,
+            Some(switchyard_translate::DEFAULT_MAX_TOKENS)
+        );
+    }
+    let capped = translate_with(
+        json!({"contents": [], "generationConfig": {"maxOutputTokens": 100}}),
+        &with_profile("default_max_tokens = 0"),
+    )
+    .unwrap();
+    assert_eq!(capped.chat.max_tokens, Some(100));
+    let uncapped = translate_with(history, &with_profile("default_max_tokens = 0")).unwrap();
+    assert_eq!(uncapped.chat.max_tokens, None);
 }

@@ -609,7 +609,10 @@ fn an_id_and_name_repeated_in_every_fragment_are_taken_once_and_a_change_is_malf
     assert_eq!(done.delivered_calls.len(), 1);
     assert_eq!(done.delivered_calls[0].name, "read_file");
     assert_eq!(done.delivered_calls[0].id.as_deref(), Some("call_1"));
-    assert_eq!(done.delivered_calls[0].args, Some(json!({"file_path": "a"})));
+    assert_eq!(
+        done.delivered_calls[0].args,
+        Some(json!({"file_path": "a"}))
+    );
     for (id, name, field) in [
         ("call_1", "write_file", "name"),
         ("call_2", "read_file", "id"),
@@ -634,7 +637,10 @@ fn a_stream_without_chunks_or_without_its_end_is_unfinished() {
     let mut empty = StreamTranslator::new(cfg());
     assert!(empty.unfinished().is_some());
     empty.push("[DONE]").unwrap();
-    assert!(empty.unfinished().is_some(), "[DONE] alone carries no answer");
+    assert!(
+        empty.unfinished().is_some(),
+        "[DONE] alone carries no answer"
+    );
     let mut cut = StreamTranslator::new(cfg());
     cut.push(&text_chunk("half an answ")).unwrap();
     assert!(cut.unfinished().is_some());
