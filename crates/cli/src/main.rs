@@ -39,6 +39,8 @@ enum Command {
     Validate(cmd::validate::ValidateArgs),
     /// Record fixtures: run the real guest against scripted upstreams and store transcripts.
     Capture(cmd::capture::CaptureArgs),
+    /// Record fixtures of a real OpenAI-compatible server's answers to the gateway's requests.
+    CaptureUpstream(cmd::capture_upstream::CaptureUpstreamArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +61,7 @@ fn main() -> ExitCode {
             Command::Run(args) => cmd::run::run(*args).await,
             Command::Install(args) => cmd::install::run(args).await,
             Command::Capture(args) => cmd::capture::run(args).await,
+            Command::CaptureUpstream(args) => cmd::capture_upstream::run(args).await,
             Command::Bench(command) => cmd::bench::run(command).await,
             Command::Demo(args) => cmd::demo::run(args).await,
             Command::Records(args) => cmd::records::run(args).map(|()| 0),

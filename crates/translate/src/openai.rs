@@ -276,6 +276,10 @@ pub struct ChatDelta {
     /// Tool-call fragments.
     #[serde(default)]
     pub tool_calls: Option<Vec<ToolCallDelta>>,
+    /// The legacy (pre-tools) function-call fragment. llama-cpp-python sends it next to
+    /// `tool_calls`, repeating the first call's fragment; it is then ignored (and counted).
+    #[serde(default)]
+    pub function_call: Option<FunctionDelta>,
     /// Unmodelled fields (counted).
     #[serde(flatten)]
     pub extra: Map<String, Value>,

@@ -352,6 +352,20 @@ impl StreamTranslator {
 
     fn apply_delta(&mut self, delta: &ChatDelta) -> Vec<GenerateContentResponse> {
         self.count_unknown("choices[].delta.", &delta.extra);
+        if delta.function_call.is_some() {
+            // Next to `tool_calls` it only repeats them; alone it is a shape no server here
+            // was seen to send, so it is counted like any unknown field, never guessed at.
+            let key = if delta.tool_calls.is_some() {
+                "choices[].delta.function_call (next to tool_calls, ignored)"
+            } else {
+                "choices[].delta.function_call"
+            };
+            *self
+                .report
+                .unknown_upstream_fields
+                .entry(key.into())
+                .or_default() += 1;
+        }
         let mut out = Vec::new();
         for reasoning in [&delta.reasoning_content, &delta.reasoning]
             .into_iter()
