@@ -160,6 +160,9 @@ pub struct TimeoutConfig {
     pub connect_ms: u64,
     /// From sending the request to the response head.
     pub first_byte_ms: u64,
+    /// Longest wait from the response head to the first chunk of its body (a local server may
+    /// read a long prompt only after sending its head).
+    pub first_token_ms: u64,
     /// Longest silence between two chunks of a streamed (or any) response body.
     pub idle_ms: u64,
     /// How long `shutdown` waits for in-flight exchanges to end after cancelling them.
@@ -183,6 +186,7 @@ impl Default for TimeoutConfig {
         Self {
             connect_ms: 5_000,
             first_byte_ms: 120_000,
+            first_token_ms: 120_000,
             idle_ms: 120_000,
             shutdown_ms: 3_000,
             guest_body_idle_ms: 30_000,
@@ -194,6 +198,9 @@ impl Default for TimeoutConfig {
 }
 
 impl TimeoutConfig {
+    pub fn first_token(&self) -> Duration {
+        Duration::from_millis(self.first_token_ms)
+    }
     pub fn connect(&self) -> Duration {
         Duration::from_millis(self.connect_ms)
     }

@@ -139,6 +139,7 @@ pub struct UpstreamClient {
     /// The URL as configured (what records name).
     url: String,
     first_byte: Duration,
+    first_token: Duration,
     idle: Duration,
 }
 
@@ -196,6 +197,7 @@ impl UpstreamClient {
             bearer,
             url,
             first_byte: config.timeouts.first_byte(),
+            first_token: config.timeouts.first_token(),
             idle: config.timeouts.idle(),
         })
     }
@@ -238,18 +240,20 @@ impl UpstreamClient {
         })
     }
 
-    /// The response body as a stream, each chunk bounded by the idle timeout.
+    /// The response body as a stream: the first chunk bounded by the first-token timeout (a
+    /// local server may read a long prompt after sending its head), each later one by the idle
+    /// timeout.
     pub fn body_stream(&self, response: UpstreamResponse) -> ByteStream {
-        let idle = self.idle;
+        let (first_token, idle) = (self.first_token, self.idle);
         let chunks = Box::pin(response.body.bytes_stream());
         Box::pin(futures_util::stream::unfold(
-            Some(chunks),
-            move |chunks| async move {
-                let mut chunks = chunks?;
-                match tokio::time::timeout(idle, chunks.next()).await {
-                    Err(_) => Some((Err(UpstreamError::IdleTimeout(idle)), None)),
+            Some((chunks, first_token)),
+            move |state| async move {
+                let (mut chunks, bound) = state?;
+                match tokio::time::timeout(bound, chunks.next()).await {
+                    Err(_) => Some((Err(UpstreamError::IdleTimeout(bound)), None)),
                     Ok(None) => None,
-                    Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(chunks))),
+                    Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some((chunks, idle)))),
                     Ok(Some(Err(e))) => Some((Err(UpstreamError::Body(describe(&e))), None)),
                 }
             },

@@ -21,6 +21,7 @@ use switchyard_binding::{
 };
 use switchyard_events::event::RunStarted;
 use switchyard_events::{ErrorKind, Event, HostConclusion, OutcomeStatus, RunOutcome};
+use switchyard_gateway::config::{RetryConfig, TimeoutConfig};
 use switchyard_gateway::{Gateway, GatewayConfig, GatewayDeps};
 use switchyard_records::model::{
     EventRecord, RawLineRecord, RawStream, RecordOp, RunRecord, RunState, RunSummary,
@@ -128,6 +129,12 @@ pub struct RunArgs {
     /// file only).
     #[arg(skip)]
     pub translation: Option<ProviderOptions>,
+    /// The gateway's upstream timeouts, as its `[timeouts]` section (config file only).
+    #[arg(skip)]
+    pub timeouts: Option<TimeoutConfig>,
+    /// The gateway's retry budget, as its `[retries]` section (config file only).
+    #[arg(skip)]
+    pub retries: Option<RetryConfig>,
     /// Directory of the record store (runs, events, model exchanges).
     #[arg(long)]
     pub records: Option<PathBuf>,
@@ -224,6 +231,9 @@ pub enum Target {
         key_env: String,
         /// The gateway's `[translation]` section.
         translation: ProviderOptions,
+        /// Its `[timeouts]` and `[retries]` sections.
+        timeouts: TimeoutConfig,
+        retries: RetryConfig,
     },
     /// Straight to a GenerateContent endpoint (tests, capture).
     Direct { base_url: String, model: String },
@@ -252,6 +262,8 @@ impl RunArgs {
             upstream_key_env,
             echo_reasoning,
             translation,
+            timeouts,
+            retries,
             records,
             output,
             max_turns,
@@ -310,6 +322,8 @@ impl RunArgs {
                     upstream_model: model,
                     key_env,
                     translation,
+                    timeouts: a.timeouts.unwrap_or_default(),
+                    retries: a.retries.unwrap_or_default(),
                 }
             }
         };
@@ -552,10 +566,14 @@ pub async fn execute(
             upstream_model,
             key_env,
             translation,
+            timeouts,
+            retries,
         } => {
             let mut config = GatewayConfig::new(upstream_url.clone(), upstream_model.clone());
             config.upstream_key_env = key_env.clone();
             config.translation = translation.clone();
+            config.timeouts = timeouts.clone();
+            config.retries = retries.clone();
             config.ingress_key = Some(guest_token.clone());
             let handle = Gateway::start_with(
                 config,
@@ -879,7 +897,8 @@ mod tests {
             &format!(
                 "workdir = \"{ws}\"\nprompt = \"from file\"\nupstream_url = \"http://127.0.0.1:8000/v1\"\n\
                  upstream_model = \"file-model\"\nmax_turns = 3\noutput = \"jsonl\"\napproval_mode = \"yolo\"\n\
-                 [translation]\nforward_top_k = true\necho_reasoning = true\n"
+                 [translation]\nprofile = \"llama.cpp\"\necho_reasoning = true\n\
+                 [timeouts]\nfirst_token_ms = 300000\n[retries]\nupstream_attempts = 5\n"
             ),
         );
         let args = RunArgs {
@@ -897,6 +916,8 @@ mod tests {
             upstream_model,
             key_env,
             translation,
+            timeouts,
+            retries,
             ..
         } = r.target
         else {
@@ -904,8 +925,15 @@ mod tests {
         };
         assert_eq!(upstream_model, "file-model");
         assert_eq!(key_env, DEFAULT_KEY_ENV);
-        assert!(translation.forward_top_k);
+        assert!(
+            translation.forward_top_k,
+            "the llama.cpp profile forwards top_k"
+        );
+        assert_eq!(translation.profile, switchyard_translate::Profile::LlamaCpp);
         assert!(!translation.echo_reasoning, "the flag wins over the file");
+        assert_eq!(timeouts.first_token_ms, 300_000);
+        assert_eq!(timeouts.idle_ms, TimeoutConfig::default().idle_ms);
+        assert_eq!(retries.upstream_attempts, 5);
     }
 
     #[test]
