@@ -170,8 +170,16 @@ fn usage_totals_tokens_failures_and_latency_by_upstream_model_and_run() {
         cached: 200,
         output: 34,
         reasoning: 5,
+        estimated: false,
     };
     exchanges[1].upstream_model = "llama-test".into();
+    // Its upstream reported no usage: the gateway's estimate, shown apart.
+    exchanges[1].usage = switchyard_records::Usage {
+        input: 50,
+        output: 5,
+        estimated: true,
+        ..Default::default()
+    };
     exchanges[1].status = ExchangeStatus::Error;
     exchanges[1].retries = 2;
     exchanges[2].usage.input = 800;
@@ -194,7 +202,8 @@ fn usage_totals_tokens_failures_and_latency_by_upstream_model_and_run() {
         .map(|line| line.split_whitespace().collect())
         .collect();
     assert_eq!(lines.len(), 4, "{table}");
-    // group, exchanges, ok, failed, retries, in, cached, out, reasoning, calls, latency
+    // group, exchanges, ok, failed, retries, in, cached, out, reasoning, estimated in/out,
+    // calls, latency
     assert_eq!(
         lines[1],
         [
@@ -207,6 +216,7 @@ fn usage_totals_tokens_failures_and_latency_by_upstream_model_and_run() {
             "0",
             "0",
             "0",
+            "50/5",
             "0",
             "0.250s/0.250s"
         ]
@@ -223,6 +233,7 @@ fn usage_totals_tokens_failures_and_latency_by_upstream_model_and_run() {
             "200",
             "34",
             "5",
+            "0/0",
             "0",
             "0.250s/0.250s"
         ]

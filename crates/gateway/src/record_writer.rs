@@ -80,6 +80,8 @@ impl PendingWrite {
                     cached: u64::from(u.cached_content_token_count.unwrap_or(0)),
                     output: u64::from(u.candidates_token_count),
                     reasoning: u64::from(u.thoughts_token_count.unwrap_or(0)),
+                    // Set by the trace from the response translation's report.
+                    estimated: record.usage.estimated,
                 };
             }
             record.guest_response =

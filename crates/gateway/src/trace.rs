@@ -180,6 +180,7 @@ impl Trace {
     pub fn response_report(&mut self, report: &ResponseReport) {
         self.record(|r| {
             let attempt = r.attempts.len();
+            r.usage.estimated = report.usage_estimated;
             let report = serde_json::to_string(report).unwrap_or_default();
             r.notes.push(format!(
                 "response translation (attempt {attempt}): {report}"

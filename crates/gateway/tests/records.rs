@@ -481,3 +481,40 @@ async fn first_ended_exchange(records: &std::path::Path) -> switchyard_records::
     })
     .await
 }
+
+#[tokio::test]
+async fn usage_the_upstream_did_not_report_is_recorded_as_estimated() {
+    let records = tempfile::tempdir().unwrap();
+    let without_usage = Reply::Stream(StreamReply::new(vec![
+        StreamEvent::json(chunk::role()),
+        StreamEvent::json(chunk::text("hello there")),
+        StreamEvent::json(chunk::finish("stop")),
+    ]));
+    let upstream = ChatUpstream::start(
+        Script::new()
+            .then(without_usage)
+            .then(Reply::text_stream(["reported"])),
+    )
+    .await
+    .unwrap();
+    let mut config = GatewayConfig::new(upstream.base_url(), UPSTREAM_MODEL);
+    config.records_dir = Some(records.path().to_path_buf());
+    let gw = Gateway::start_with(config, GatewayDeps::default())
+        .await
+        .unwrap();
+    for prompt in ["first", "second"] {
+        Frames::new(post(&gw, "m", "streamGenerateContent", &user_request(prompt)).await)
+            .all()
+            .await;
+    }
+    gw.shutdown().await.unwrap();
+    let store = SqliteStore::open_existing(records.path().join("switchyard.sqlite3")).unwrap();
+    let exchanges = store.exchanges(ExchangeFilter::All).unwrap();
+    let usage: Vec<_> = exchanges.iter().map(|e| e.usage).collect();
+    assert!(usage[0].estimated && usage[0].input > 0, "{usage:?}");
+    assert!(!usage[1].estimated, "{usage:?}");
+    assert_eq!((usage[1].input, usage[1].output), (12, 7));
+    // The summaries the usage report sums carry the flag too.
+    let summaries = store.exchange_summaries(ExchangeFilter::All, None).unwrap();
+    assert!(summaries[0].usage.estimated && !summaries[1].usage.estimated);
+}

@@ -96,7 +96,7 @@ pub fn render_html(view: &RunView) -> String {
         let usage = exchange.usage;
         let _ = write!(
             out,
-            "<tr><td>{}</td><td>{}</td><td>{} → {}</td><td>{}</td><td>{}</td><td>{}</td><td>{} / {} / {} / {}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{} → {}</td><td>{}</td><td>{}</td><td>{}</td><td>{} / {} / {} / {}{}</td><td>{}</td></tr>",
             escape(&exchange.id.to_string()),
             escape(&exchange.ingress_api),
             escape(&exchange.requested_model),
@@ -108,6 +108,7 @@ pub fn render_html(view: &RunView) -> String {
             usage.cached,
             usage.output,
             usage.reasoning,
+            if usage.estimated { " (estimated)" } else { "" },
             exchange.retries
         );
     }

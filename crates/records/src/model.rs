@@ -422,6 +422,10 @@ pub struct Usage {
     pub output: u64,
     /// Reasoning tokens.
     pub reasoning: u64,
+    /// The upstream reported no usage: the counts are the gateway's estimate (request and
+    /// answer bytes / 4), not what a provider would bill.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 /// A function call delivered to the guest.
@@ -462,6 +466,7 @@ mod tests {
             cached: 4,
             output: 3,
             reasoning: 2,
+            estimated: false,
         };
         answered.function_calls = vec![
             DeliveredCall {

@@ -916,7 +916,8 @@ fn summary_query(condition: &str, order: IdOrder, limit: i64) -> String {
                 json_extract(record, '$.usage.cached'), \
                 json_extract(record, '$.usage.output'), \
                 json_extract(record, '$.usage.reasoning'), \
-                json_array_length(record, '$.function_calls') \
+                json_array_length(record, '$.function_calls'), \
+                json_extract(record, '$.usage.estimated') \
          FROM exchanges WHERE {condition} ORDER BY id {order} LIMIT {limit}"
     )
 }
@@ -935,6 +936,7 @@ struct SummaryRow {
     delivered_at: Option<String>,
     usage: [Option<i64>; 4],
     function_calls: Option<i64>,
+    usage_estimated: Option<bool>,
 }
 
 impl SummaryRow {
@@ -952,6 +954,7 @@ impl SummaryRow {
             delivered_at: row.get(9)?,
             usage: [row.get(10)?, row.get(11)?, row.get(12)?, row.get(13)?],
             function_calls: row.get(14)?,
+            usage_estimated: row.get(15)?,
         })
     }
 
@@ -978,6 +981,7 @@ impl SummaryRow {
                 cached,
                 output,
                 reasoning,
+                estimated: self.usage_estimated.unwrap_or(false),
             },
             function_calls: count(self.function_calls),
         })

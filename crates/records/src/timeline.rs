@@ -166,8 +166,16 @@ pub fn ended_label(run: &RunRecord) -> String {
 /// An exchange's token counts: `tokens in I (cached C) out O reasoning R`.
 pub fn usage_text(usage: &Usage) -> String {
     format!(
-        "tokens in {} (cached {}) out {} reasoning {}",
-        usage.input, usage.cached, usage.output, usage.reasoning
+        "tokens in {} (cached {}) out {} reasoning {}{}",
+        usage.input,
+        usage.cached,
+        usage.output,
+        usage.reasoning,
+        if usage.estimated {
+            " (estimated: the upstream reported none)"
+        } else {
+            ""
+        }
     )
 }
 
@@ -241,8 +249,30 @@ pub(crate) fn write_table_row<const N: usize>(
     out.push('\n');
 }
 
-/// The table printed by `switchyard records list`.
-pub fn render_run_list(runs: &[RunRecord]) -> String {
+/// Token totals of the exchanges of each run, reported and estimated apart (see
+/// [`Usage::estimated`]), from every exchange whatever the run's outcome.
+pub fn run_token_totals(
+    store: &dyn RecordStore,
+) -> Result<HashMap<uuid::Uuid, (Usage, Usage)>, StoreError> {
+    let mut totals: HashMap<uuid::Uuid, (Usage, Usage)> = HashMap::new();
+    store.for_each_exchange_summary(ExchangeFilter::All, &mut |summary| {
+        if let Some(run) = summary.run_id {
+            let (reported, estimated) = totals.entry(run).or_default();
+            let sum = if summary.usage.estimated {
+                estimated
+            } else {
+                reported
+            };
+            sum.input = sum.input.saturating_add(summary.usage.input);
+            sum.output = sum.output.saturating_add(summary.usage.output);
+        }
+    })?;
+    Ok(totals)
+}
+
+/// The table printed by `switchyard records list`. Tokens are the sums of each run's model
+/// exchanges (`totals`, see [`run_token_totals`]); estimated ones follow as `+~IN/OUT`.
+pub fn render_run_list(runs: &[RunRecord], totals: &HashMap<uuid::Uuid, (Usage, Usage)>) -> String {
     use Column::{Left, Right};
     const COLUMNS: [Column; 8] = [
         Left(36),
@@ -251,7 +281,7 @@ pub fn render_run_list(runs: &[RunRecord]) -> String {
         Left(10),
         Right(5),
         Right(5),
-        Right(15),
+        Right(24),
         Right(9),
     ];
     let mut out = String::new();
@@ -274,7 +304,11 @@ pub fn render_run_list(runs: &[RunRecord]) -> String {
             .ended_at
             .map(|end| seconds_between(run.started_at, end))
             .unwrap_or_else(|| "-".into());
-        let tokens = format!("{}/{}", run.summary.input_tokens, run.summary.output_tokens);
+        let (reported, estimated) = totals.get(&run.id).copied().unwrap_or_default();
+        let mut tokens = format!("{}/{}", reported.input, reported.output);
+        if estimated.input + estimated.output > 0 {
+            let _ = write!(tokens, " +~{}/{}", estimated.input, estimated.output);
+        }
         write_table_row(
             &mut out,
             &COLUMNS,

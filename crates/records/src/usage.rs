@@ -105,8 +105,10 @@ pub struct UsageRow {
     pub in_flight: u64,
     /// Upstream retries, summed.
     pub retries: u64,
-    /// Token usage reported upstream, summed.
+    /// Token usage the upstream reported, summed.
     pub usage: Usage,
+    /// Token usage the gateway estimated (the upstream reported none), summed apart.
+    pub estimated: Usage,
     /// Function calls delivered to the guest, summed.
     pub function_calls: u64,
     /// Median time from receiving the guest request to delivering the response, in
@@ -127,10 +129,16 @@ impl UsageRow {
         }
         self.retries += u64::from(exchange.retries);
         let usage = &exchange.usage;
-        self.usage.input = self.usage.input.saturating_add(usage.input);
-        self.usage.cached = self.usage.cached.saturating_add(usage.cached);
-        self.usage.output = self.usage.output.saturating_add(usage.output);
-        self.usage.reasoning = self.usage.reasoning.saturating_add(usage.reasoning);
+        let sum = if usage.estimated {
+            &mut self.estimated
+        } else {
+            &mut self.usage
+        };
+        sum.estimated = usage.estimated;
+        sum.input = sum.input.saturating_add(usage.input);
+        sum.cached = sum.cached.saturating_add(usage.cached);
+        sum.output = sum.output.saturating_add(usage.output);
+        sum.reasoning = sum.reasoning.saturating_add(usage.reasoning);
         self.function_calls += exchange.function_calls;
     }
 
@@ -235,7 +243,7 @@ impl UsageTally {
 /// The report as a text table, one line per group and a total line.
 pub fn render_usage(report: &UsageReport) -> String {
     use Column::{Left, Right};
-    const COLUMNS: [Column; 11] = [
+    const COLUMNS: [Column; 12] = [
         Left(36),
         Right(9),
         Right(7),
@@ -245,6 +253,7 @@ pub fn render_usage(report: &UsageReport) -> String {
         Right(10),
         Right(10),
         Right(10),
+        Right(16),
         Right(6),
         Right(17),
     ];
@@ -262,6 +271,7 @@ pub fn render_usage(report: &UsageReport) -> String {
             "CACHED",
             "OUT",
             "REASONING",
+            "EST. IN/OUT",
             "CALLS",
             "LATENCY P50/P95",
         ],
@@ -284,6 +294,7 @@ pub fn render_usage(report: &UsageReport) -> String {
                 &row.usage.cached.to_string(),
                 &row.usage.output.to_string(),
                 &row.usage.reasoning.to_string(),
+                &format!("{}/{}", row.estimated.input, row.estimated.output),
                 &row.function_calls.to_string(),
                 &format!(
                     "{}/{}",
@@ -333,6 +344,7 @@ mod tests {
                 cached: input / 2,
                 output: 7,
                 reasoning: 3,
+                estimated: false,
             },
             function_calls: 2,
         }
@@ -367,7 +379,8 @@ mod tests {
                 input: 50,
                 cached: 25,
                 output: 21,
-                reasoning: 9
+                reasoning: 9,
+                estimated: false,
             }
         );
         assert_eq!(qwen.function_calls, 6);
@@ -462,13 +475,22 @@ mod tests {
             summary("qwen", ExchangeStatus::Ok, 29, Some(1500), 10),
             summary("llama", ExchangeStatus::Error, 29, Some(250), 20),
         ];
-        let text = render_usage(&summarize(&exchanges, UsageGrouping::UpstreamModel));
+        let mut exchanges = exchanges;
+        // The llama exchange's upstream reported nothing: its counts are estimates, kept apart.
+        exchanges[1].usage.estimated = true;
+        let report = summarize(&exchanges, UsageGrouping::UpstreamModel);
+        assert_eq!(
+            (report.total.usage.input, report.total.estimated.input),
+            (10, 20)
+        );
+        let text = render_usage(&report);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4, "{text}");
         assert!(lines[0].starts_with("UPSTREAM MODEL"));
         assert!(lines[1].starts_with("llama"));
         let total: Vec<&str> = lines[3].split_whitespace().collect();
-        // group, exchanges, ok, failed, retries, in, cached, out, reasoning, calls, latency
+        // group, exchanges, ok, failed, retries, in, cached, out, reasoning, estimated in/out,
+        // calls, latency
         assert_eq!(
             total,
             [
@@ -477,10 +499,11 @@ mod tests {
                 "1",
                 "1",
                 "2",
-                "30",
-                "15",
-                "14",
-                "6",
+                "10",
+                "5",
+                "7",
+                "3",
+                "20/7",
                 "4",
                 "0.250s/1.500s"
             ]

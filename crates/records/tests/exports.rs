@@ -215,10 +215,16 @@ fn sft_export_writes_valid_examples_and_reports_rejects() {
 fn text_list_and_timeline_show_the_run() {
     let (dir, run_id, ids) = populated();
     let store = SqliteStore::open_existing(store_path(dir.path())).unwrap();
-    let list = render_run_list(&switchyard_records::RecordStore::runs(&store).unwrap());
+    let totals = switchyard_records::timeline::run_token_totals(&store).unwrap();
+    let list = render_run_list(
+        &switchyard_records::RecordStore::runs(&store).unwrap(),
+        &totals,
+    );
     let row = list.lines().nth(1).unwrap();
     assert!(row.starts_with(&run_id.to_string()), "{row}");
-    for column in ["gemini-cli", "gpt-test", "succeeded", "300/40", "30.000s"] {
+    // Tokens are the run's exchanges summed (100 + 101 in, 20 + 20 out), not what the guest
+    // reported in its own summary.
+    for column in ["gemini-cli", "gpt-test", "succeeded", "201/40", "30.000s"] {
         assert!(row.contains(column), "{column} missing in {row}");
     }
 

@@ -164,7 +164,9 @@ fn run_command(args: RecordsArgs) -> Result<()> {
     match args.command {
         RecordsCommand::List => {
             let runs = store.runs().context("reading runs")?;
-            write_stdout(&render_run_list(&runs))?;
+            let totals = switchyard_records::timeline::run_token_totals(&store)
+                .context("summing exchanges")?;
+            write_stdout(&render_run_list(&runs, &totals))?;
             let outside = store
                 .exchange_count(ExchangeFilter::Unattributed)
                 .context("counting exchanges")?;

@@ -148,6 +148,7 @@ pub fn sample_exchange(id: Uuid, run_id: Option<Uuid>, n: u64) -> ExchangeRecord
             cached: 10,
             output: 20,
             reasoning: 3,
+            estimated: false,
         },
         function_calls: vec![DeliveredCall {
             id: format!("call_{n}"),
