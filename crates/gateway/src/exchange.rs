@@ -180,6 +180,9 @@ async fn connect_or_error_response(
 struct Prepared {
     chat_body: Bytes,
     response_config: ResponseConfig,
+    /// The upstream request streams (a streaming guest request with tools goes upstream
+    /// unstreamed when `translation.stream_tools` is off).
+    upstream_stream: bool,
 }
 
 async fn prepare(
@@ -203,7 +206,7 @@ async fn prepare(
         }
     };
     trace.route(state.upstream.url(), &upstream_model);
-    let options = TranslateOptions {
+    let mut options = TranslateOptions {
         provider: state.config.translation.clone(),
         convert_on_miss: false,
         ..TranslateOptions::new(upstream_model.clone(), stream)
@@ -212,10 +215,10 @@ async fn prepare(
         .binding
         .as_ref()
         .map(|_| switchyard_binding::IDENTITY_ARG);
-    let translate = || {
+    let translate = |options: &TranslateOptions| {
         state
             .translator
-            .translate(body, &options, strip)
+            .translate(body, options, strip)
             .map_err(|failure| {
                 Box::new(match failure {
                     TranslationFailure::Guest(e) => google_error_response(&e.to_google_error()),
@@ -223,14 +226,20 @@ async fn prepare(
                 })
             })
     };
-    let mut translated = translate()?;
+    let mut translated = translate(&options)?;
+    if stream && translated.has_tools && !state.config.translation.stream_tools {
+        options.stream = false;
+        translated = translate(&options)?;
+        trace
+            .note(|| "tools offered and stream_tools off: asked upstream without streaming".into());
+    }
     if !translated.unconverted_pngs.is_empty() {
         // New images: converted off the runtime, then the request is translated with them.
         let pngs = std::mem::take(&mut translated.unconverted_pngs);
         let cache = state.translator.images();
         let max_pixels = state.config.translation.max_image_pixels;
         state.images.convert_into(cache, pngs, max_pixels).await;
-        translated = translate()?;
+        translated = translate(&options)?;
     }
     let checked = state.sessions.with(
         &ctx.session,
@@ -265,6 +274,7 @@ async fn prepare(
     Ok(Prepared {
         chat_body,
         response_config,
+        upstream_stream: options.stream,
     })
 }
 
@@ -354,6 +364,10 @@ pub(crate) async fn stream_generate(ctx: ExchangeContext, guest: GuestBody) -> R
         Ok(begun) => begun,
         Err(response) => return response,
     };
+    if !prepared.upstream_stream {
+        let _in_flight = state.in_flight.clone();
+        return complete(&ctx, trace, &prepared, Shape::Sse).await;
+    }
     let mut budget = RetryBudget::new(&state.config.retries);
     let connected =
         connect_or_error_response(&state, &prepared.chat_body, &mut budget, &mut trace).await;
@@ -623,11 +637,25 @@ pub(crate) async fn generate(ctx: ExchangeContext, guest: GuestBody) -> Response
         Ok(begun) => begun,
         Err(response) => return response,
     };
-    complete(&ctx, trace, &prepared).await
+    complete(&ctx, trace, &prepared, Shape::Json).await
 }
 
-/// The upstream attempts of a `:generateContent` exchange, until it ends.
-async fn complete(ctx: &ExchangeContext, mut trace: Trace, prepared: &Prepared) -> Response {
+/// How a whole answer goes to the guest.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// `:generateContent`: one JSON body.
+    Json,
+    /// `:streamGenerateContent` answered from an unstreamed upstream call: one SSE frame.
+    Sse,
+}
+
+/// The unstreamed upstream attempts of an exchange, until it ends; the answer in `shape`.
+async fn complete(
+    ctx: &ExchangeContext,
+    mut trace: Trace,
+    prepared: &Prepared,
+    shape: Shape,
+) -> Response {
     let state = &ctx.state;
     let mut budget = RetryBudget::new(&state.config.retries);
     let config = &prepared.response_config;
@@ -684,7 +712,7 @@ async fn complete(ctx: &ExchangeContext, mut trace: Trace, prepared: &Prepared) 
                 let ids = std::mem::take(&mut turn.delivered_call_ids);
                 match accept_turn(state, &ctx.session, &mut turn.final_chunk, &ids) {
                     Ok(host_calls) => {
-                        let response = answer(&mut trace, turn.final_chunk, None).await;
+                        let response = answer(&mut trace, turn.final_chunk, None, shape).await;
                         return match host_calls {
                             Some(host_calls) => confirming(response, host_calls),
                             None => response,
@@ -695,7 +723,8 @@ async fn complete(ctx: &ExchangeContext, mut trace: Trace, prepared: &Prepared) 
                     }
                     Err(reason) => {
                         let last = malformed_final_chunk(config, &turn.final_chunk);
-                        return answer(&mut trace, last, Some(("reused_call_id", &reason))).await;
+                        return answer(&mut trace, last, Some(("reused_call_id", &reason)), shape)
+                            .await;
                     }
                 }
             }
@@ -705,7 +734,7 @@ async fn complete(ctx: &ExchangeContext, mut trace: Trace, prepared: &Prepared) 
                     trace.note(|| format!("retrying malformed tool call: {reason}"));
                 } else {
                     let error = Some(("malformed_function_call", reason.as_str()));
-                    return answer(&mut trace, turn.final_chunk, error).await;
+                    return answer(&mut trace, turn.final_chunk, error, shape).await;
                 }
             }
         }
@@ -718,14 +747,21 @@ async fn answer(
     trace: &mut Trace,
     chunk: GenerateContentResponse,
     error: Option<(&str, &str)>,
+    shape: Shape,
 ) -> Response {
-    let sent = chunk.to_json_line();
+    let sent = match shape {
+        Shape::Json => chunk.to_json_line(),
+        Shape::Sse => String::from_utf8_lossy(&frame(&chunk)).into_owned(),
+    };
     let delivered = vec![chunk];
     match error {
         None => trace.finish_ok(delivered).await,
         Some((kind, message)) => trace.finish_error(delivered, kind, message).await,
     }
-    json_response(sent)
+    match shape {
+        Shape::Json => json_response(sent),
+        Shape::Sse => crate::responses::sse_whole(sent),
+    }
 }
 
 /// `response` with a body that confirms `host_calls` once it was handed over whole.

@@ -57,6 +57,18 @@ pub(crate) fn confirming_body(body: Body, delivery: DeliverySlot) -> Body {
     Body::from_stream(frames.chain(end).filter_map(|item| async move { item }))
 }
 
+/// A 200 `text/event-stream` whose frames are all in `body` already.
+pub(crate) fn sse_whole(body: String) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
 /// A 200 with a JSON body.
 pub(crate) fn json_response(body: String) -> Response {
     (

@@ -115,6 +115,20 @@ async fn the_llama_cpp_profile_gets_200s_from_llama_cpp_python() {
     let unary = post(&gw, "m", "generateContent", &tool_turn()).await;
     assert_eq!(unary.status(), 200, "{}", unary.text().await.unwrap());
 
+    // Tools offered on a streamed request: asked upstream without streaming (stream_tools is
+    // off in this profile; the server's streams with tools carry no usage and can be empty).
+    let with_tools = json!({"contents": [{"role": "user", "parts": [{"text": "Read notes.txt"}]}],
+        "tools": [{"functionDeclarations": [{"name": "read_file", "parametersJsonSchema":
+            {"type": "object", "properties": {"file_path": {"type": "string"}}}}]}],
+        "generationConfig": {"maxOutputTokens": 16}});
+    let frames = Frames::new(post(&gw, "m", "streamGenerateContent", &with_tools).await)
+        .all()
+        .await;
+    assert!(
+        frames.iter().all(|f| f.get("error").is_none()),
+        "{frames:?}"
+    );
+
     // A JSON-schema request (what Gemini CLI's auxiliary calls send).
     let json_request = json!({"contents": [{"role": "user", "parts": [{"text": "Rate 1 to 5."}]}],
         "generationConfig": {"responseMimeType": "application/json", "maxOutputTokens": 24,
@@ -134,6 +148,14 @@ async fn the_llama_cpp_profile_gets_200s_from_llama_cpp_python() {
         .iter()
         .flat_map(|e| e.attempts.iter().map(|a| a.request.clone()))
         .collect();
+    let tools_exchange = exchanges
+        .iter()
+        .find(|e| e.guest_request.to_string().contains("functionDeclarations"))
+        .unwrap();
+    assert!(
+        !tools_exchange.usage.estimated,
+        "the unstreamed answer carried the server's own usage"
+    );
     assert!(
         sent.iter().any(
             |r| r["max_tokens"] == switchyard_translate::DEFAULT_MAX_TOKENS

@@ -807,3 +807,40 @@ async fn forward_reasoning_shows_the_upstream_reasoning_as_thought_parts() {
         gw.shutdown().await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn with_stream_tools_off_a_streamed_request_with_tools_goes_upstream_unstreamed() {
+    let (upstream, gw) = start(
+        Script::new()
+            .then(Reply::Json {
+                status: 200,
+                body: chunk::completion_tool_calls(&[("call_u1", "glob", r#"{"pattern":"*"}"#)]),
+            })
+            .then(Reply::text("plain")),
+        |config| config.translation.stream_tools = false,
+    )
+    .await;
+    let with_tools = json!({
+        "contents": [{"role": "user", "parts": [{"text": "find"}]}],
+        "tools": [{"functionDeclarations": [{"name": "glob",
+            "parametersJsonSchema": {"type": "object", "properties": {"pattern": {"type": "string"}}}}]}]
+    });
+    let frames = Frames::new(post(&gw, "m", "streamGenerateContent", &with_tools).await)
+        .all()
+        .await;
+    let calls = function_calls(&frames);
+    assert_eq!(calls.len(), 1, "{frames:?}");
+    assert_eq!(calls[0]["name"], "glob");
+    // Without tools the request still streams.
+    let plain = Frames::new(post(&gw, "m", "streamGenerateContent", &user_request("hi")).await)
+        .all()
+        .await;
+    assert_eq!(text_of(&plain), "plain");
+    let requests = upstream.requests();
+    assert_ne!(
+        requests[0].json()["stream"],
+        json!(true),
+        "asked without streaming"
+    );
+    assert_eq!(requests[1].json()["stream"], json!(true));
+}

@@ -101,6 +101,10 @@ pub struct ProviderOptions {
     pub json_schema: JsonSchemaMode,
     /// `max_tokens` when the guest sets no `maxOutputTokens` (0: none).
     pub default_max_tokens: u32,
+    /// Stream from the upstream when tools are offered. When false, such a request goes
+    /// upstream without streaming and the answer is still streamed to the guest (servers whose
+    /// streams with tools break, or carry no usage).
+    pub stream_tools: bool,
 }
 
 impl Profile {
@@ -119,6 +123,7 @@ impl Profile {
             tool_call_content: ToolCallContent::Null,
             json_schema: JsonSchemaMode::JsonSchema,
             default_max_tokens: DEFAULT_MAX_TOKENS,
+            stream_tools: true,
         };
         match self {
             Profile::OpenAi => openai,
@@ -127,6 +132,7 @@ impl Profile {
                 tool_choice_required: false,
                 tool_call_content: ToolCallContent::Empty,
                 json_schema: JsonSchemaMode::JsonObjectSchema,
+                stream_tools: false,
                 max_stop_sequences: 16,
                 ..openai
             },
@@ -168,6 +174,7 @@ struct ProviderOptionsToml {
     tool_call_content: Option<ToolCallContent>,
     json_schema: Option<JsonSchemaMode>,
     default_max_tokens: Option<u32>,
+    stream_tools: Option<bool>,
 }
 
 impl From<ProviderOptionsToml> for ProviderOptions {
@@ -186,6 +193,7 @@ impl From<ProviderOptionsToml> for ProviderOptions {
             tool_call_content: t.tool_call_content.unwrap_or(base.tool_call_content),
             json_schema: t.json_schema.unwrap_or(base.json_schema),
             default_max_tokens: t.default_max_tokens.unwrap_or(base.default_max_tokens),
+            stream_tools: t.stream_tools.unwrap_or(base.stream_tools),
         }
     }
 }

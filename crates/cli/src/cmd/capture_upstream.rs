@@ -66,6 +66,11 @@ fn cases() -> Vec<(&'static str, &'static str, Value)> {
                 "messages": [user]}),
         ),
         (
+            "tools_auto",
+            "not streamed, tools offered, tool_choice auto",
+            json!({"max_tokens": 40, "tools": tools, "tool_choice": "auto", "messages": [user]}),
+        ),
+        (
             "stream_tools_named",
             "streamed, one tool forced by name",
             json!({"stream": true, "max_tokens": 60, "tools": tools,
