@@ -99,6 +99,11 @@ fn a_model_that_records_once_fails_with_a_clear_report() {
         1
     );
     assert!(stderr.contains("FAIL distinct_claimed_ids"), "{stderr}");
+    // It says why, in the report and on stderr.
+    let why = distinct["why"].as_str().unwrap();
+    assert!(why.contains("1 record call(s) were claimed"), "{why}");
+    assert!(stderr.contains(why), "{stderr}");
+    assert!(check(&report, "finish_result").get("why").is_none());
     // The checks that do not depend on the fault still pass.
     assert_eq!(check(&report, "finish_result")["passed"], true);
 }

@@ -44,6 +44,10 @@ pub struct ValidateArgs {
     /// A sealed Gemini CLI install (default: the one `switchyard install gemini-cli` made).
     #[arg(long)]
     pub gemini_binary: Option<PathBuf>,
+    /// A `switchyard run` config file for the provider's settings (`[translation]` with its
+    /// `profile`, `[timeouts]`, `[retries]`); the fixture's own settings win.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
     /// Overall timeout in seconds.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
@@ -217,9 +221,13 @@ fn decode_colour(url: &str) -> Option<String> {
         .map(|(name, _)| (*name).to_owned())
 }
 
-/// One check and what it saw.
-fn check(name: &str, passed: bool, evidence: Value) -> Value {
-    json!({ "check": name, "passed": passed, "evidence": evidence })
+/// One check, what it saw, and (when it failed) why in a sentence.
+fn check(name: &str, passed: bool, evidence: Value, why: impl FnOnce() -> String) -> Value {
+    let mut check = json!({ "check": name, "passed": passed, "evidence": evidence });
+    if !passed {
+        check["why"] = Value::from(why());
+    }
+    check
 }
 
 /// Entry point.
@@ -270,6 +278,7 @@ pub async fn run(args: ValidateArgs) -> Result<u8> {
         (None, None) => unreachable_pair()?,
     };
     let run_args = RunArgs {
+        config: args.config.clone(),
         agent: Some(Agent::GeminiCli),
         workdir: Some(workspace.clone()),
         prompt: Some(PROMPT.into()),
@@ -318,11 +327,11 @@ pub async fn run(args: ValidateArgs) -> Result<u8> {
     std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
         .with_context(|| format!("writing {}", path.display()))?;
     for c in &checks {
-        let mark = if c["passed"] == true { "pass" } else { "FAIL" };
-        eprintln!(
-            "[validate] {mark} {}",
-            c["check"].as_str().unwrap_or_default()
-        );
+        let name = c["check"].as_str().unwrap_or_default();
+        match c["why"].as_str() {
+            None => eprintln!("[validate] pass {name}"),
+            Some(why) => eprintln!("[validate] FAIL {name}: {why}"),
+        }
     }
     eprintln!("[validate] report: {}", path.display());
     Ok(if passed { 0 } else { EXIT_VALIDATION_FAILED })
@@ -368,7 +377,19 @@ fn checks(
                 .all(|e| e["arguments"]["nonce"] == nonce)
             && recorded == [nonce, nonce],
         json!({ "claimed_record_ids": record_ids, "recorded_nonces": recorded, "nonce": nonce }),
+        || {
+            format!(
+                "{} record call(s) were claimed ({} distinct ids) and the tool recorded {:?}; \
+                 two identical calls with the nonce {nonce} were expected",
+                record_ids.len(),
+                distinct.len(),
+                recorded
+            )
+        },
     )];
+    let observed = events
+        .iter()
+        .any(|e| e["type"] == "host_result" && e["tool"] == "observe");
 
     let mut images = Vec::new();
     for exchange in &exchanges {
@@ -394,6 +415,16 @@ fn checks(
             .iter()
             .any(|i| i["mime_type"] == "image/webp" && i["colour"] == colour),
         json!({ "images": images, "expected_colour": colour, "expected_mime_type": "image/webp" }),
+        || {
+            if observed {
+                format!(
+                    "{} image(s) reached the upstream, none a {colour} WebP: {images:?}",
+                    images.len()
+                )
+            } else {
+                "no image reached the upstream: the model never called observe".to_owned()
+            }
+        },
     ));
 
     let order: Vec<(String, String)> = events
@@ -421,6 +452,12 @@ fn checks(
                 .len()
                 == 2,
         json!({ "host_results_in_order": order }),
+        || {
+            format!(
+                "host tools returned in the order {tools:?}; expected observe, record, record \
+                 (one batch), then finish"
+            )
+        },
     ));
 
     out.push(check(
@@ -428,11 +465,21 @@ fn checks(
         outcome.result == Some(json!({ "colour": colour }))
             && outcome.status == switchyard_events::OutcomeStatus::Succeeded,
         json!({ "result": outcome.result, "expected": { "colour": colour }, "status": outcome.status, "error": outcome.error }),
+        || match (&outcome.result, &outcome.error) {
+            (Some(result), _) => {
+                format!("the finish result was {result}, expected {{\"colour\": \"{colour}\"}}")
+            }
+            (None, Some(error)) => format!("no valid finish: {}", error.message),
+            (None, None) => "no valid finish".to_owned(),
+        },
     ));
 
     let statuses: Vec<Value> = exchanges
         .iter()
-        .map(|e| json!({ "exchange": e.id.to_string(), "status": e.status, "attempts": e.attempts.len() }))
+        .map(|e| {
+            json!({ "exchange": e.id.to_string(), "status": e.status, "attempts": e.attempts.len(),
+                    "error": e.error.as_ref().map(|x| format!("{}: {}", x.kind, x.message)) })
+        })
         .collect();
     let run = store.run(run_id)?;
     let every_admitted_has_a_result = events
@@ -457,6 +504,26 @@ fn checks(
             && every_admitted_has_a_result,
         json!({ "run_ended": ended, "exchanges": statuses, "events": events.len(),
                 "every_admitted_call_has_a_result": every_admitted_has_a_result }),
+        || {
+            let failed: Vec<String> = exchanges
+                .iter()
+                .filter(|e| e.status != switchyard_records::model::ExchangeStatus::Ok)
+                .map(|e| match &e.error {
+                    Some(x) => format!("{} ({}: {})", e.id, x.kind, x.message),
+                    None => format!("{} ({:?})", e.id, e.status),
+                })
+                .collect();
+            format!(
+                "{} exchange(s), at least 4 expected; not ok: {}; run ended: {ended}; every \
+                 admitted call has a result: {every_admitted_has_a_result}",
+                exchanges.len(),
+                if failed.is_empty() {
+                    "none".to_owned()
+                } else {
+                    failed.join("; ")
+                }
+            )
+        },
     ));
     Ok(out)
 }
