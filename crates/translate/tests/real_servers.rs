@@ -150,3 +150,14 @@ fn the_llama_cpp_profile_sends_the_json_schema_form_the_server_accepted() {
     assert_eq!(body("")["type"], refused["type"]);
     assert_eq!(body("profile = \"llama.cpp\""), accepted);
 }
+
+#[test]
+fn a_context_overflow_is_a_200_with_an_empty_body_and_counts_as_unfinished() {
+    assert_eq!(status(LLAMA, "stream_context_overflow"), 200);
+    let (translator, payloads) = replay(LLAMA, "stream_context_overflow");
+    assert!(payloads.is_empty());
+    assert_eq!(
+        translator.unfinished(),
+        Some("the stream ended without a single chunk")
+    );
+}

@@ -7,6 +7,7 @@
 //! - `response.json`: the HTTP status and content type.
 //!
 //! and a `manifest.json` with the server, its version, the model, the date and each case's status.
+//! `stream_context_overflow` needs a server started with a small context (e.g. `--n_ctx 2048`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -104,6 +105,12 @@ fn cases() -> Vec<(&'static str, &'static str, Value)> {
             "response_format json_object with a schema",
             json!({"max_tokens": 20, "messages": [rate],
                 "response_format": {"type": "json_object", "schema": schema}}),
+        ),
+        (
+            "stream_context_overflow",
+            "streamed, a prompt longer than the server's context (last: the server may drop its connection after it; capture with a small n_ctx)",
+            json!({"stream": true, "max_tokens": 10,
+                "messages": [{"role": "user", "content": "word ".repeat(6000)}]}),
         ),
     ]
 }
