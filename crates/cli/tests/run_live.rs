@@ -522,6 +522,19 @@ async fn concurrent_runs_share_one_record_store() {
     }
 }
 
+/// `switchyard run` of the notes task against `script`.
+async fn run_notes_task(script: Script) -> (ChatUpstream, Output) {
+    let upstream = ChatUpstream::start(script).await.unwrap();
+    let ws = workspace_with_notes();
+    let output = output_of(run_cmd(
+        ws.path(),
+        &upstream.base_url(),
+        &["--timeout", "120"],
+    ))
+    .await;
+    (upstream, output)
+}
+
 /// A streamed call the way llama.cpp's server sends one: the id and the whole name repeated in
 /// every fragment of the arguments.
 fn repeating_tool_call(id: &str, name: &str, arguments: &str) -> Reply {
@@ -553,14 +566,7 @@ async fn a_call_whose_name_repeats_in_every_fragment_reaches_the_tool_once_named
             repeating_tool_call("call_rep_1", "read_file", r#"{"file_path":"notes.txt"}"#),
         )
         .then(Reply::text_stream(["Read it."]));
-    let upstream = ChatUpstream::start(script).await.unwrap();
-    let ws = workspace_with_notes();
-    let output = output_of(run_cmd(
-        ws.path(),
-        &upstream.base_url(),
-        &["--timeout", "120"],
-    ))
-    .await;
+    let (upstream, output) = run_notes_task(script).await;
     assert_exit(&output, 0);
     let events = events(&output);
     let call = events.iter().find(|e| e["type"] == "tool_call").unwrap();
@@ -575,14 +581,7 @@ async fn a_call_whose_name_repeats_in_every_fragment_reaches_the_tool_once_named
 async fn an_empty_200_stream_is_a_model_api_failure() {
     use switchyard_testkit::chat_upstream::{StreamEnd, StreamReply};
     let empty = Reply::Stream(StreamReply::new(Vec::new()).ending(StreamEnd::Close));
-    let upstream = ChatUpstream::start(Script::always(empty)).await.unwrap();
-    let ws = workspace_with_notes();
-    let output = output_of(run_cmd(
-        ws.path(),
-        &upstream.base_url(),
-        &["--timeout", "120"],
-    ))
-    .await;
+    let (upstream, output) = run_notes_task(Script::always(empty)).await;
     assert_exit(&output, 4);
     let events = events(&output);
     let done = finished(&events);
