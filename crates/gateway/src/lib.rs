@@ -23,6 +23,12 @@
 //! upstream that reuses an id already delivered in the session is treated like a malformed call
 //! (retried, then `MALFORMED_FUNCTION_CALL`).
 //!
+//! ## Host tools
+//! With a run's [`switchyard_binding::HostBinding`] (`GatewayDeps::binding`), every call of a
+//! host tool in a completed turn gets a private identity argument and is entered in the binding
+//! before the answer is sent; the answer's body confirms it once handed over whole, and revokes it
+//! when dropped earlier (`delivery`). The identity is stripped from everything sent upstream.
+//!
 //! ## Retry and timeout budget
 //! Per exchange the gateway makes at most `retries.upstream_attempts` (3) attempts for retryable
 //! upstream failures (429, 408, 5xx, connect errors, first-byte timeouts, a stream that breaks
