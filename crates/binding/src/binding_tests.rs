@@ -206,7 +206,7 @@ async fn invalid_arguments_are_a_tool_error_and_the_tool_never_runs() {
 
 #[tokio::test]
 async fn closing_refuses_callbacks_and_drain_reports_what_still_runs() {
-    let (b, _log, mut events) = binding(Duration::from_millis(400));
+    let (b, _log, mut events) = binding(Duration::from_secs(2));
     let delivery = b.offer("s", vec![offered("c1", "a")]).unwrap();
     let id = delivery.identities()[0].clone();
     delivery.confirm();
@@ -214,7 +214,12 @@ async fn closing_refuses_callbacks_and_drain_reports_what_still_runs() {
         let b = b.clone();
         async move { b.callback("record", with_identity("a", &id)).await }
     });
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Close once the callback was admitted (its tool then runs for 2 s).
+    while let Some(event) = events.recv().await {
+        if admitted_id(&event).is_some() {
+            break;
+        }
+    }
     b.close();
     assert_eq!(
         b.drain(Duration::from_millis(10)).await.incomplete,
@@ -229,7 +234,7 @@ async fn closing_refuses_callbacks_and_drain_reports_what_still_runs() {
         warned,
         "an incomplete cleanup is reported in the run's events"
     );
-    assert!(b.drain(Duration::from_secs(2)).await.incomplete.is_empty());
+    assert!(b.drain(Duration::from_secs(10)).await.incomplete.is_empty());
     assert!(matches!(
         running.await.unwrap(),
         CallbackOutcome::Ran(Ok(_))
