@@ -42,46 +42,35 @@ pub(crate) fn stamp(
     session: &str,
     chunk: &mut GenerateContentResponse,
 ) -> Result<Option<Delivery>, OfferError> {
+    let mut host_calls = Vec::new();
     let mut offered = Vec::new();
-    for candidate in &chunk.candidates {
-        for part in &candidate.content.parts {
-            let Some(call) = &part.function_call else {
-                continue;
-            };
-            let Some(tool) = binding.host_tool(&call.name) else {
-                continue;
-            };
-            let mut arguments = call.args.clone().unwrap_or_else(|| serde_json::json!({}));
-            if let Some(object) = arguments.as_object_mut() {
-                object.remove(IDENTITY_ARG);
-            }
-            offered.push(OfferedCall {
-                model_call_id: call.id.clone().unwrap_or_default(),
-                tool: tool.to_owned(),
-                arguments,
-            });
+    let calls = chunk
+        .candidates
+        .iter_mut()
+        .flat_map(|c| c.content.parts.iter_mut())
+        .filter_map(|p| p.function_call.as_mut());
+    for call in calls {
+        let Some(tool) = binding.host_tool(&call.name) else {
+            continue;
+        };
+        let args = call.args.get_or_insert_with(|| serde_json::json!({}));
+        if let Some(object) = args.as_object_mut() {
+            object.remove(IDENTITY_ARG);
         }
+        offered.push(OfferedCall {
+            model_call_id: call.id.clone().unwrap_or_default(),
+            tool: tool.to_owned(),
+            arguments: args.clone(),
+        });
+        host_calls.push(call);
     }
     if offered.is_empty() {
         return Ok(None);
     }
     let delivery = binding.offer(session, offered)?;
-    let mut identities = delivery.identities().iter();
-    for candidate in &mut chunk.candidates {
-        for part in &mut candidate.content.parts {
-            let Some(call) = &mut part.function_call else {
-                continue;
-            };
-            if binding.host_tool(&call.name).is_none() {
-                continue;
-            }
-            let Some(identity) = identities.next() else {
-                break;
-            };
-            let args = call.args.get_or_insert_with(|| serde_json::json!({}));
-            if let Some(object) = args.as_object_mut() {
-                object.insert(IDENTITY_ARG.to_owned(), identity.clone().into());
-            }
+    for (call, identity) in host_calls.into_iter().zip(delivery.identities()) {
+        if let Some(object) = call.args.as_mut().and_then(|a| a.as_object_mut()) {
+            object.insert(IDENTITY_ARG.to_owned(), identity.clone().into());
         }
     }
     Ok(Some(delivery))

@@ -50,7 +50,8 @@ pub(crate) struct ExchangeContext {
 
 /// What the guest gets when the upstream cannot be reached successfully, with every secret the
 /// gateway knows (the provider key, the ingress key) redacted: provider error text can quote
-/// them, and what the guest sees reaches the model.
+/// them, and what the guest sees reaches the model. Every failure the guest is given passes here,
+/// so it is also where the run's last provider error is remembered (the host contract's outcome).
 fn upstream_failure_body(
     state: &AppState,
     error: &UpstreamError,
@@ -206,7 +207,7 @@ async fn prepare(
         }
     };
     trace.route(state.upstream.url(), &upstream_model);
-    let mut options = TranslateOptions {
+    let options = TranslateOptions {
         provider: state.config.translation.clone(),
         convert_on_miss: false,
         ..TranslateOptions::new(upstream_model.clone(), stream)
@@ -215,10 +216,10 @@ async fn prepare(
         .binding
         .as_ref()
         .map(|_| switchyard_binding::IDENTITY_ARG);
-    let translate = |options: &TranslateOptions| {
+    let translate = || {
         state
             .translator
-            .translate(body, options, strip)
+            .translate(body, &options, strip)
             .map_err(|failure| {
                 Box::new(match failure {
                     TranslationFailure::Guest(e) => google_error_response(&e.to_google_error()),
@@ -226,20 +227,14 @@ async fn prepare(
                 })
             })
     };
-    let mut translated = translate(&options)?;
-    if stream && translated.has_tools && !state.config.translation.stream_tools {
-        options.stream = false;
-        translated = translate(&options)?;
-        trace
-            .note(|| "tools offered and stream_tools off: asked upstream without streaming".into());
-    }
+    let mut translated = translate()?;
     if !translated.unconverted_pngs.is_empty() {
         // New images: converted off the runtime, then the request is translated with them.
         let pngs = std::mem::take(&mut translated.unconverted_pngs);
         let cache = state.translator.images();
         let max_pixels = state.config.translation.max_image_pixels;
         state.images.convert_into(cache, pngs, max_pixels).await;
-        translated = translate(&options)?;
+        translated = translate()?;
     }
     let checked = state.sessions.with(
         &ctx.session,
@@ -274,7 +269,7 @@ async fn prepare(
     Ok(Prepared {
         chat_body,
         response_config,
-        upstream_stream: options.stream,
+        upstream_stream: translated.stream,
     })
 }
 

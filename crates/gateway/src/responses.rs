@@ -23,6 +23,12 @@ pub(crate) fn error_response(status: u16, message: &str) -> Response {
     google_error_response(&switchyard_translate::google_error(status, message, None))
 }
 
+/// The headers of every SSE answer.
+const SSE_HEADERS: [(header::HeaderName, &str); 2] = [
+    (header::CONTENT_TYPE, "text/event-stream"),
+    (header::CACHE_CONTROL, "no-cache"),
+];
+
 /// An SSE body from a channel of ready frames. When the channel ends (every frame handed to
 /// the connection), `delivery` is confirmed; a body dropped before that revokes it.
 pub(crate) fn sse_body(frames: mpsc::Receiver<Bytes>, delivery: DeliverySlot) -> Response {
@@ -36,14 +42,7 @@ pub(crate) fn sse_body(frames: mpsc::Receiver<Bytes>, delivery: DeliverySlot) ->
                 }
             }
         });
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        Body::from_stream(stream),
-    )
-        .into_response()
+    (SSE_HEADERS, Body::from_stream(stream)).into_response()
 }
 
 /// `body` as a stream that confirms `delivery` after its last frame was taken.
@@ -59,14 +58,7 @@ pub(crate) fn confirming_body(body: Body, delivery: DeliverySlot) -> Body {
 
 /// A 200 `text/event-stream` whose frames are all in `body` already.
 pub(crate) fn sse_whole(body: String) -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        body,
-    )
-        .into_response()
+    (SSE_HEADERS, body).into_response()
 }
 
 /// A 200 with a JSON body.

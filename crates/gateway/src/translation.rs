@@ -19,8 +19,9 @@ pub struct Translated {
     pub json_response: bool,
     /// Prompt-token estimate of the whole request.
     pub prompt_token_estimate: u32,
-    /// The upstream request offers tools.
-    pub has_tools: bool,
+    /// The upstream request streams (a streaming request with tools does not when
+    /// `translation.stream_tools` is off).
+    pub stream: bool,
     /// PNGs not converted because the image cache did not hold them (see
     /// [`switchyard_translate::TranslateOptions::convert_on_miss`]).
     pub unconverted_pngs: Vec<Vec<u8>>,
@@ -75,7 +76,7 @@ impl RequestTranslator {
         let body = serde_json::to_vec(&translated.chat).map_err(TranslationFailure::Serialize)?;
         Ok(Translated {
             prompt_token_estimate: switchyard_translate::estimate_request_tokens(&request),
-            has_tools: !translated.chat.tools.is_empty(),
+            stream: translated.chat.stream,
             request,
             body: Bytes::from(body),
             report: translated.report,

@@ -101,9 +101,10 @@ pub struct ProviderOptions {
     pub json_schema: JsonSchemaMode,
     /// `max_tokens` when the guest sets no `maxOutputTokens` (0: none).
     pub default_max_tokens: u32,
-    /// Stream from the upstream when tools are offered. When false, such a request goes
-    /// upstream without streaming and the answer is still streamed to the guest (servers whose
-    /// streams with tools break, or carry no usage).
+    /// Stream from the upstream when tools are offered. When false, such a request is built
+    /// without streaming ([`crate::openai::ChatRequest::stream`] says which it is) and the
+    /// gateway still streams the answer to the guest (servers whose streams with tools break, or
+    /// carry no usage).
     pub stream_tools: bool,
 }
 

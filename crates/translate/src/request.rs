@@ -167,13 +167,21 @@ pub fn translate_request_with(
         None => None,
     };
 
+    // A server whose streams with tools break is asked without streaming (the gateway still
+    // streams the answer to the guest).
+    let stream = opts.stream && (tools.is_empty() || opts.provider.stream_tools);
+    if stream != opts.stream {
+        tr.report
+            .mapped_options
+            .push("tools offered and stream_tools off: asked without streaming".into());
+    }
     let mut chat = ChatRequest {
         model: opts.upstream_model.clone(),
         messages,
         tools,
         tool_choice,
-        stream: opts.stream,
-        stream_options: opts.stream.then_some(StreamOptions {
+        stream,
+        stream_options: stream.then_some(StreamOptions {
             include_usage: true,
         }),
         ..ChatRequest::default()
