@@ -211,26 +211,14 @@ impl HostBinding {
         let admission = match admitted {
             Ok(admission) => admission,
             Err(refusal) => {
-                let model_call_id = match &refusal {
-                    Refusal::NotYetDelivered { model_call_id, .. }
-                    | Refusal::Revoked { model_call_id, .. }
-                    | Refusal::AlreadyClaimed { model_call_id, .. }
-                    | Refusal::WrongIdentity { model_call_id, .. } => Some(model_call_id.clone()),
-                    Refusal::Closed
-                    | Refusal::MissingIdentity { .. }
-                    | Refusal::NotDelivered { .. } => None,
-                };
-                let reason = serde_json::to_value(&refusal)
-                    .ok()
-                    .and_then(|v| v.get("reason").and_then(Value::as_str).map(str::to_owned));
                 self.emit(Event::HostCall(HostCall {
                     tool: tool.to_owned(),
                     decision: HostDecision::Refused,
-                    model_call_id,
+                    model_call_id: refusal.model_call_id().map(str::to_owned),
                     batch: None,
                     position: None,
                     arguments,
-                    reason,
+                    reason: Some(refusal.reason().to_owned()),
                     message: Some(refusal.to_string()),
                 }))
                 .await;

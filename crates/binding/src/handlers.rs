@@ -59,30 +59,6 @@ fn output_of(bytes: &[u8]) -> ToolOutput {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn results_in_the_tool_shape_are_read_and_anything_else_is_text() {
-        let shaped =
-            output_of(br#"{"text": "hi", "images": [{"mime_type": "image/png", "data": "AA=="}]}"#);
-        assert_eq!((shaped.text.as_str(), shaped.images.len()), ("hi", 1));
-        for other in [
-            &br#"{"foo": 1}"#[..],
-            b"[1, 2]",
-            b"plain",
-            br#"{"text": 5}"#,
-        ] {
-            assert_eq!(
-                output_of(other).text,
-                String::from_utf8_lossy(other),
-                "{other:?}"
-            );
-        }
-    }
-}
-
 /// Reads at most `limit` bytes of `reader`.
 async fn read_bounded(
     reader: impl tokio::io::AsyncRead + Unpin,
@@ -205,3 +181,27 @@ impl UrlTool {
 }
 
 host_tool_from_spec!(UrlTool);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_in_the_tool_shape_are_read_and_anything_else_is_text() {
+        let shaped =
+            output_of(br#"{"text": "hi", "images": [{"mime_type": "image/png", "data": "AA=="}]}"#);
+        assert_eq!((shaped.text.as_str(), shaped.images.len()), ("hi", 1));
+        for other in [
+            &br#"{"foo": 1}"#[..],
+            b"[1, 2]",
+            b"plain",
+            br#"{"text": 5}"#,
+        ] {
+            assert_eq!(
+                output_of(other).text,
+                String::from_utf8_lossy(other),
+                "{other:?}"
+            );
+        }
+    }
+}

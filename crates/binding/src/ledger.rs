@@ -109,6 +109,34 @@ pub enum Refusal {
     WrongIdentity { tool: String, model_call_id: String },
 }
 
+impl Refusal {
+    /// The refusal's name, as recorded (`not_delivered`, `already_claimed`, ...).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Refusal::Closed => "closed",
+            Refusal::MissingIdentity { .. } => "missing_identity",
+            Refusal::NotDelivered { .. } => "not_delivered",
+            Refusal::NotYetDelivered { .. } => "not_yet_delivered",
+            Refusal::Revoked { .. } => "revoked",
+            Refusal::AlreadyClaimed { .. } => "already_claimed",
+            Refusal::WrongIdentity { .. } => "wrong_identity",
+        }
+    }
+
+    /// The delivered call the callback's identity named, when it named one.
+    pub fn model_call_id(&self) -> Option<&str> {
+        match self {
+            Refusal::NotYetDelivered { model_call_id, .. }
+            | Refusal::Revoked { model_call_id, .. }
+            | Refusal::AlreadyClaimed { model_call_id, .. }
+            | Refusal::WrongIdentity { model_call_id, .. } => Some(model_call_id),
+            Refusal::Closed | Refusal::MissingIdentity { .. } | Refusal::NotDelivered { .. } => {
+                None
+            }
+        }
+    }
+}
+
 /// The ledger of one run.
 #[derive(Debug, Default)]
 pub struct Ledger {
@@ -187,10 +215,6 @@ impl Ledger {
     /// Refuses every later claim and offer (cancellation).
     pub fn close(&mut self) {
         self.closed = true;
-    }
-
-    pub fn is_closed(&self) -> bool {
-        self.closed
     }
 
     /// Admits a callback of `tool` with `arguments` (the private identity already removed) if

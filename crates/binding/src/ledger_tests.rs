@@ -186,3 +186,37 @@ fn closing_refuses_every_later_claim_and_offer() {
         Err(OfferError::Closed)
     );
 }
+
+#[test]
+fn a_refusal_names_itself_as_its_serialized_reason() {
+    let tool = || "t".to_owned();
+    let id = || "c".to_owned();
+    for refusal in [
+        Refusal::Closed,
+        Refusal::MissingIdentity { tool: tool() },
+        Refusal::NotDelivered { tool: tool() },
+        Refusal::NotYetDelivered {
+            tool: tool(),
+            model_call_id: id(),
+        },
+        Refusal::Revoked {
+            tool: tool(),
+            model_call_id: id(),
+        },
+        Refusal::AlreadyClaimed {
+            tool: tool(),
+            model_call_id: id(),
+        },
+        Refusal::WrongIdentity {
+            tool: tool(),
+            model_call_id: id(),
+        },
+    ] {
+        let serialized = serde_json::to_value(&refusal).unwrap();
+        assert_eq!(serialized["reason"], refusal.reason(), "{refusal:?}");
+        assert_eq!(
+            serialized.get("model_call_id").and_then(Value::as_str),
+            refusal.model_call_id()
+        );
+    }
+}
