@@ -38,11 +38,11 @@ pub struct CaptureUpstreamArgs {
     pub timeout: u64,
 }
 
-const TOOLS: &str = r#"[{"type":"function","function":{"name":"read_file","description":"Read a file","parameters":{"type":"object","properties":{"file_path":{"type":"string"}},"required":["file_path"]}}}]"#;
-
 /// The cases: name, what it shows, request body (without `model`).
 fn cases() -> Vec<(&'static str, &'static str, Value)> {
-    let tools: Value = serde_json::from_str(TOOLS).unwrap_or_default();
+    let tools = json!([{"type": "function", "function": {"name": "read_file",
+        "description": "Read a file", "parameters": {"type": "object",
+            "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]}}}]);
     let user = json!({"role": "user", "content": "Read notes.txt"});
     let call = json!([{"id": "call_1", "type": "function",
         "function": {"name": "read_file", "arguments": "{\"file_path\":\"notes.txt\"}"}}]);

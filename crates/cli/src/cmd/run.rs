@@ -176,7 +176,7 @@ pub struct RunArgs {
 }
 
 /// Fully resolved settings of one run.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ResolvedRun {
     pub agent: Agent,
     pub workdir: PathBuf,
@@ -190,17 +190,20 @@ pub struct ResolvedRun {
     pub gemini_prefix: PathBuf,
     pub approval_mode: ApprovalMode,
     pub keep_run_dir: bool,
-    /// `--tools` and `--finish-schema` (checked by [`host_tools`]).
-    pub tools: Option<PathBuf>,
-    pub finish_schema: Option<PathBuf>,
+    /// The host tools of `--tools` and `--finish-schema`, loaded and checked once.
+    pub host_tools: Option<HostTools>,
 }
 
 /// The host tools of a run: the registry, and where a finish result lands when the run has a
-/// finish schema. `None` when the run has neither.
-pub fn host_tools(
-    tools: Option<&Path>,
-    finish_schema: Option<&Path>,
-) -> Result<Option<(ToolRegistry, Option<FinishSlot>)>> {
+/// finish schema.
+#[derive(Debug)]
+pub struct HostTools {
+    pub registry: ToolRegistry,
+    pub finish: Option<FinishSlot>,
+}
+
+/// Loads `--tools` and `--finish-schema`; `None` when the run has neither.
+fn host_tools(tools: Option<&Path>, finish_schema: Option<&Path>) -> Result<Option<HostTools>> {
     if tools.is_none() && finish_schema.is_none() {
         return Ok(None);
     }
@@ -218,7 +221,10 @@ pub fn host_tools(
         }
         None => None,
     };
-    Ok(Some((registry, slot)))
+    Ok(Some(HostTools {
+        registry,
+        finish: slot,
+    }))
 }
 
 /// Where the guest's model traffic goes.
@@ -294,7 +300,7 @@ impl RunArgs {
         if (a.tools.is_some() || a.finish_schema.is_some()) && a.guest_base_url.is_some() {
             bail!("--tools and --finish-schema need the gateway (not --guest-base-url)");
         }
-        host_tools(a.tools.as_deref(), a.finish_schema.as_deref())?;
+        let host_tools = host_tools(a.tools.as_deref(), a.finish_schema.as_deref())?;
         let target = match a.guest_base_url {
             Some(base_url) => {
                 check_loopback_url(&base_url)?;
@@ -347,8 +353,7 @@ impl RunArgs {
             gemini_prefix,
             approval_mode: a.approval_mode.map(Into::into).unwrap_or_default(),
             keep_run_dir: a.keep_run_dir.unwrap_or(false),
-            tools: a.tools,
-            finish_schema: a.finish_schema,
+            host_tools,
         })
     }
 }
@@ -493,7 +498,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         );
         return Ok(EXIT_OK);
     }
-    let executed = execute(resolved, entry, None).await?;
+    let executed = execute(resolved, entry).await?;
     Ok(exit_code_for(&executed.outcome))
 }
 
@@ -503,13 +508,8 @@ pub struct Executed {
     pub outcome: RunOutcome,
 }
 
-/// Runs the guest of `resolved` to its end. `host_tools_override` replaces the host tools of
-/// `--tools`/`--finish-schema` (`switchyard validate` brings its own).
-pub async fn execute(
-    resolved: ResolvedRun,
-    entry: PathBuf,
-    host_tools_override: Option<(ToolRegistry, Option<FinishSlot>)>,
-) -> Result<Executed> {
+/// Runs the guest of `resolved` to its end.
+pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Executed> {
     let Agent::GeminiCli = resolved.agent;
     let run_id = uuid::Uuid::now_v7();
     let run_dir = match &resolved.records {
@@ -533,12 +533,8 @@ pub async fn execute(
         None => Recorder::disabled(),
     };
     // Host tools: the binding the gateway feeds, served to the guest over MCP.
-    let tools = match host_tools_override {
-        Some(tools) => Some(tools),
-        None => host_tools(resolved.tools.as_deref(), resolved.finish_schema.as_deref())?,
-    };
-    let host = match tools {
-        Some((registry, finish)) => {
+    let host = match resolved.host_tools.take() {
+        Some(HostTools { registry, finish }) => {
             let (binding, events) = HostBinding::new(
                 registry,
                 switchyard_backend::gemini::settings::HOST_TOOL_PREFIX,
@@ -660,15 +656,14 @@ pub async fn execute(
     let mut printer = super::view::Printer::new(resolved.output);
     let mut summary = RunSummary::default();
     let mut raw_lines = RawLineBudget::default();
-    let cleanup_incomplete = std::cell::Cell::new(Vec::new());
     let conclude = async |outcome: RunOutcome| {
         let Some(binding) = &host_binding else {
             return outcome;
         };
-        // The guest is gone: no callback may start, the admitted ones finish.
+        // The guest is gone: no callback may start, the admitted ones finish (an incomplete
+        // cleanup is a warning event of the run).
         binding.close();
-        let drained = binding.drain(CLEANUP_DRAIN).await;
-        cleanup_incomplete.set(drained.incomplete);
+        binding.drain(CLEANUP_DRAIN).await;
         let host = HostConclusion {
             finish_required: finish_slot.is_some(),
             result: finish_slot.as_ref().and_then(FinishSlot::result),
@@ -711,13 +706,6 @@ pub async fn execute(
         )
         .await;
     signals.abort();
-    let incomplete = cleanup_incomplete.take();
-    if !incomplete.is_empty() {
-        eprintln!(
-            "switchyard: cleanup incomplete: host calls still running after {CLEANUP_DRAIN:?}: {}",
-            incomplete.join(", ")
-        );
-    }
     if let Some(server) = mcp_server {
         server.shutdown().await;
     }

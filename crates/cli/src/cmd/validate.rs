@@ -18,7 +18,8 @@ use switchyard_binding::{FinishTool, HostTool, ToolFuture, ToolImage, ToolOutput
 use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore};
 use switchyard_testkit::chat_upstream::{ChatUpstream, RecordedRequest, Reply, Script};
 
-use super::run::{Agent, OutputMode, RunArgs};
+use super::run::{Agent, HostTools, OutputMode, RunArgs};
+use switchyard_backend::gemini::settings::HOST_TOOL_PREFIX;
 
 /// Validation failed: at least one check did not pass (details in `validation.json`).
 pub const EXIT_VALIDATION_FAILED: u8 = 12;
@@ -135,11 +136,14 @@ impl HostTool for Record {
 /// The scripted model: observe, record twice (once with [`Fault::RecordOnce`]), finish with the
 /// colour it reads from the image in its own request, then a closing sentence.
 fn scripted_model(fault: Option<Fault>) -> Script {
+    let observe = format!("{HOST_TOOL_PREFIX}observe");
+    let record = format!("{HOST_TOOL_PREFIX}record");
+    let finish = format!("{HOST_TOOL_PREFIX}finish");
     let reply = move |request: &RecordedRequest| -> Reply {
         let results = request.tool_messages();
         let text_of = |m: &Value| m["content"].to_string();
         match results.len() {
-            0 => Reply::tool_calls_stream(&[("call_observe", "mcp_switchyard_observe", "{}")], 8),
+            0 => Reply::tool_calls_stream(&[("call_observe", &observe, "{}")], 8),
             1 => {
                 let nonce = text_of(&results[0])
                     .split("Observation nonce: ")
@@ -151,9 +155,9 @@ fn scripted_model(fault: Option<Fault>) -> Script {
                     })
                     .unwrap_or_default();
                 let args = json!({ "nonce": nonce }).to_string();
-                let mut calls = vec![("call_record_1", "mcp_switchyard_record", args.as_str())];
+                let mut calls = vec![("call_record_1", record.as_str(), args.as_str())];
                 if fault != Some(Fault::RecordOnce) {
-                    calls.push(("call_record_2", "mcp_switchyard_record", args.as_str()));
+                    calls.push(("call_record_2", record.as_str(), args.as_str()));
                 }
                 Reply::tool_calls_stream(&calls, 6)
             }
@@ -172,15 +176,12 @@ fn scripted_model(fault: Option<Fault>) -> Script {
                         .unwrap_or_default();
                 }
                 let args = json!({ "colour": colour }).to_string();
-                Reply::tool_calls_stream(&[("call_finish", "mcp_switchyard_finish", &args)], 6)
+                Reply::tool_calls_stream(&[("call_finish", &finish, &args)], 6)
             }
             _ => Reply::text_stream(["Observed, recorded twice, finished."]),
         }
     };
-    Script::new().step(
-        switchyard_testkit::chat_upstream::Step::once(Reply::Dynamic(Arc::new(reply)))
-            .times(switchyard_testkit::chat_upstream::Times::Always),
-    )
+    Script::always(Reply::Dynamic(Arc::new(reply)))
 }
 
 /// The image data URLs of a Chat Completions request.
@@ -202,16 +203,26 @@ fn image_colours(chat: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Longest image data URL decoded: the fixture's image is a few hundred bytes; anything larger
+/// in the records is not it, and is not decoded.
+const MAX_DECODED_URL: usize = 1024 * 1024;
+
 fn decode_colour(url: &str) -> Option<String> {
+    if url.len() > MAX_DECODED_URL {
+        return None;
+    }
     let (mime, data) = url.strip_prefix("data:")?.split_once(";base64,")?;
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(data)
         .ok()?;
     let pixels = match mime {
         "image/webp" => switchyard_translate::image::decode_webp(&bytes).ok()?,
-        "image/png" => switchyard_translate::image::decode_png_8bit(&bytes, u64::MAX)
-            .ok()?
-            .ok()?,
+        "image/png" => switchyard_translate::image::decode_png_8bit(
+            &bytes,
+            switchyard_translate::image::DEFAULT_MAX_IMAGE_PIXELS,
+        )
+        .ok()?
+        .ok()?,
         _ => return None,
     };
     let rgb = pixels.data.get(..3)?;
@@ -265,17 +276,17 @@ pub async fn run(args: ValidateArgs) -> Result<u8> {
     }));
     registry.add(Arc::new(finish))?;
 
-    let scripted = match &args.upstream_url {
-        Some(_) => None,
-        None => Some(ChatUpstream::start(scripted_model(args.scripted_fault)).await?),
-    };
-    let (upstream_url, upstream_model) = match (&scripted, &args.upstream_url) {
-        (Some(s), _) => (
-            format!("{}/v1", s.base_url()),
-            "scripted-validation-model".to_owned(),
+    let (scripted, upstream_url, upstream_model) = match &args.upstream_url {
+        Some(url) => (
+            None,
+            url.clone(),
+            args.upstream_model.clone().unwrap_or_default(),
         ),
-        (None, Some(url)) => (url.clone(), args.upstream_model.clone().unwrap_or_default()),
-        (None, None) => unreachable_pair()?,
+        None => {
+            let scripted = ChatUpstream::start(scripted_model(args.scripted_fault)).await?;
+            let url = format!("{}/v1", scripted.base_url());
+            (Some(scripted), url, "scripted-validation-model".to_owned())
+        }
     };
     let run_args = RunArgs {
         config: args.config.clone(),
@@ -291,11 +302,15 @@ pub async fn run(args: ValidateArgs) -> Result<u8> {
         gemini_binary: args.gemini_binary.clone(),
         ..Default::default()
     };
-    let (resolved, entry) = match super::run::checked(run_args) {
+    let (mut resolved, entry) = match super::run::checked(run_args) {
         Ok(checked) => checked,
         Err(code) => return Ok(code),
     };
-    let executed = super::run::execute(resolved, entry, Some((registry, Some(slot)))).await?;
+    resolved.host_tools = Some(HostTools {
+        registry,
+        finish: Some(slot),
+    });
+    let executed = super::run::execute(resolved, entry).await?;
     if let Some(s) = scripted {
         s.stop().await;
     }
@@ -335,10 +350,6 @@ pub async fn run(args: ValidateArgs) -> Result<u8> {
     }
     eprintln!("[validate] report: {}", path.display());
     Ok(if passed { 0 } else { EXIT_VALIDATION_FAILED })
-}
-
-fn unreachable_pair() -> Result<(String, String)> {
-    anyhow::bail!("no upstream: neither scripted nor given")
 }
 
 /// The checks, from the run's records.
