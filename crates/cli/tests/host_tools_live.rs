@@ -5,13 +5,11 @@
 
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use switchyard_testkit::chat_upstream::{ChatUpstream, RecordedRequest, Reply, Script};
 
 mod common;
-use common::sealed_prefix;
-
-const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
+use common::{events, gemini_run, output_of};
 
 /// A folder with the tools file, its handler and the finish schema; the handler logs every
 /// call it runs to `ran.log` there.
@@ -44,30 +42,11 @@ async fn host_run(script: Script, finish: bool, extra: &[&str]) -> HostRun {
     let upstream = ChatUpstream::start(script).await.unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let tools = tools_dir();
-    let mut cmd = Command::new(BIN);
-    cmd.args([
-        "run",
-        "--agent",
-        "gemini-cli",
-        "--prompt",
-        "Record the nonce.",
-    ])
-    .arg("--workdir")
-    .arg(workspace.path())
-    .args([
-        "--upstream-url",
-        &format!("{}/v1", upstream.base_url()),
-        "--upstream-model",
-        "scripted-model",
-    ])
-    .arg("--gemini-binary")
-    .arg(sealed_prefix())
-    .args(["--output", "jsonl", "--timeout", "120"])
-    .arg("--tools")
-    .arg(tools.path().join("tools.toml"))
-    .args(extra)
-    .env("SWITCHYARD_UPSTREAM_KEY", "sk-live-test-key")
-    .stdin(Stdio::null());
+    let mut cmd = gemini_run(workspace.path(), &upstream.base_url(), "Record the nonce.");
+    cmd.args(["--timeout", "120"])
+        .arg("--tools")
+        .arg(tools.path().join("tools.toml"))
+        .args(extra);
     std::fs::copy(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/host_tools/forge.py"),
         workspace.path().join("forge.py"),
@@ -77,13 +56,8 @@ async fn host_run(script: Script, finish: bool, extra: &[&str]) -> HostRun {
         cmd.arg("--finish-schema")
             .arg(tools.path().join("finish.json"));
     }
-    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
-    let events = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
+    let output = output_of(cmd).await;
+    let events = events(&output);
     HostRun {
         output,
         events,

@@ -9,41 +9,12 @@ use std::time::{Duration, Instant};
 use switchyard_testkit::chat_upstream::{ChatUpstream, Reply, Script};
 
 mod common;
-use common::sealed_prefix;
-
-const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
+use common::{BIN, events, gemini_run, output_of, sealed_prefix};
 
 fn run_cmd(workdir: &Path, upstream: &str, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.args([
-        "run",
-        "--agent",
-        "gemini-cli",
-        "--prompt",
-        "What is the secret word in notes.txt?",
-    ])
-    .arg("--workdir")
-    .arg(workdir)
-    .args([
-        "--upstream-url",
-        &format!("{upstream}/v1"),
-        "--upstream-model",
-        "scripted-model",
-    ])
-    .arg("--gemini-binary")
-    .arg(sealed_prefix())
-    .args(["--output", "jsonl"])
-    .args(extra)
-    .env("SWITCHYARD_UPSTREAM_KEY", "sk-live-test-key")
-    .stdin(Stdio::null());
+    let mut cmd = gemini_run(workdir, upstream, "What is the secret word in notes.txt?");
+    cmd.args(extra);
     cmd
-}
-
-/// Runs `cmd` to completion off the async runtime.
-async fn output_of(mut cmd: Command) -> Output {
-    tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap()
 }
 
 /// Asserts the exit code, showing switchyard's stderr when it differs.
@@ -54,15 +25,6 @@ fn assert_exit(output: &Output, code: i32) {
         "stderr: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-}
-
-fn events(output: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|l| {
-            serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l}"))
-        })
-        .collect()
 }
 
 fn finished(events: &[Value]) -> &Value {

@@ -1,7 +1,9 @@
 //! What the live tests of `switchyard` share.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
-use std::path::PathBuf;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 use switchyard_backend::gemini::{PACKAGE, VERSION};
 
 /// The pinned install, sealed (sealing is idempotent and atomic, so parallel tests are fine).
@@ -12,4 +14,44 @@ pub fn sealed_prefix() -> PathBuf {
             .expect("seal the test install");
     }
     prefix
+}
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
+
+/// `switchyard run --agent gemini-cli` on `workdir` with `prompt`, through the embedded gateway to
+/// the scripted upstream at `upstream` (its base URL), printing JSONL events.
+pub fn gemini_run(workdir: &Path, upstream: &str, prompt: &str) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["run", "--agent", "gemini-cli", "--prompt", prompt])
+        .arg("--workdir")
+        .arg(workdir)
+        .args([
+            "--upstream-url",
+            &format!("{upstream}/v1"),
+            "--upstream-model",
+            "scripted-model",
+        ])
+        .arg("--gemini-binary")
+        .arg(sealed_prefix())
+        .args(["--output", "jsonl"])
+        .env("SWITCHYARD_UPSTREAM_KEY", "sk-live-test-key")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Runs `cmd` to completion off the async runtime.
+pub async fn output_of(mut cmd: Command) -> Output {
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+/// The JSONL events on `output`'s stdout.
+pub fn events(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l}"))
+        })
+        .collect()
 }
