@@ -24,7 +24,8 @@
 //! # Rules
 //! * **Secrets never go in argv** (`/proc/<pid>/cmdline` is world-readable): pass them in
 //!   [`ProcessSpec::env`]. The child gets exactly that environment (`env_clear` first).
-//! * stdin is `/dev/null`; stdout is split into lines of at most [`Limits::max_line_bytes`]
+//! * stdin is `/dev/null` unless [`ProcessSpec::with_stdin_pipe`] asks for a pipe; stdout is
+//!   split into lines of at most [`Limits::max_line_bytes`]
 //!   (see [`lines`]); stderr is split into lines (forwarded as events) and its last
 //!   [`Limits::stderr_ring_bytes`] are kept for diagnostics in [`Outcome::stderr_tail`].
 //! * Stopping ([`StopHandle::stop`], overall timeout, inactivity watchdog) sends SIGINT to the
@@ -85,6 +86,9 @@ pub struct ProcessSpec {
     /// Run the orphan guard (see the module docs). On by default; turning it off leaves only
     /// kill-on-drop and the direct child's death signal.
     pub orphan_guard: bool,
+    /// Give the child a stdin pipe (take it with [`ManagedProcess::take_stdin`]) instead of
+    /// `/dev/null`: for guests driven over stdio (ACP).
+    pub stdin_pipe: bool,
 }
 
 impl ProcessSpec {
@@ -99,6 +103,7 @@ impl ProcessSpec {
             watchdogs: Watchdogs::default(),
             stop_policy: StopPolicy::default(),
             orphan_guard: true,
+            stdin_pipe: false,
         }
     }
 
@@ -133,6 +138,12 @@ impl ProcessSpec {
     /// Replaces the watchdogs.
     pub fn watchdogs(mut self, watchdogs: Watchdogs) -> Self {
         self.watchdogs = watchdogs;
+        self
+    }
+
+    /// Pipes the child's stdin (see [`ProcessSpec::stdin_pipe`]).
+    pub fn with_stdin_pipe(mut self) -> Self {
+        self.stdin_pipe = true;
         self
     }
 
@@ -329,6 +340,7 @@ pub struct ManagedProcess {
     stop: StopHandle,
     pid: u32,
     finished: Arc<AtomicBool>,
+    stdin: Option<tokio::process::ChildStdin>,
 }
 
 impl ManagedProcess {
@@ -340,6 +352,11 @@ impl ManagedProcess {
     /// Pid of the group leader, which is also the process-group id.
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The child's stdin, once, when the spec asked for a pipe. Dropping it closes the pipe.
+    pub fn take_stdin(&mut self) -> Option<tokio::process::ChildStdin> {
+        self.stdin.take()
     }
 
     /// A handle to stop the process from elsewhere.

@@ -18,6 +18,7 @@ use switchyard_events::event::{
 };
 use tokio::sync::{mpsc, watch};
 
+use crate::delivered::{DeliveredCall, DeliveredCalls, PermissionRefusal};
 use crate::ledger::{Admission, BatchTicket, CallState, Ledger, OfferError, OfferedCall, Refusal};
 use crate::tool::{ToolError, ToolOutput, ToolRegistry};
 
@@ -69,6 +70,9 @@ struct Shared {
     /// What the guest calls host tool `t`: `{guest_prefix}{t}`.
     guest_prefix: String,
     ledger: Mutex<Ledger>,
+    /// Every delivered call, host tool or not (permission requests are checked against it).
+    delivered: Mutex<DeliveredCalls>,
+    next_delivery: std::sync::atomic::AtomicU64,
     /// Bumped on every ledger change a waiting callback may care about.
     changed: watch::Sender<u64>,
     events: mpsc::Sender<Event>,
@@ -113,6 +117,8 @@ impl HostBinding {
             registry,
             guest_prefix: guest_prefix.into(),
             ledger: Mutex::new(Ledger::new()),
+            delivered: Mutex::new(DeliveredCalls::default()),
+            next_delivery: std::sync::atomic::AtomicU64::new(0),
             changed: watch::channel(0).0,
             events,
             limits,
@@ -147,18 +153,60 @@ impl HostBinding {
         self.shared.changed.send_modify(|v| *v = v.wrapping_add(1));
     }
 
+    fn delivered(&self) -> MutexGuard<'_, DeliveredCalls> {
+        self.shared
+            .delivered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Enters one model response's host-tool calls (model order) before it is sent; each gets
     /// a fresh identity to deliver with it ([`Delivery::identities`]).
     pub fn offer(&self, session: &str, calls: Vec<OfferedCall>) -> Result<Delivery, OfferError> {
-        let identities: Vec<String> = calls.iter().map(|_| fresh_identity()).collect();
-        let entries = calls.into_iter().zip(identities.iter().cloned()).collect();
-        let ticket = self.ledger().offer(session, entries)?;
+        self.deliver(session, calls, Vec::new())
+    }
+
+    /// [`HostBinding::offer`] for the host-tool calls of a response, and enters `all` of its
+    /// calls (host tools included) in the delivered-call table.
+    pub fn deliver(
+        &self,
+        session: &str,
+        host_calls: Vec<OfferedCall>,
+        all: Vec<DeliveredCall>,
+    ) -> Result<Delivery, OfferError> {
+        let identities: Vec<String> = host_calls.iter().map(|_| fresh_identity()).collect();
+        let ticket = if host_calls.is_empty() {
+            None
+        } else {
+            let entries = host_calls
+                .into_iter()
+                .zip(identities.iter().cloned())
+                .collect();
+            Some(self.ledger().offer(session, entries)?)
+        };
+        let batch = self
+            .shared
+            .next_delivery
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.delivered().offer(batch, all);
         Ok(Delivery {
             binding: self.clone(),
             ticket,
+            batch,
             identities,
             settled: false,
         })
+    }
+
+    /// The delivered, undecided call a guest's permission request names (`<tool>__<model call
+    /// id>`), marked decided: a second request for it is refused.
+    pub fn permission_for(&self, tool_call_id: &str) -> Result<DeliveredCall, PermissionRefusal> {
+        self.delivered().decide(tool_call_id)
+    }
+
+    /// The delivered call `model_call_id`, if it was delivered.
+    pub fn delivered_call(&self, model_call_id: &str) -> Option<DeliveredCall> {
+        self.delivered().get(model_call_id).cloned()
     }
 
     /// Closes admission (cancellation, or the end of the run): every later callback is refused.
@@ -349,7 +397,10 @@ fn host_result(tool: &str, id: &str, result: &Result<ToolOutput, ToolError>) -> 
 #[must_use = "a delivery is revoked when dropped unconfirmed"]
 pub struct Delivery {
     binding: HostBinding,
-    ticket: BatchTicket,
+    /// The host-tool ledger's batch, when the response calls host tools.
+    ticket: Option<BatchTicket>,
+    /// The delivered-call table's batch.
+    batch: u64,
     identities: Vec<String>,
     settled: bool,
 }
@@ -357,7 +408,7 @@ pub struct Delivery {
 impl std::fmt::Debug for Delivery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Delivery")
-            .field("batch", &self.ticket.0)
+            .field("batch", &self.batch)
             .field("calls", &self.identities.len())
             .finish()
     }
@@ -372,7 +423,10 @@ impl Delivery {
     /// The response carrying the batch was fully sent.
     pub fn confirm(mut self) {
         self.settled = true;
-        self.binding.ledger().confirm(self.ticket);
+        if let Some(ticket) = self.ticket {
+            self.binding.ledger().confirm(ticket);
+        }
+        self.binding.delivered().confirm(self.batch);
         self.binding.bump();
     }
 }
@@ -380,7 +434,10 @@ impl Delivery {
 impl Drop for Delivery {
     fn drop(&mut self) {
         if !self.settled {
-            self.binding.ledger().revoke(self.ticket);
+            if let Some(ticket) = self.ticket {
+                self.binding.ledger().revoke(ticket);
+            }
+            self.binding.delivered().revoke(self.batch);
             self.binding.bump();
         }
     }

@@ -13,6 +13,7 @@
 //! the model's order.
 
 pub mod binding;
+pub mod delivered;
 pub mod finish;
 pub mod handlers;
 pub mod ledger;
@@ -24,6 +25,7 @@ pub use binding::{
     BindingLimits, CallbackOutcome, Delivery, DrainReport, HostBinding, IDENTITY_ARG,
     schema_with_identity,
 };
+pub use delivered::{DeliveredCall, PermissionRefusal};
 pub use finish::{FINISH_TOOL, FinishSlot, FinishTool};
 pub use ledger::{OfferError, OfferedCall, Refusal};
 pub use mcp::McpServer;

@@ -97,8 +97,23 @@ fn host_calls_get_fresh_identities_and_guest_calls_are_untouched() {
     assert_eq!(identity_of(&calls[2]), delivery.identities()[1]);
     assert_ne!(identity_of(&calls[0]), "made-up-by-the-model");
     assert_eq!(calls[1].args, Some(json!({"file_path": "a"})));
-    let mut none = chunk(&[("c9", "read_file", json!({}))]);
-    assert!(stamp(&binding, "s", &mut none).unwrap().is_none());
+    let mut no_host_call = chunk(&[("c9", "read_file", json!({}))]);
+    let native = stamp(&binding, "s", &mut no_host_call).unwrap().unwrap();
+    assert!(native.identities().is_empty());
+    assert_eq!(super::tests::calls(&no_host_call)[0].args, Some(json!({})));
+    // Every call is in the delivered-call table, with what the guest received, once confirmed.
+    assert!(binding.permission_for("read_file__c9").is_err());
+    native.confirm();
+    delivery.confirm();
+    assert_eq!(
+        binding.permission_for("read_file__c2").unwrap().arguments,
+        json!({"file_path": "a"})
+    );
+    assert!(binding.permission_for("read_file__c9").is_ok());
+    let mut text_only: GenerateContentResponse = serde_json::from_value(json!({"candidates": [
+        {"index": 0, "content": {"role": "model", "parts": [{"text": "hi"}]}}]}))
+    .unwrap();
+    assert!(stamp(&binding, "s", &mut text_only).unwrap().is_none());
 }
 
 #[tokio::test]

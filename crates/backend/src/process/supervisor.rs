@@ -65,7 +65,11 @@ pub(super) fn spawn(spec: ProcessSpec) -> Result<ManagedProcess, SpawnError> {
         .env_clear()
         .envs(spec.env.iter().map(|(key, value)| (key, value)))
         .current_dir(&spec.cwd)
-        .stdin(Stdio::null())
+        .stdin(if spec.stdin_pipe {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -124,6 +128,7 @@ pub(super) fn spawn(spec: ProcessSpec) -> Result<ManagedProcess, SpawnError> {
             "the child's stdout and stderr are not piped",
         )));
     };
+    let stdin = child.stdin.take();
     let (events, receiver) = mpsc::channel(spec.limits.event_channel_capacity.max(1));
     let (stop_sender, stop_requests) = watch::channel(None);
     let finished = Arc::new(AtomicBool::new(false));
@@ -144,6 +149,7 @@ pub(super) fn spawn(spec: ProcessSpec) -> Result<ManagedProcess, SpawnError> {
         },
         pid,
         finished,
+        stdin,
     })
 }
 

@@ -1,0 +1,192 @@
+//! Every function call the gateway delivered to the guest, host tool or not (pure: no I/O).
+//!
+//! The host-tool [`crate::ledger`] admits MCP callbacks; this table answers the other question a
+//! backend asks: is the tool call the guest wants permission for one the model really made and
+//! the guest really received, and has it not been decided yet? Entries are made with the same
+//! batch as the host-tool ledger's ([`crate::Delivery`] confirms or revokes both), keyed by the
+//! model call id, and keep the exact arguments the gateway delivered.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// One delivered call, as the gateway sent it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeliveredCall {
+    pub model_call_id: String,
+    /// The function name the guest received (e.g. `run_shell_command`, `mcp_switchyard_t`).
+    pub tool: String,
+    /// The exact arguments delivered (a host tool's private identity removed).
+    pub arguments: Value,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Offered,
+    Delivered,
+    Revoked,
+    Decided,
+}
+
+/// Why a permission request does not name a pending delivered call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum PermissionRefusal {
+    #[error("no call {tool_call_id:?} was delivered to the guest: the model never made it")]
+    NotDelivered { tool_call_id: String },
+    #[error("the response carrying the call {model_call_id} has not been fully sent yet")]
+    NotYetDelivered { model_call_id: String },
+    #[error("the response carrying the call {model_call_id} never fully reached the guest")]
+    Revoked { model_call_id: String },
+    #[error("the call {model_call_id} was already decided")]
+    AlreadyDecided { model_call_id: String },
+}
+
+impl PermissionRefusal {
+    /// The refusal's name, as recorded.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            PermissionRefusal::NotDelivered { .. } => "not_delivered",
+            PermissionRefusal::NotYetDelivered { .. } => "not_yet_delivered",
+            PermissionRefusal::Revoked { .. } => "revoked",
+            PermissionRefusal::AlreadyDecided { .. } => "already_decided",
+        }
+    }
+}
+
+/// The delivered calls of one run.
+#[derive(Debug, Default)]
+pub struct DeliveredCalls {
+    entries: HashMap<String, (DeliveredCall, u64, State)>,
+}
+
+impl DeliveredCalls {
+    /// Enters the calls of batch `batch` before their response is sent. A call id already
+    /// entered is left as it was (the host-tool ledger refuses reused ids on its own).
+    pub fn offer(&mut self, batch: u64, calls: Vec<DeliveredCall>) {
+        for call in calls {
+            self.entries
+                .entry(call.model_call_id.clone())
+                .or_insert((call, batch, State::Offered));
+        }
+    }
+
+    fn settle(&mut self, batch: u64, to: State) {
+        for (_, b, state) in self.entries.values_mut() {
+            if *b == batch && *state == State::Offered {
+                *state = to;
+            }
+        }
+    }
+
+    pub fn confirm(&mut self, batch: u64) {
+        self.settle(batch, State::Delivered);
+    }
+
+    pub fn revoke(&mut self, batch: u64) {
+        self.settle(batch, State::Revoked);
+    }
+
+    /// The delivered, undecided call a guest's tool call id names, marked decided. The guest
+    /// names a call `<tool>__<model call id>` (Gemini CLI's `toolCallId`); the id is accepted
+    /// only if it is exactly that for a delivered call.
+    pub fn decide(&mut self, tool_call_id: &str) -> Result<DeliveredCall, PermissionRefusal> {
+        let key = tool_call_id
+            .match_indices("__")
+            .map(|(at, _)| (&tool_call_id[..at], &tool_call_id[at + 2..]))
+            .find(|(tool, id)| {
+                self.entries
+                    .get(*id)
+                    .is_some_and(|(call, _, _)| call.tool == *tool)
+            })
+            .map(|(_, id)| id);
+        let Some((call, _, state)) = key.and_then(|id| self.entries.get_mut(id)) else {
+            return Err(PermissionRefusal::NotDelivered {
+                tool_call_id: tool_call_id.to_owned(),
+            });
+        };
+        let model_call_id = call.model_call_id.clone();
+        match state {
+            State::Offered => Err(PermissionRefusal::NotYetDelivered { model_call_id }),
+            State::Revoked => Err(PermissionRefusal::Revoked { model_call_id }),
+            State::Decided => Err(PermissionRefusal::AlreadyDecided { model_call_id }),
+            State::Delivered => {
+                *state = State::Decided;
+                Ok(call.clone())
+            }
+        }
+    }
+
+    /// The delivered call with this model call id (any state but revoked), for display.
+    pub fn get(&self, model_call_id: &str) -> Option<&DeliveredCall> {
+        self.entries
+            .get(model_call_id)
+            .filter(|(_, _, state)| *state != State::Revoked)
+            .map(|(call, _, _)| call)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(id: &str, tool: &str) -> DeliveredCall {
+        DeliveredCall {
+            model_call_id: id.into(),
+            tool: tool.into(),
+            arguments: json!({"command": "ls"}),
+        }
+    }
+
+    #[test]
+    fn a_delivered_call_is_decided_once_and_only_under_its_own_name() {
+        let mut d = DeliveredCalls::default();
+        d.offer(
+            0,
+            vec![call("c1", "run_shell_command"), call("c2", "write_file")],
+        );
+        assert_eq!(
+            d.decide("run_shell_command__c1"),
+            Err(PermissionRefusal::NotYetDelivered {
+                model_call_id: "c1".into()
+            })
+        );
+        d.confirm(0);
+        // The right id under another tool's name is not the call.
+        assert!(matches!(
+            d.decide("write_file__c1"),
+            Err(PermissionRefusal::NotDelivered { .. })
+        ));
+        assert_eq!(
+            d.decide("run_shell_command__c1").unwrap().arguments,
+            json!({"command": "ls"})
+        );
+        assert_eq!(
+            d.decide("run_shell_command__c1").unwrap_err().reason(),
+            "already_decided"
+        );
+        assert!(matches!(
+            d.decide("run_shell_command__made_up"),
+            Err(PermissionRefusal::NotDelivered { .. })
+        ));
+    }
+
+    #[test]
+    fn a_revoked_batch_is_never_decided_and_ids_with_underscores_resolve() {
+        let mut d = DeliveredCalls::default();
+        d.offer(3, vec![call("call__x", "mcp_switchyard_record")]);
+        d.revoke(3);
+        assert_eq!(
+            d.decide("mcp_switchyard_record__call__x")
+                .unwrap_err()
+                .reason(),
+            "revoked"
+        );
+        d.offer(4, vec![call("id_2", "mcp_switchyard_record")]);
+        d.confirm(4);
+        assert!(d.decide("mcp_switchyard_record__id_2").is_ok());
+        assert!(d.get("call__x").is_none());
+    }
+}
