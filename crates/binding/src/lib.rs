@@ -18,6 +18,7 @@ pub mod finish;
 pub mod handlers;
 pub mod ledger;
 pub mod mcp;
+pub mod permissions;
 pub mod tool;
 pub mod tools_file;
 
@@ -29,6 +30,7 @@ pub use delivered::{DeliveredCall, PermissionRefusal};
 pub use finish::{FINISH_TOOL, FinishSlot, FinishTool};
 pub use ledger::{OfferError, OfferedCall, Refusal};
 pub use mcp::McpServer;
+pub use permissions::{Decision, Policy, PolicyError, Ruling};
 pub use tool::{
     HostTool, RegistryError, ToolError, ToolFuture, ToolImage, ToolOutput, ToolRegistry,
 };
