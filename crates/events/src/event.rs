@@ -34,10 +34,13 @@ pub enum Event {
     UserMessage(UserMessage),
     AssistantDelta(AssistantDelta),
     AssistantMessage(AssistantMessage),
+    Thought(Thought),
     ToolCall(ToolCall),
     ToolResult(ToolResult),
     HostCall(HostCall),
     HostResult(HostResult),
+    Permission(Permission),
+    PromptFinished(PromptFinished),
     Warning(Warning),
     Error(ErrorReport),
     Usage(Usage),
@@ -54,10 +57,13 @@ impl Event {
             Event::UserMessage(_) => "user_message",
             Event::AssistantDelta(_) => "assistant_delta",
             Event::AssistantMessage(_) => "assistant_message",
+            Event::Thought(_) => "thought",
             Event::ToolCall(_) => "tool_call",
             Event::ToolResult(_) => "tool_result",
             Event::HostCall(_) => "host_call",
             Event::HostResult(_) => "host_result",
+            Event::Permission(_) => "permission",
+            Event::PromptFinished(_) => "prompt_finished",
             Event::Warning(_) => "warning",
             Event::Error(_) => "error",
             Event::Usage(_) => "usage",
@@ -118,6 +124,16 @@ pub struct AssistantMessage {
     pub turn: u32,
 }
 
+/// One streamed chunk of the model's reasoning (ACP only; headless stream-json has none).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Thought {
+    /// Source: ACP `agent_thought_chunk.content.text` (Gemini CLI writes
+    /// `**<subject>**\n<description>`).
+    pub text: String,
+    /// Derived: 0-based model turn.
+    pub turn: u32,
+}
+
 /// The model asked for a tool call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
@@ -158,9 +174,15 @@ pub struct ToolResult {
     /// transport is lossy here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
-    /// Source: stream-json `tool_result.error.{type,message}`.
+    /// Source: stream-json `tool_result.error.{type,message}`; for ACP, Derived from a failed
+    /// `tool_call_update`'s text (kind `failed`) or from a rejected permission (kind
+    /// `permission_rejected`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ToolError>,
+    /// Source: ACP `tool_call_update.content`, verbatim (text, `diff` with `path`, `oldText`,
+    /// `newText`); empty for headless runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<Value>,
 }
 
 /// A tool's typed error.
@@ -204,6 +226,79 @@ pub struct HostCall {
     pub message: Option<String>,
 }
 
+/// What became of a guest's permission request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionOutcome {
+    /// The policy allowed the call: the allow option was selected.
+    Allowed,
+    /// The policy rejected the call: the reject option was selected; the guest reports the
+    /// failure to the model and the run goes on.
+    Rejected,
+    /// The run was being cancelled: answered `cancelled`.
+    Cancelled,
+    /// Not a request for a pending delivered call of the active session, or no unique option
+    /// of the decided kind: answered with a JSON-RPC error.
+    Refused,
+}
+
+/// One option a permission request offered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PermissionChoice {
+    /// Source: `options[].optionId`.
+    pub option_id: String,
+    /// Source: `options[].kind` (`allow_once`, `allow_always`, `reject_once`, ...).
+    pub kind: String,
+    /// Source: `options[].name`.
+    pub name: String,
+}
+
+/// Derived: the unattended policy's answer to one ACP `session/request_permission`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Permission {
+    /// Source: `toolCall.toolCallId` (`<name>__<model call id>`).
+    pub tool_call_id: String,
+    /// Derived: the delivered call it named (absent when refused as not delivered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_call_id: Option<String>,
+    /// Derived: the delivered call's function name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Derived: the delivered call's exact arguments (what the policy decided on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// Source: `options`.
+    pub options: Vec<PermissionChoice>,
+    pub outcome: PermissionOutcome,
+    /// Derived: the policy rule that decided (`rule 2`, `default: file read`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// Derived: the `optionId` answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub option_id: Option<String>,
+    /// Derived: why the request was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One prompt of a session ended (ACP: the `session/prompt` answer).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromptFinished {
+    /// Derived: 0-based index of the prompt in the run.
+    pub prompt: u32,
+    /// Source: the result's `stopReason` (`end_turn`, `cancelled`, `max_turn_requests`,
+    /// `max_tokens`, `refusal`); absent when the prompt failed with a JSON-RPC error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// Derived: the typed failure (a JSON-RPC error whose code is an HTTP status is the model
+    /// API's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RunError>,
+    /// Derived: the assistant text of the prompt's last model turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_text: Option<String>,
+}
+
 /// One image a host tool returned (its bytes are not repeated in the event).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostImage {
@@ -242,14 +337,16 @@ pub struct ErrorReport {
     pub message: String,
 }
 
-/// Token usage reported by the guest for the whole run.
+/// Token usage reported by the guest for the whole run (ACP: the run so far, summed over the
+/// prompt results' `_meta.quota`, emitted after each prompt).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
-    /// Source: `result.stats.input_tokens` (prompt tokens, cached included).
+    /// Source: `result.stats.input_tokens` (prompt tokens, cached included); ACP:
+    /// `_meta.quota.token_count.input_tokens`.
     pub input_tokens: u64,
     /// Source: `result.stats.cached`.
     pub cached_tokens: u64,
-    /// Source: `result.stats.output_tokens`.
+    /// Source: `result.stats.output_tokens`; ACP: `_meta.quota.token_count.output_tokens`.
     pub output_tokens: u64,
     /// Source: `result.stats.total_tokens`.
     pub total_tokens: u64,
@@ -257,7 +354,8 @@ pub struct Usage {
     pub tool_calls: u64,
     /// Source: `result.stats.duration_ms` (0 in the guest's error results).
     pub duration_ms: u64,
-    /// Source: `result.stats.models.<name>.{input_tokens, cached, output_tokens, total_tokens}`.
+    /// Source: `result.stats.models.<name>.{input_tokens, cached, output_tokens, total_tokens}`;
+    /// ACP: `_meta.quota.model_usage[].{model, token_count}`.
     #[serde(default)]
     pub by_model: BTreeMap<String, ModelUsage>,
 }

@@ -182,6 +182,7 @@ impl GeminiNormalizer {
                         kind: e.kind,
                         message: e.message,
                     }),
+                    content: Vec::new(),
                 }));
             }
             StreamEvent::Error(e) => match e.severity {

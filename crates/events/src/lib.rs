@@ -6,10 +6,12 @@
 //!   from (`Source:`) or that Switchyard derived it (`Derived:`);
 //! - [`tools`] classifies tool names by exact whitelist;
 //! - [`outcome`] turns the guest's terminal event and exit into a typed [`outcome::RunOutcome`];
-//! - [`gemini`] normalizes Gemini CLI stream-json lines into canonical events.
+//! - [`gemini`] normalizes Gemini CLI stream-json lines into canonical events;
+//! - [`acp`] normalizes its ACP traffic (`gemini --acp`) into the same events.
 //!
 //! No I/O happens here.
 
+pub mod acp;
 pub mod event;
 pub mod gemini;
 pub mod outcome;

@@ -188,35 +188,8 @@ pub fn classify_gemini(
         exit,
         result: None,
     };
-    // Switchyard's own stop decisions come first: the guest's exit after a signal says nothing.
-    if let Some(cause) = exit.stopped_by {
-        let (status, kind, msg) = match cause {
-            StopCause::Cancelled => (
-                OutcomeStatus::Cancelled,
-                ErrorKind::Cancelled,
-                "run cancelled by the host",
-            ),
-            StopCause::Timeout => (
-                OutcomeStatus::TimedOut,
-                ErrorKind::Timeout,
-                "run exceeded its timeout",
-            ),
-            StopCause::Inactivity => (
-                OutcomeStatus::TimedOut,
-                ErrorKind::Inactivity,
-                "guest produced no output within the inactivity limit",
-            ),
-        };
-        return outcome(status, Some(RunError::new(kind, msg)));
-    }
-    if let Some(signal) = exit.signal {
-        return outcome(
-            OutcomeStatus::Failed,
-            Some(RunError::new(
-                ErrorKind::Crashed { signal },
-                format!("guest killed by signal {signal}"),
-            )),
-        );
+    if let Some(stopped) = stopped_or_crashed(exit) {
+        return stopped;
     }
     let code = exit.code;
     let class = code.map(ExitClass::from_code);
@@ -266,6 +239,46 @@ pub fn classify_gemini(
             outcome(status, Some(RunError::new(kind, message)))
         }
     }
+}
+
+/// Switchyard's own stop decisions, and a signal it did not send, decide the outcome whatever
+/// the guest said: its exit after a signal says nothing.
+pub fn stopped_or_crashed(exit: GuestExit) -> Option<RunOutcome> {
+    let outcome = |status, error| RunOutcome {
+        status,
+        error: Some(error),
+        exit,
+        result: None,
+    };
+    if let Some(cause) = exit.stopped_by {
+        let (status, kind, msg) = match cause {
+            StopCause::Cancelled => (
+                OutcomeStatus::Cancelled,
+                ErrorKind::Cancelled,
+                "run cancelled by the host",
+            ),
+            StopCause::Timeout => (
+                OutcomeStatus::TimedOut,
+                ErrorKind::Timeout,
+                "run exceeded its timeout",
+            ),
+            StopCause::Inactivity => (
+                OutcomeStatus::TimedOut,
+                ErrorKind::Inactivity,
+                "guest produced no output within the inactivity limit",
+            ),
+        };
+        return Some(outcome(status, RunError::new(kind, msg)));
+    }
+    exit.signal.map(|signal| {
+        outcome(
+            OutcomeStatus::Failed,
+            RunError::new(
+                ErrorKind::Crashed { signal },
+                format!("guest killed by signal {signal}"),
+            ),
+        )
+    })
 }
 
 fn kind_from_exit_class(class: Option<ExitClass>, code: Option<i32>) -> ErrorKind {
