@@ -219,6 +219,9 @@ pub enum StopReason {
     Timeout,
     /// [`Watchdogs::inactivity_timeout`] elapsed without stdout output.
     Inactivity,
+    /// The guest's work was done (a session guest answered its last prompt) and it did not
+    /// exit on its own in time.
+    Closed,
 }
 
 /// The strongest signal sent to the group during a stop.

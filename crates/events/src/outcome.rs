@@ -19,6 +19,9 @@ pub enum StopCause {
     Timeout,
     /// No output for longer than the inactivity limit.
     Inactivity,
+    /// The guest's work was done (every prompt answered) and Switchyard closed it: its exit
+    /// status says nothing about the run.
+    Closed,
 }
 
 /// How the guest process ended.
@@ -252,6 +255,7 @@ pub fn stopped_or_crashed(exit: GuestExit) -> Option<RunOutcome> {
     };
     if let Some(cause) = exit.stopped_by {
         let (status, kind, msg) = match cause {
+            StopCause::Closed => return None,
             StopCause::Cancelled => (
                 OutcomeStatus::Cancelled,
                 ErrorKind::Cancelled,

@@ -172,14 +172,17 @@ pub enum RawStream {
     Stdout,
     /// The guest's standard error.
     Stderr,
+    /// What Switchyard wrote to the guest's standard input (ACP requests and answers).
+    Stdin,
 }
 
 impl RawStream {
-    /// `"stdout"` or `"stderr"`.
+    /// `"stdout"`, `"stderr"` or `"stdin"`.
     pub fn as_str(self) -> &'static str {
         match self {
             RawStream::Stdout => "stdout",
             RawStream::Stderr => "stderr",
+            RawStream::Stdin => "stdin",
         }
     }
 }

@@ -778,6 +778,7 @@ impl RecordStore for SqliteStore {
                 let stream = match stream.as_str() {
                     "stdout" => RawStream::Stdout,
                     "stderr" => RawStream::Stderr,
+                    "stdin" => RawStream::Stdin,
                     other => {
                         return Err(StoreError::Backend {
                             context: "reading raw lines",

@@ -36,6 +36,8 @@ pub enum RunItem {
     RawStdout(Line),
     /// A raw stderr line (diagnostics; bounded).
     RawStderr(Line),
+    /// A line Switchyard wrote to the guest's stdin (ACP), exactly as sent.
+    RawStdin(Line),
 }
 
 /// The end of a run.
@@ -231,6 +233,7 @@ pub fn guest_exit(termination: &Termination, raw: ExitStatusInfo) -> GuestExit {
             StopReason::Cancelled => StopCause::Cancelled,
             StopReason::Timeout => StopCause::Timeout,
             StopReason::Inactivity => StopCause::Inactivity,
+            StopReason::Closed => StopCause::Closed,
         }),
         Termination::Exited { .. }
         | Termination::Signaled { .. }

@@ -253,6 +253,8 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
         .drive(async |item| match item {
             RunItem::RawStdout(l) => stdout.push(l.text),
             RunItem::RawStderr(l) => stderr.push(l.text),
+            // Headless guests get no stdin.
+            RunItem::RawStdin(_) => {}
             RunItem::Event(e) => {
                 if cancel_on_text && matches!(e.event, Event::AssistantDelta(_)) {
                     stop.cancel();

@@ -701,6 +701,10 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
                     record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stderr, line)
                         .await;
                 }
+                RunItem::RawStdin(line) => {
+                    record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stdin, line)
+                        .await;
+                }
             },
             conclude,
         )
