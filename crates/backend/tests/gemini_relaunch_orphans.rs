@@ -57,6 +57,7 @@ async fn sigkill_of_the_supervisor_kills_the_relaunched_cli_too() {
         max_attempts: 1,
         host_env: std::env::vars_os().collect(),
         host_mcp: None,
+        protocol: Default::default(),
     })
     .unwrap();
     // Keep the CLI's relaunch wrapper on for this test.

@@ -63,6 +63,14 @@ impl AcpNormalizer {
         self.prompts
     }
 
+    /// The session could not be set up (or its connection failed): the run's failure, unless
+    /// a prompt failed first.
+    pub fn fail(&mut self, status: OutcomeStatus, error: RunError) {
+        if self.failure.is_none() {
+            self.failure = Some((status, error));
+        }
+    }
+
     /// The prompt Switchyard sends.
     pub fn prompt_sent(&mut self, text: &str) -> Event {
         Event::UserMessage(UserMessage {

@@ -86,6 +86,8 @@ pub enum ErrorKind {
     MissingResult { code: Option<i32> },
     /// The run had a finish schema and ended without a valid `finish` call.
     NoFinish,
+    /// The recorded session to resume could not be loaded.
+    Resume,
     /// An exit code this version does not document.
     UnexpectedExit { code: i32 },
 }

@@ -45,6 +45,17 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// How Switchyard drives the CLI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// `--prompt … --output-format stream-json`: one prompt per process, read from stdout.
+    #[default]
+    Headless,
+    /// `--acp`: JSON-RPC over stdio; the gateway's address and key travel in `authenticate`,
+    /// the host tools' MCP server in `session/new`, so neither is in the environment.
+    Acp,
+}
+
 /// What a Gemini CLI run needs.
 #[derive(Debug, Clone)]
 pub struct GeminiLaunchConfig {
@@ -69,8 +80,10 @@ pub struct GeminiLaunchConfig {
     pub max_attempts: u32,
     /// Host environment to draw [`PASSTHROUGH_ENV`] from (normally `std::env::vars_os()`).
     pub host_env: Vec<(OsString, OsString)>,
-    /// The host tools' MCP server (URL and bearer token), if the run has host tools.
+    /// The host tools' MCP server (URL and bearer token), if the run has host tools (headless:
+    /// in the settings; ACP: given to `session/new` instead).
     pub host_mcp: Option<(String, Secret)>,
+    pub protocol: Protocol,
 }
 
 /// A prepared launch: hand these to the process manager.
@@ -109,7 +122,15 @@ pub fn prepare(config: &GeminiLaunchConfig) -> io::Result<PreparedLaunch> {
         max_turns: config.max_turns,
         max_attempts: config.max_attempts,
         telemetry_file: &telemetry_file,
-        host_mcp_url: config.host_mcp.as_ref().map(|(url, _)| url.as_str()),
+        host_mcp_url: match config.protocol {
+            Protocol::Headless => config.host_mcp.as_ref().map(|(url, _)| url.as_str()),
+            Protocol::Acp => None,
+        },
+        auth: match config.protocol {
+            Protocol::Headless => Some("gemini-api-key"),
+            // `authenticate` selects the `gateway` method (and writes it to the user settings).
+            Protocol::Acp => None,
+        },
     });
     let pretty = |v: &serde_json::Value| serde_json::to_vec_pretty(v).map_err(io::Error::other);
     write_private(&gemini_dir.join("settings.json"), &pretty(&settings)?)?;
@@ -138,29 +159,35 @@ pub fn prepare(config: &GeminiLaunchConfig) -> io::Result<PreparedLaunch> {
         ("GEMINI_CLI_NO_RELAUNCH", "true"),
         ("TERM", "dumb"),
         ("NO_COLOR", "1"),
-        ("GOOGLE_GEMINI_BASE_URL", config.base_url.as_str()),
-        ("GEMINI_API_KEY", config.api_key.expose()),
     ] {
         env.push((k.into(), v.into()));
     }
-    if let Some((_, token)) = &config.host_mcp {
-        env.push((
-            super::settings::HOST_MCP_TOKEN_ENV.into(),
-            token.expose().into(),
-        ));
+    let mut args: Vec<OsString> = vec![config.entry.clone().into()];
+    match config.protocol {
+        Protocol::Headless => {
+            env.push(("GOOGLE_GEMINI_BASE_URL".into(), config.base_url.clone().into()));
+            env.push(("GEMINI_API_KEY".into(), config.api_key.expose().into()));
+            if let Some((_, token)) = &config.host_mcp {
+                env.push((
+                    super::settings::HOST_MCP_TOKEN_ENV.into(),
+                    token.expose().into(),
+                ));
+            }
+            args.extend([
+                "--prompt".into(),
+                config.prompt.clone().into(),
+                "--output-format".into(),
+                "stream-json".into(),
+            ]);
+        }
+        Protocol::Acp => args.push("--acp".into()),
     }
-
-    let args: Vec<OsString> = vec![
-        config.entry.clone().into(),
-        "--prompt".into(),
-        config.prompt.clone().into(),
-        "--output-format".into(),
-        "stream-json".into(),
+    args.extend([
         "--model".into(),
         config.model.clone().into(),
         "--approval-mode".into(),
         config.approval_mode.as_flag().into(),
-    ];
+    ]);
     Ok(PreparedLaunch {
         program: config.node.clone(),
         args,
@@ -210,6 +237,7 @@ mod tests {
                 ("GEMINI_API_KEY".into(), "host-key".into()),
             ],
             host_mcp: None,
+            protocol: Protocol::Headless,
         }
     }
 
@@ -248,6 +276,23 @@ mod tests {
                 .all(|a| !a.to_string_lossy().contains("sk-very-secret"))
         );
         assert!(!format!("{cfg:?}").contains("sk-very-secret"));
+    }
+
+    #[test]
+    fn acp_keeps_the_gateway_and_the_mcp_token_out_of_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(dir.path());
+        cfg.protocol = Protocol::Acp;
+        cfg.host_mcp = Some(("http://127.0.0.1:9/mcp".into(), Secret::new("mcp-token")));
+        let launch = prepare(&cfg).unwrap();
+        for (k, v) in &launch.env {
+            assert!(k != "GEMINI_API_KEY" && k != "GOOGLE_GEMINI_BASE_URL", "{k:?}");
+            assert!(!v.to_string_lossy().contains("mcp-token"));
+        }
+        assert!(launch.args.iter().any(|a| a == "--acp"));
+        assert!(!launch.args.iter().any(|a| a == "--prompt"));
+        assert!(launch.settings.pointer("/security/auth/selectedType").is_none());
+        assert!(launch.settings.get("mcpServers").is_none());
     }
 
     #[test]

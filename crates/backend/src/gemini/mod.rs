@@ -1,10 +1,13 @@
-//! The Gemini CLI 0.61.0 headless backend (`gemini -p ... --output-format stream-json`).
+//! The Gemini CLI 0.61.0 backend: headless (`gemini -p ... --output-format stream-json`) or ACP.
 //!
 //! - [`settings`]: the per-run settings file Switchyard generates (pure);
 //! - [`launch`]: the isolated run directory, allowlisted environment and argv;
 //! - [`run`]: drives the managed process, normalizes stream-json into canonical events and
-//!   returns the typed outcome.
+//!   returns the typed outcome;
+//! - [`acp`]: the same over the Agent Client Protocol (`gemini --acp`): sessions, several
+//!   prompts, permission requests, cancel and resume.
 
+pub mod acp;
 pub mod launch;
 pub mod run;
 pub mod settings;

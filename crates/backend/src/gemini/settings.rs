@@ -49,6 +49,8 @@ pub struct SettingsInput<'a> {
     pub telemetry_file: &'a Path,
     /// The host tools' MCP server (Streamable HTTP URL), if the run has host tools.
     pub host_mcp_url: Option<&'a str>,
+    /// `security.auth.selectedType`; `None` leaves it to ACP's `authenticate`.
+    pub auth: Option<&'a str>,
 }
 
 /// The name of the host tools' MCP server in the guest's settings (no `_`: Gemini CLI parses
@@ -65,6 +67,9 @@ pub const HOST_MCP_TOKEN_ENV: &str = "SWITCHYARD_MCP_TOKEN";
 /// The settings document.
 pub fn settings_json(input: &SettingsInput<'_>) -> Value {
     let mut settings = base_settings(input);
+    if let Some(auth) = input.auth {
+        settings["security"]["auth"] = json!({ "selectedType": auth });
+    }
     if let (Some(url), Some(object)) = (input.host_mcp_url, settings.as_object_mut()) {
         // Trusted: its tools are offered in the headless default mode and run without asking
         // (admission is Switchyard's, per call).
@@ -83,7 +88,6 @@ pub fn settings_json(input: &SettingsInput<'_>) -> Value {
 fn base_settings(input: &SettingsInput<'_>) -> Value {
     json!({
         "security": {
-            "auth": { "selectedType": "gemini-api-key" },
             "folderTrust": { "enabled": true }
         },
         "privacy": { "usageStatisticsEnabled": false },
@@ -130,6 +134,7 @@ mod tests {
             max_attempts: 2,
             telemetry_file: Path::new("/r/telemetry.json"),
             host_mcp_url: None,
+            auth: Some("gemini-api-key"),
         });
         assert!(s.get("mcpServers").is_none());
         assert_eq!(s["security"]["auth"]["selectedType"], "gemini-api-key");
@@ -144,7 +149,9 @@ mod tests {
             max_attempts: 1,
             telemetry_file: Path::new("/t"),
             host_mcp_url: Some("http://127.0.0.1:9/mcp"),
+            auth: None,
         });
+        assert!(unlimited.pointer("/security/auth").is_none());
         let host = &unlimited["mcpServers"][HOST_MCP_SERVER];
         assert_eq!(host["httpUrl"], "http://127.0.0.1:9/mcp");
         assert_eq!(host["trust"], true);

@@ -203,6 +203,7 @@ fn run_direct(
         max_attempts: GUEST_MAX_ATTEMPTS,
         host_env: std::env::vars_os().collect(),
         host_mcp: None,
+        protocol: Default::default(),
     })?;
     let start = Instant::now();
     let status = Command::new(&launch.program)

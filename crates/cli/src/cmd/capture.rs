@@ -228,6 +228,7 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
         max_attempts: GUEST_MAX_ATTEMPTS,
         host_env: std::env::vars_os().collect(),
         host_mcp: None,
+        protocol: Default::default(),
     })?;
     let limits = RunLimits {
         timeout: Some(Duration::from_secs(120)),

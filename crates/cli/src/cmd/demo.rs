@@ -77,7 +77,7 @@ pub async fn run(args: DemoArgs) -> Result<u8> {
     );
     let code = super::run::run(super::run::RunArgs {
         workdir: Some(workspace.path().to_path_buf()),
-        prompt: Some("What is the secret word in notes.txt? Read the file to find out.".into()),
+        prompt: vec!["What is the secret word in notes.txt? Read the file to find out.".into()],
         upstream_url: Some(format!("{}/v1", upstream.base_url())),
         upstream_model: Some("scripted-demo-model".into()),
         records: args.records,

@@ -12,12 +12,17 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use switchyard_backend::gemini::launch::{GUEST_MAX_ATTEMPTS, GeminiLaunchConfig, Secret, prepare};
+use switchyard_backend::gemini::launch::{
+    GUEST_MAX_ATTEMPTS, GeminiLaunchConfig, Protocol, Secret, prepare,
+};
+use std::sync::Arc;
+use switchyard_backend::gemini::acp::{AcpHost, AcpPlan, AcpRun, PermissionRuling};
 use switchyard_backend::gemini::run::{GeminiRun, RunItem, RunLimits};
 use switchyard_backend::gemini::settings::ApprovalMode;
 use switchyard_backend::process::Line;
 use switchyard_binding::{
-    BindingLimits, FinishSlot, FinishTool, HostBinding, McpServer, ToolRegistry, ToolsFile,
+    BindingLimits, FinishSlot, FinishTool, HostBinding, McpServer, Policy, ToolRegistry,
+    ToolsFile,
 };
 use switchyard_events::event::RunStarted;
 use switchyard_events::{ErrorKind, Event, HostConclusion, OutcomeStatus, RunOutcome};
@@ -108,9 +113,18 @@ pub struct RunArgs {
     /// Workspace directory the agent works in.
     #[arg(long)]
     pub workdir: Option<PathBuf>,
-    /// The task.
+    /// The task. Repeat it to send several prompts in one session (`--protocol acp`); in the
+    /// config file a string or a list.
     #[arg(long)]
-    pub prompt: Option<String>,
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub prompt: Vec<String>,
+    /// How Switchyard drives the guest: `headless` (one prompt, stream-json) or `acp` (a session:
+    /// several prompts, unattended permissions, cancel, resume).
+    #[arg(long, value_enum)]
+    pub protocol: Option<ProtocolArg>,
+    /// The unattended permission policy (TOML) for `--protocol acp`.
+    #[arg(long)]
+    pub permissions: Option<PathBuf>,
     /// OpenAI-compatible Chat Completions base URL (e.g. http://127.0.0.1:8000/v1).
     #[arg(long)]
     pub upstream_url: Option<String>,
@@ -175,12 +189,38 @@ pub struct RunArgs {
     pub finish_schema: Option<PathBuf>,
 }
 
+/// `--protocol` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProtocolArg {
+    Headless,
+    Acp,
+}
+
+/// A string or a list of strings (the config file's `prompt`).
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => vec![s],
+        OneOrMany::Many(v) => v,
+    })
+}
+
 /// Fully resolved settings of one run.
 #[derive(Debug)]
 pub struct ResolvedRun {
     pub agent: Agent,
     pub workdir: PathBuf,
-    pub prompt: String,
+    /// One for headless; one or more for ACP.
+    pub prompts: Vec<String>,
+    pub protocol: Protocol,
+    /// ACP's permission policy (the safe defaults when no file was given).
+    pub permissions: Policy,
     pub target: Target,
     pub records: Option<PathBuf>,
     pub output: OutputMode,
@@ -258,11 +298,17 @@ impl RunArgs {
             .with_context(|| format!("reading {}", path.display()))?;
         let file: RunArgs =
             toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-        macro_rules! pick { ($($f:ident),*) => { RunArgs { $($f: self.$f.or(file.$f),)* config: self.config, validate_config: self.validate_config } } }
+        let prompt = if self.prompt.is_empty() {
+            file.prompt
+        } else {
+            self.prompt
+        };
+        macro_rules! pick { ($($f:ident),*) => { RunArgs { $($f: self.$f.or(file.$f),)* prompt, config: self.config, validate_config: self.validate_config } } }
         Ok(pick!(
             agent,
             workdir,
-            prompt,
+            protocol,
+            permissions,
             upstream_url,
             upstream_model,
             upstream_key_env,
@@ -291,10 +337,27 @@ impl RunArgs {
         if !workdir.is_dir() {
             bail!("--workdir {} is not a directory", workdir.display());
         }
-        let prompt = a.prompt.context("--prompt is required")?;
-        if prompt.trim().is_empty() {
+        let prompts = a.prompt;
+        if prompts.is_empty() {
+            bail!("--prompt is required");
+        }
+        if prompts.iter().any(|p| p.trim().is_empty()) {
             bail!("--prompt is empty");
         }
+        let protocol = match a.protocol {
+            Some(ProtocolArg::Acp) => Protocol::Acp,
+            Some(ProtocolArg::Headless) | None => Protocol::Headless,
+        };
+        if protocol == Protocol::Headless && prompts.len() > 1 {
+            bail!("several prompts need --protocol acp (headless runs one prompt per process)");
+        }
+        if protocol == Protocol::Headless && a.permissions.is_some() {
+            bail!("--permissions needs --protocol acp (headless has no permission channel)");
+        }
+        let permissions = match &a.permissions {
+            Some(path) => Policy::load(path)?,
+            None => Policy::default(),
+        };
         let model = a.upstream_model.context("--upstream-model is required")?;
         // Host tools need the gateway: it delivers their calls with their identities.
         if (a.tools.is_some() || a.finish_schema.is_some()) && a.guest_base_url.is_some() {
@@ -343,7 +406,9 @@ impl RunArgs {
         Ok(ResolvedRun {
             agent: a.agent.unwrap_or(Agent::GeminiCli),
             workdir,
-            prompt,
+            prompts,
+            protocol,
+            permissions,
             target,
             records: a.records,
             output: a.output.unwrap_or_default(),
@@ -425,7 +490,8 @@ pub fn exit_code_for(outcome: &RunOutcome) -> u8 {
                 | ErrorKind::Config
                 | ErrorKind::Input
                 | ErrorKind::UntrustedWorkspace
-                | ErrorKind::Sandbox,
+                | ErrorKind::Sandbox
+                | ErrorKind::Resume,
             ) => EXIT_GUEST_SETUP,
             Some(
                 ErrorKind::Crashed { .. }
@@ -532,9 +598,21 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
         }
         None => Recorder::disabled(),
     };
-    // Host tools: the binding the gateway feeds, served to the guest over MCP.
+    // Host tools: the binding the gateway feeds, served to the guest over MCP. An ACP run has a
+    // binding even without host tools: its permission requests are checked against the calls
+    // the gateway delivered.
+    let acp = resolved.protocol == Protocol::Acp;
     let host = match resolved.host_tools.take() {
+        Some(tools) => Some(tools),
+        None if acp && matches!(resolved.target, Target::Gateway { .. }) => Some(HostTools {
+            registry: ToolRegistry::new(),
+            finish: None,
+        }),
+        None => None,
+    };
+    let host = match host {
         Some(HostTools { registry, finish }) => {
+            let serve = registry.tools().next().is_some();
             let (binding, events) = HostBinding::new(
                 registry,
                 switchyard_backend::gemini::settings::HOST_TOOL_PREFIX,
@@ -542,9 +620,14 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
             );
             let token = random_token();
             recorder.add_secret(token.clone());
-            let server = McpServer::start(binding.clone(), &token)
-                .await
-                .context("starting the host tools' MCP server")?;
+            let server = match serve {
+                true => Some(
+                    McpServer::start(binding.clone(), &token)
+                        .await
+                        .context("starting the host tools' MCP server")?,
+                ),
+                false => None,
+            };
             Some(HostSide {
                 binding,
                 events,
@@ -586,22 +669,22 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
         }
     };
     let node = which("node").context("`node` (Node.js >= 20) must be on PATH to run Gemini CLI")?;
+    let host_mcp = host.as_ref().and_then(HostSide::mcp);
     let launch = prepare(&GeminiLaunchConfig {
         node,
         entry,
         workdir: resolved.workdir.clone(),
         run_dir: run_dir.clone(),
-        prompt: resolved.prompt.clone(),
+        prompt: resolved.prompts.first().cloned().unwrap_or_default(),
         model: model.clone(),
-        base_url,
-        api_key: Secret::new(guest_token),
+        base_url: base_url.clone(),
+        api_key: Secret::new(guest_token.clone()),
         approval_mode: resolved.approval_mode,
         max_turns: resolved.max_turns,
         max_attempts: GUEST_MAX_ATTEMPTS,
         host_env: std::env::vars_os().collect(),
-        host_mcp: host
-            .as_ref()
-            .map(|h| (h.server.url(), Secret::new(h.token.clone()))),
+        host_mcp: host_mcp.clone(),
+        protocol: resolved.protocol,
     })
     .with_context(|| format!("preparing the run directory {}", run_dir.display()))?;
     let limits = RunLimits {
@@ -628,15 +711,42 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
         ..RunRecord::begin(run_id, "gemini-cli", switchyard_backend::gemini::VERSION)
     };
     record(&recorder, RecordOp::UpsertRun(Box::new(run_record.clone()))).await;
-    let mut run = GeminiRun::start(&launch, &limits, started)?;
-    let (host_binding, finish_slot, mcp_server) = match host {
-        Some(h) => {
-            run = run.with_host_events(h.events);
-            (Some(h.binding), h.finish, Some(h.server))
-        }
-        None => (None, None, None),
+    let (host_binding, finish_slot, mcp_server, host_events) = match host {
+        Some(h) => (Some(h.binding), h.finish, h.server, Some(h.events)),
+        None => (None, None, None, None),
     };
-    let stop = run.stop_handle();
+    let runner = match resolved.protocol {
+        Protocol::Headless => {
+            let mut run = GeminiRun::start(&launch, &limits, started)?;
+            if let Some(events) = host_events {
+                run = run.with_host_events(events);
+            }
+            Runner::Headless(run)
+        }
+        Protocol::Acp => {
+            let plan = AcpPlan {
+                prompts: resolved.prompts.clone(),
+                cwd: launch.cwd.clone(),
+                gateway_url: base_url.clone(),
+                gateway_key: Secret::new(guest_token.clone()),
+                mcp: host_mcp.clone(),
+                resume: None,
+                startup_timeout: ACP_STARTUP,
+                cancel_grace: ACP_CANCEL_GRACE,
+                close_grace: ACP_CLOSE_GRACE,
+            };
+            let acp_host = Arc::new(PolicyHost {
+                binding: host_binding.clone(),
+                policy: resolved.permissions.clone(),
+            });
+            let mut run = AcpRun::start(&launch, &limits, started, plan, acp_host)?;
+            if let Some(events) = host_events {
+                run = run.with_host_events(events);
+            }
+            Runner::Acp(run)
+        }
+    };
+    let cancel = runner.cancel();
     let close_on_cancel = host_binding.clone();
     let signals = tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
@@ -651,7 +761,7 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
         if let Some(binding) = close_on_cancel {
             binding.close();
         }
-        stop.cancel();
+        cancel();
     });
     let mut printer = super::view::Printer::new(resolved.output);
     let mut summary = RunSummary::default();
@@ -671,9 +781,7 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
         };
         switchyard_events::conclude(outcome, &host)
     };
-    let report = run
-        .drive_concluding(
-            async |item| match item {
+    let sink = async |item| match item {
                 RunItem::Event(envelope) => {
                     printer.event(&envelope);
                     summarize(&mut summary, &envelope.event);
@@ -705,10 +813,11 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
                     record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stdin, line)
                         .await;
                 }
-            },
-            conclude,
-        )
-        .await;
+            };
+    let report = match runner {
+        Runner::Headless(run) => run.drive_concluding(sink, conclude).await,
+        Runner::Acp(run) => run.drive_concluding(sink, conclude).await,
+    };
     signals.abort();
     if let Some(server) = mcp_server {
         server.shutdown().await;
@@ -740,6 +849,70 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
     })
 }
 
+/// How long an ACP guest may take from `initialize` to an open session (a cold start of the CLI
+/// takes about 2 s).
+const ACP_STARTUP: Duration = Duration::from_secs(60);
+/// After `session/cancel`, how long the ACP guest has to answer before its group is stopped.
+const ACP_CANCEL_GRACE: Duration = Duration::from_secs(5);
+/// After its last answer and stdin's end, how long the ACP guest has to exit on its own.
+const ACP_CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// The guest being driven.
+enum Runner {
+    Headless(GeminiRun),
+    Acp(AcpRun),
+}
+
+impl Runner {
+    /// What SIGINT/SIGTERM to Switchyard does.
+    fn cancel(&self) -> Box<dyn FnOnce() + Send> {
+        match self {
+            Runner::Headless(run) => {
+                let stop = run.stop_handle();
+                Box::new(move || stop.cancel())
+            }
+            Runner::Acp(run) => {
+                let cancel = run.cancel_handle();
+                Box::new(move || cancel.cancel())
+            }
+        }
+    }
+}
+
+/// ACP permission requests: checked against the gateway's delivered calls, decided by the
+/// policy. Without the gateway (`--guest-base-url`) no call is known, so every request is
+/// refused.
+struct PolicyHost {
+    binding: Option<HostBinding>,
+    policy: Policy,
+}
+
+impl AcpHost for PolicyHost {
+    fn delivered(&self, model_call_id: &str) -> Option<(String, serde_json::Value)> {
+        let call = self.binding.as_ref()?.delivered_call(model_call_id)?;
+        Some((call.tool, call.arguments))
+    }
+
+    fn permission(&self, tool_call_id: &str) -> std::result::Result<PermissionRuling, String> {
+        let binding = self
+            .binding
+            .as_ref()
+            .ok_or("no gateway: the run cannot tell which calls were delivered")?;
+        let call = binding
+            .permission_for(tool_call_id)
+            .map_err(|refusal| refusal.to_string())?;
+        let host_tool = binding.host_tool(&call.tool).is_some();
+        let ruling = self.policy.decide(&call.tool, &call.arguments, host_tool);
+        Ok(PermissionRuling {
+            model_call_id: call.model_call_id,
+            tool: call.tool,
+            arguments: call.arguments,
+            allow: ruling.decision == switchyard_binding::Decision::Allow,
+            rule: ruling.rule,
+        })
+    }
+}
+
 /// How long cleanup waits for admitted host calls to return once the guest has exited.
 const CLEANUP_DRAIN: Duration = Duration::from_secs(30);
 
@@ -748,8 +921,18 @@ struct HostSide {
     binding: HostBinding,
     events: tokio::sync::mpsc::Receiver<Event>,
     finish: Option<FinishSlot>,
-    server: McpServer,
+    /// Serving the host tools, when the run has any.
+    server: Option<McpServer>,
     token: String,
+}
+
+impl HostSide {
+    /// The MCP server's URL and bearer token, when it serves host tools.
+    fn mcp(&self) -> Option<(String, Secret)> {
+        self.server
+            .as_ref()
+            .map(|server| (server.url(), Secret::new(self.token.clone())))
+    }
 }
 
 /// Most raw guest lines (stdout and stderr together) one run stores.
@@ -895,12 +1078,12 @@ mod tests {
         );
         let args = RunArgs {
             config: Some(config),
-            prompt: Some("from flag".into()),
+            prompt: vec!["from flag".into()],
             echo_reasoning: Some(false),
             ..Default::default()
         };
         let r = args.resolve().unwrap();
-        assert_eq!(r.prompt, "from flag");
+        assert_eq!(r.prompts, ["from flag"]);
         assert_eq!(r.max_turns, Some(3));
         assert_eq!(r.output, OutputMode::Jsonl);
         assert_eq!(r.approval_mode, ApprovalMode::Yolo);
@@ -946,7 +1129,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let base = || RunArgs {
             workdir: Some(dir.path().to_path_buf()),
-            prompt: Some("p".into()),
+            prompt: vec!["p".into()],
             upstream_url: Some("http://127.0.0.1:1/v1".into()),
             upstream_model: Some("m".into()),
             ..Default::default()
@@ -981,7 +1164,7 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("loopback"));
         let e = RunArgs {
-            prompt: Some("  ".into()),
+            prompt: vec!["  ".into()],
             ..base()
         }
         .resolve()
@@ -994,7 +1177,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let base = |tools: Option<PathBuf>, finish: Option<PathBuf>| RunArgs {
             workdir: Some(dir.path().to_path_buf()),
-            prompt: Some("p".into()),
+            prompt: vec!["p".into()],
             upstream_url: Some("http://127.0.0.1:1/v1".into()),
             upstream_model: Some("m".into()),
             tools,

@@ -292,7 +292,7 @@ pub async fn run(args: ValidateArgs) -> Result<u8> {
         config: args.config.clone(),
         agent: Some(Agent::GeminiCli),
         workdir: Some(workspace.clone()),
-        prompt: Some(PROMPT.into()),
+        prompt: vec![PROMPT.into()],
         upstream_url: Some(upstream_url.clone()),
         upstream_model: Some(upstream_model.clone()),
         upstream_key_env: args.upstream_key_env.clone(),
