@@ -46,15 +46,17 @@ fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_prompts_in_one_session_each_get_their_answer() {
-    let upstream = ChatUpstream::start(Script::always(Reply::Dynamic(std::sync::Arc::new(
-        |r| Reply::text_stream([format!("You said: {}", last_user_text(r).trim())]),
-    ))))
+    let upstream = ChatUpstream::start(Script::always(Reply::Dynamic(std::sync::Arc::new(|r| {
+        Reply::text_stream([format!("You said: {}", last_user_text(r).trim())])
+    }))))
     .await
     .unwrap();
     let ws = tempfile::tempdir().unwrap();
     let output = output_of(acp_run(ws.path(), &upstream, &["alpha", "beta"])).await;
     let events = events(&output);
-    if std::env::var_os("ACP_DEBUG").is_some() { eprintln!("{}", transcript(&output)); }
+    if std::env::var_os("ACP_DEBUG").is_some() {
+        eprintln!("{}", transcript(&output));
+    }
     assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
     let prompts = of_type(&events, "prompt_finished");
     assert_eq!(prompts.len(), 2, "{}", transcript(&output));
@@ -71,4 +73,166 @@ async fn two_prompts_in_one_session_each_get_their_answer() {
     assert_eq!(done["type"], "run_finished");
     assert_eq!(done["status"], "succeeded");
     assert_eq!(upstream.requests().len(), 2);
+}
+
+/// Answers from the tool result the upstream was sent last (the text after `key`).
+fn answer_from_tool_result(key: &'static str) -> Reply {
+    Reply::Dynamic(std::sync::Arc::new(move |r| {
+        let messages = r.tool_messages();
+        let content = messages
+            .last()
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let word: String = content
+            .split(key)
+            .nth(1)
+            .unwrap_or("unknown")
+            .chars()
+            .take_while(|c| c.is_alphanumeric())
+            .collect();
+        Reply::text_stream([format!("The word is {word}.")])
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answer_depends_on_a_file_the_cli_read() {
+    let upstream = ChatUpstream::start(
+        Script::new()
+            .then_when(
+                |r| r.tool_messages().is_empty(),
+                Reply::tool_calls_stream(
+                    &[("call_read_1", "read_file", r#"{"file_path":"notes.txt"}"#)],
+                    4,
+                ),
+            )
+            .then_when(
+                |r| !r.tool_messages().is_empty(),
+                answer_from_tool_result("secret word is "),
+            ),
+    )
+    .await
+    .unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "The secret word is wombat.\n").unwrap();
+    let output = output_of(acp_run(ws.path(), &upstream, &["What is the word?"])).await;
+    let events = events(&output);
+    assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
+    let call = of_type(&events, "tool_call")[0];
+    assert_eq!(call["tool_name"], "read_file");
+    assert_eq!(call["model_call_id"], "call_read_1");
+    assert_eq!(
+        call["arguments"]["file_path"], "notes.txt",
+        "the delivered arguments"
+    );
+    assert_eq!(of_type(&events, "tool_result")[0]["status"], "success");
+    assert!(
+        of_type(&events, "permission").is_empty(),
+        "a read does not ask"
+    );
+    assert_eq!(events.last().unwrap()["final_text"], "The word is wombat.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policy_rejects_a_shell_call_and_allows_a_write_and_the_run_goes_on() {
+    let tool_turns = |n: usize| move |r: &RecordedRequest| r.tool_messages().len() == n;
+    let upstream = ChatUpstream::start(
+        Script::new()
+            .then_when(
+                tool_turns(0),
+                Reply::tool_calls_stream(
+                    &[(
+                        "call_shell_1",
+                        "run_shell_command",
+                        r#"{"command":"rm notes.txt","description":"remove"}"#,
+                    )],
+                    3,
+                ),
+            )
+            .then_when(
+                tool_turns(1),
+                Reply::tool_calls_stream(
+                    &[(
+                        "call_write_1",
+                        "write_file",
+                        r#"{"file_path":"out.txt","content":"written through the policy\n"}"#,
+                    )],
+                    3,
+                ),
+            )
+            .then_when(tool_turns(2), Reply::text_stream(["Done."])),
+    )
+    .await
+    .unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "keep me\n").unwrap();
+    let policy = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        policy.path(),
+        "[[rule]]\ncategory = \"file_write\"\ndecision = \"allow\"\n",
+    )
+    .unwrap();
+    let records = tempfile::tempdir().unwrap();
+    let mut cmd = acp_run(ws.path(), &upstream, &["Tidy up."]);
+    cmd.arg("--permissions").arg(policy.path());
+    cmd.arg("--records").arg(records.path());
+    let output = output_of(cmd).await;
+    let events = events(&output);
+    assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
+    // The rejected command never ran, and the model was told.
+    assert!(ws.path().join("notes.txt").exists());
+    let requests = upstream.requests();
+    let shell_result = requests[1].tool_messages()[0]["content"].to_string();
+    assert!(shell_result.contains("cancel"), "{shell_result}");
+    // The allowed write happened.
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),
+        "written through the policy\n"
+    );
+    let permissions = of_type(&events, "permission");
+    assert_eq!(permissions.len(), 2, "{}", transcript(&output));
+    assert_eq!(permissions[0]["outcome"], "rejected");
+    assert_eq!(permissions[0]["rule"], "default");
+    assert_eq!(permissions[0]["model_call_id"], "call_shell_1");
+    assert_eq!(permissions[0]["arguments"]["command"], "rm notes.txt");
+    assert_eq!(permissions[0]["option_id"], "cancel");
+    assert_eq!(permissions[1]["outcome"], "allowed");
+    assert_eq!(permissions[1]["rule"], "rule 1");
+    assert_eq!(permissions[1]["option_id"], "proceed_once");
+    let results = of_type(&events, "tool_result");
+    assert_eq!(results[0]["error"]["kind"], "permission_rejected");
+    assert_eq!(results[1]["status"], "success");
+    assert_eq!(events.last().unwrap()["final_text"], "Done.");
+    // The decisions are archived with the run.
+    let run_id = events[0]["run_id"].as_str().unwrap();
+    let show = Command::new(common::BIN)
+        .args(["records", "--records"])
+        .arg(records.path())
+        .args(["show", run_id])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        shown.contains(
+            "permission rejected run_shell_command [run_shell_command__call_shell_1] by default → cancel"
+        ),
+        "{shown}"
+    );
+    assert!(shown.contains("rm notes.txt"), "{shown}");
+    let html = records.path().join("run.html");
+    let status = Command::new(common::BIN)
+        .args(["records", "--records"])
+        .arg(records.path())
+        .args(["show", run_id, "--html"])
+        .arg(&html)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains(
+            "Permission</span> permission allowed write_file [write_file__call_write_1] by rule 1"
+        ),
+        "the HTML timeline shows the decision"
+    );
 }

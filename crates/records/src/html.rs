@@ -189,6 +189,14 @@ fn render_event(out: &mut String, at: &str, event: &EventRecord, sent: Option<&V
                 escape(&pretty(&event_payload(body)))
             ),
         ),
+        "permission" => (
+            "host",
+            format!(
+                "<details><summary><span class=\"kind\">Permission</span> {}</summary><pre>{}</pre></details>",
+                escape(&crate::timeline::permission_line(event)),
+                escape(&pretty(&event_payload(body)))
+            ),
+        ),
         _ => (
             "other",
             format!(

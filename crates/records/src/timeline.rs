@@ -361,6 +361,18 @@ pub fn describe_event(event: &EventRecord) -> String {
         }
         "warning" | "error" => format!("{}: {}", event.kind, one_line(text("message"), 200)),
         "host_call" | "host_result" => host_line(event),
+        "permission" => permission_line(event),
+        "thought" => format!("thought: {}", one_line(text("text"), 200)),
+        "prompt_finished" => format!(
+            "prompt {} finished: {}{}",
+            body.get("prompt").and_then(Value::as_u64).unwrap_or(0),
+            body.get("stop_reason")
+                .and_then(Value::as_str)
+                .unwrap_or("error"),
+            body.get("error")
+                .map(|error| format!(" {}", one_line(&error.to_string(), 160)))
+                .unwrap_or_default()
+        ),
         "session_started" => format!("session {} model {}", text("session_id"), text("model")),
         "usage" => {
             let count = |key: &str| body.get(key).and_then(Value::as_u64).unwrap_or(0);
@@ -388,6 +400,29 @@ pub fn describe_event(event: &EventRecord) -> String {
             one_line(&event_payload(body).to_string(), 200)
         ),
     }
+}
+
+/// One line for a permission decision: what was asked, what answered it, and why.
+pub fn permission_line(event: &EventRecord) -> String {
+    let body = &event.event;
+    let text = |key: &str| body.get(key).and_then(Value::as_str).unwrap_or("");
+    let why = match body.get("reason").and_then(Value::as_str) {
+        Some(reason) => format!(" ({})", one_line(reason, 160)),
+        None => format!(" by {} → {}", text("rule"), text("option_id")),
+    };
+    format!(
+        "permission {} {} [{}]{why} {}",
+        text("outcome"),
+        text("tool"),
+        text("tool_call_id"),
+        one_line(
+            &body
+                .get("arguments")
+                .map(Value::to_string)
+                .unwrap_or_default(),
+            200
+        )
+    )
 }
 
 /// One line for a host-tool decision (`host_call`) or result (`host_result`).

@@ -399,7 +399,9 @@ impl Loop {
             })],
             Note::PromptSent(text) => vec![self.normalizer.prompt_sent(&text)],
             Note::Update(params) => self.normalizer.update(&params, &lookup),
-            Note::PermissionAsked(tool_call_id) => self.normalizer.tool_call(&tool_call_id, &lookup),
+            Note::PermissionAsked(tool_call_id) => {
+                self.normalizer.tool_call(&tool_call_id, &lookup)
+            }
             Note::Permission(permission) => {
                 let mut out = Vec::new();
                 if permission.outcome == PermissionOutcome::Rejected {
@@ -475,7 +477,10 @@ async fn control(
 }
 
 fn failed(notes: &Notes, kind: ErrorKind, message: String) {
-    let _ = notes.send(Note::Failed(OutcomeStatus::Failed, RunError::new(kind, message)));
+    let _ = notes.send(Note::Failed(
+        OutcomeStatus::Failed,
+        RunError::new(kind, message),
+    ));
 }
 
 /// Whether an error came from the guest (an answer) rather than from the connection ending.
@@ -506,7 +511,9 @@ async fn run_session(
             );
         }
     };
-    *session.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(session_id.clone());
+    *session
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(session_id.clone());
     let _ = notes.send(Note::SessionStarted(session_id.clone()));
     for prompt in &plan.prompts {
         if cancel.cancelled.load(Ordering::Acquire) {
@@ -551,7 +558,10 @@ async fn start_session(
     plan: &AcpPlan,
 ) -> Result<String, (ErrorKind, String)> {
     let setup_error = |step: &str, e: agent_client_protocol::Error| {
-        (ErrorKind::GuestFailure, format!("{step} failed: {}", e.message))
+        (
+            ErrorKind::GuestFailure,
+            format!("{step} failed: {}", e.message),
+        )
     };
     let init = cx
         .send_request(
@@ -571,7 +581,11 @@ async fn start_session(
             ),
         ));
     }
-    if !init.auth_methods.iter().any(|m| m.id().0.as_ref() == "gateway") {
+    if !init
+        .auth_methods
+        .iter()
+        .any(|m| m.id().0.as_ref() == "gateway")
+    {
         return Err((
             ErrorKind::Auth,
             "the guest offers no `gateway` authentication method".into(),
@@ -585,16 +599,23 @@ async fn start_session(
     cx.send_request(AuthenticateRequest::new("gateway").meta(meta))
         .block_task()
         .await
-        .map_err(|e| (ErrorKind::Auth, format!("authenticate failed: {}", e.message)))?;
-    let servers: Vec<McpServer> = plan
-        .mcp
-        .iter()
-        .map(|(url, token)| {
-            McpServer::Http(McpServerHttp::new(MCP_SERVER_NAME, url.clone()).headers(vec![
-                HttpHeader::new("Authorization", format!("Bearer {}", token.expose())),
-            ]))
-        })
-        .collect();
+        .map_err(|e| {
+            (
+                ErrorKind::Auth,
+                format!("authenticate failed: {}", e.message),
+            )
+        })?;
+    let servers: Vec<McpServer> =
+        plan.mcp
+            .iter()
+            .map(|(url, token)| {
+                McpServer::Http(
+                    McpServerHttp::new(MCP_SERVER_NAME, url.clone()).headers(vec![
+                        HttpHeader::new("Authorization", format!("Bearer {}", token.expose())),
+                    ]),
+                )
+            })
+            .collect();
     match &plan.resume {
         None => {
             let created = cx
@@ -686,7 +707,11 @@ impl Handler {
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned();
-                return refuse(id, Vec::new(), format!("unreadable permission request: {e}"));
+                return refuse(
+                    id,
+                    Vec::new(),
+                    format!("unreadable permission request: {e}"),
+                );
             }
         };
         let tool_call_id = request.tool_call.tool_call_id.0.to_string();

@@ -165,7 +165,10 @@ pub fn prepare(config: &GeminiLaunchConfig) -> io::Result<PreparedLaunch> {
     let mut args: Vec<OsString> = vec![config.entry.clone().into()];
     match config.protocol {
         Protocol::Headless => {
-            env.push(("GOOGLE_GEMINI_BASE_URL".into(), config.base_url.clone().into()));
+            env.push((
+                "GOOGLE_GEMINI_BASE_URL".into(),
+                config.base_url.clone().into(),
+            ));
             env.push(("GEMINI_API_KEY".into(), config.api_key.expose().into()));
             if let Some((_, token)) = &config.host_mcp {
                 env.push((
@@ -286,12 +289,20 @@ mod tests {
         cfg.host_mcp = Some(("http://127.0.0.1:9/mcp".into(), Secret::new("mcp-token")));
         let launch = prepare(&cfg).unwrap();
         for (k, v) in &launch.env {
-            assert!(k != "GEMINI_API_KEY" && k != "GOOGLE_GEMINI_BASE_URL", "{k:?}");
+            assert!(
+                k != "GEMINI_API_KEY" && k != "GOOGLE_GEMINI_BASE_URL",
+                "{k:?}"
+            );
             assert!(!v.to_string_lossy().contains("mcp-token"));
         }
         assert!(launch.args.iter().any(|a| a == "--acp"));
         assert!(!launch.args.iter().any(|a| a == "--prompt"));
-        assert!(launch.settings.pointer("/security/auth/selectedType").is_none());
+        assert!(
+            launch
+                .settings
+                .pointer("/security/auth/selectedType")
+                .is_none()
+        );
         assert!(launch.settings.get("mcpServers").is_none());
     }
 

@@ -11,18 +11,17 @@ use clap::ValueEnum;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+use switchyard_backend::gemini::acp::{AcpHost, AcpPlan, AcpRun, PermissionRuling};
 use switchyard_backend::gemini::launch::{
     GUEST_MAX_ATTEMPTS, GeminiLaunchConfig, Protocol, Secret, prepare,
 };
-use std::sync::Arc;
-use switchyard_backend::gemini::acp::{AcpHost, AcpPlan, AcpRun, PermissionRuling};
 use switchyard_backend::gemini::run::{GeminiRun, RunItem, RunLimits};
 use switchyard_backend::gemini::settings::ApprovalMode;
 use switchyard_backend::process::Line;
 use switchyard_binding::{
-    BindingLimits, FinishSlot, FinishTool, HostBinding, McpServer, Policy, ToolRegistry,
-    ToolsFile,
+    BindingLimits, FinishSlot, FinishTool, HostBinding, McpServer, Policy, ToolRegistry, ToolsFile,
 };
 use switchyard_events::event::RunStarted;
 use switchyard_events::{ErrorKind, Event, HostConclusion, OutcomeStatus, RunOutcome};
@@ -782,38 +781,35 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
         switchyard_events::conclude(outcome, &host)
     };
     let sink = async |item| match item {
-                RunItem::Event(envelope) => {
-                    printer.event(&envelope);
-                    summarize(&mut summary, &envelope.event);
-                    if !recorder.is_enabled() {
-                        return;
-                    }
-                    let value = serde_json::to_value(&envelope).unwrap_or_default();
-                    record(
-                        &recorder,
-                        RecordOp::Event(EventRecord {
-                            run_id,
-                            seq: envelope.seq,
-                            at: envelope.at,
-                            kind: envelope.event.kind().into(),
-                            event: value,
-                        }),
-                    )
-                    .await;
-                }
-                RunItem::RawStdout(line) => {
-                    record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stdout, line)
-                        .await;
-                }
-                RunItem::RawStderr(line) => {
-                    record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stderr, line)
-                        .await;
-                }
-                RunItem::RawStdin(line) => {
-                    record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stdin, line)
-                        .await;
-                }
-            };
+        RunItem::Event(envelope) => {
+            printer.event(&envelope);
+            summarize(&mut summary, &envelope.event);
+            if !recorder.is_enabled() {
+                return;
+            }
+            let value = serde_json::to_value(&envelope).unwrap_or_default();
+            record(
+                &recorder,
+                RecordOp::Event(EventRecord {
+                    run_id,
+                    seq: envelope.seq,
+                    at: envelope.at,
+                    kind: envelope.event.kind().into(),
+                    event: value,
+                }),
+            )
+            .await;
+        }
+        RunItem::RawStdout(line) => {
+            record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stdout, line).await;
+        }
+        RunItem::RawStderr(line) => {
+            record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stderr, line).await;
+        }
+        RunItem::RawStdin(line) => {
+            record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stdin, line).await;
+        }
+    };
     let report = match runner {
         Runner::Headless(run) => run.drive_concluding(sink, conclude).await,
         Runner::Acp(run) => run.drive_concluding(sink, conclude).await,
