@@ -236,3 +236,65 @@ async fn the_policy_rejects_a_shell_call_and_allows_a_write_and_the_run_goes_on(
         "the HTML timeline shows the decision"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_upstream_fails_fast_as_a_model_api_failure() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let ws = tempfile::tempdir().unwrap();
+    let mut cmd = gemini_run(ws.path(), &format!("http://127.0.0.1:{port}"), "hello");
+    cmd.args(["--protocol", "acp", "--timeout", "120"]);
+    let started = std::time::Instant::now();
+    let output = output_of(cmd).await;
+    let events = events(&output);
+    assert_eq!(output.status.code(), Some(4), "{}", transcript(&output));
+    let done = events.last().unwrap();
+    assert_eq!(done["error"]["kind"], "api", "{done}");
+    let prompt = of_type(&events, "prompt_finished")[0];
+    assert_eq!(prompt["error"]["kind"], "api");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "it failed within the retry budget, not at the run's timeout"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_mid_turn_cancels_the_session_and_leaves_no_process() {
+    let upstream = ChatUpstream::start(Script::always(Reply::Hang))
+        .await
+        .unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let child = acp_run(ws.path(), &upstream, &["hang"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while upstream.requests().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no model call");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(!common::processes_in(ws.path()).is_empty());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let events = events(&output);
+    assert_eq!(output.status.code(), Some(8), "{}", transcript(&output));
+    let done = events.last().unwrap();
+    assert_eq!(done["status"], "cancelled", "{done}");
+    // The guest answered the cancel itself (the prompt's own stop reason).
+    let prompt = of_type(&events, "prompt_finished");
+    assert_eq!(prompt.len(), 1, "{}", transcript(&output));
+    assert_eq!(prompt[0]["stop_reason"], "cancelled");
+    let left = common::processes_in(ws.path());
+    assert!(left.is_empty(), "processes left: {left:?}");
+}

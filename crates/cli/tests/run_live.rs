@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use switchyard_testkit::chat_upstream::{ChatUpstream, Reply, Script};
 
 mod common;
-use common::{BIN, events, gemini_run, output_of, sealed_prefix};
+use common::{BIN, events, gemini_run, output_of, processes_in, sealed_prefix};
 
 fn run_cmd(workdir: &Path, upstream: &str, extra: &[&str]) -> Command {
     let mut cmd = gemini_run(workdir, upstream, "What is the secret word in notes.txt?");
@@ -215,16 +215,6 @@ fn tampered_install_is_refused_and_an_intact_copy_is_accepted() {
         stderr.contains("bundle/gemini.js") && stderr.contains("modified"),
         "{stderr}"
     );
-}
-
-/// Pids of processes whose working directory is `dir`.
-fn processes_in(dir: &Path) -> Vec<i32> {
-    let dir = std::fs::canonicalize(dir).unwrap();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == dir))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -55,3 +55,13 @@ pub fn events(output: &Output) -> Vec<Value> {
         })
         .collect()
 }
+
+/// Pids of processes whose working directory is `dir`.
+pub fn processes_in(dir: &Path) -> Vec<i32> {
+    let dir = std::fs::canonicalize(dir).unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == dir))
+        .collect()
+}
