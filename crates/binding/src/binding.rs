@@ -204,9 +204,12 @@ impl HostBinding {
         self.delivered().decide(tool_call_id)
     }
 
-    /// The delivered call `model_call_id`, if it was delivered.
-    pub fn delivered_call(&self, model_call_id: &str) -> Option<DeliveredCall> {
-        self.delivered().get(model_call_id).cloned()
+    /// The delivered call `model_call_id` and the number of the response that carried it, if
+    /// it was delivered.
+    pub fn delivered_call(&self, model_call_id: &str) -> Option<(DeliveredCall, u64)> {
+        self.delivered()
+            .get(model_call_id)
+            .map(|(call, batch)| (call.clone(), batch))
     }
 
     /// Closes admission (cancellation, or the end of the run): every later callback is refused.

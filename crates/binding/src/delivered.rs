@@ -118,12 +118,13 @@ impl DeliveredCalls {
         }
     }
 
-    /// The delivered call with this model call id (any state but revoked), for display.
-    pub fn get(&self, model_call_id: &str) -> Option<&DeliveredCall> {
+    /// The delivered call with this model call id (any state but revoked) and its batch, for
+    /// display.
+    pub fn get(&self, model_call_id: &str) -> Option<(&DeliveredCall, u64)> {
         self.entries
             .get(model_call_id)
             .filter(|(_, _, state)| *state != State::Revoked)
-            .map(|(call, _, _)| call)
+            .map(|(call, batch, _)| (call, *batch))
     }
 }
 

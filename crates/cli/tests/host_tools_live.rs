@@ -98,6 +98,19 @@ const FINISH: &str = "mcp_switchyard_finish";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_identical_calls_run_twice_with_their_own_model_ids() {
+    identical_calls(&[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_acp_two_identical_calls_run_twice_with_their_own_model_ids() {
+    identical_calls(ACP).await;
+}
+
+/// `--protocol acp`: the MCP server is given to `session/new`, and the policy allows the run's
+/// own host tools when the guest asks.
+const ACP: &[&str] = &["--protocol", "acp"];
+
+async fn identical_calls(extra: &[&str]) {
     let script = Script::new()
         .then_when(
             no_tool_results,
@@ -110,7 +123,7 @@ async fn two_identical_calls_run_twice_with_their_own_model_ids() {
             ),
         )
         .then(Reply::text_stream(["Recorded twice."]));
-    let run = host_run(script, false, &[]).await;
+    let run = host_run(script, false, extra).await;
     assert_eq!(run.output.status.code(), Some(0), "{}", run.stderr());
     // The host tool ran twice, with the model's arguments only.
     assert_eq!(
@@ -162,6 +175,15 @@ fn host_calls<'a>(run: &'a HostRun, decision: &str) -> Vec<&'a Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parallel_calls_run_in_the_model_order() {
+    parallel_calls(&[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_acp_parallel_calls_run_in_the_model_order() {
+    parallel_calls(ACP).await;
+}
+
+async fn parallel_calls(extra: &[&str]) {
     let script = Script::new()
         .then_when(
             no_tool_results,
@@ -175,13 +197,20 @@ async fn parallel_calls_run_in_the_model_order() {
             ),
         )
         .then(Reply::text_stream(["Done."]));
-    let run = host_run(script, false, &[]).await;
+    let run = host_run(script, false, extra).await;
     assert_eq!(run.output.status.code(), Some(0), "{}", run.transcript());
     let nonces: Vec<Value> = ran(run.tools.path())
         .into_iter()
         .map(|v| v["nonce"].clone())
         .collect();
     assert_eq!(nonces, ["first", "second", "third"], "{}", run.transcript());
+    // One model response: one turn, though the guest runs the calls one after another.
+    let turns: Vec<&Value> = run
+        .of_type("tool_call")
+        .iter()
+        .map(|e| &e["turn"])
+        .collect();
+    assert_eq!(turns, [0, 0, 0], "{}", run.transcript());
     // Gemini CLI sends the three callbacks at once; they ran (and returned) in model order.
     let returned: Vec<&Value> = run
         .of_type("host_result")

@@ -21,8 +21,19 @@ use crate::event::{
 use crate::outcome::{ErrorKind, GuestExit, OutcomeStatus, RunError, RunOutcome};
 use crate::tools::gemini_tool_category;
 
-/// A delivered call as the gateway sent it: function name and exact arguments.
-pub type CallLookup<'a> = &'a dyn Fn(&str) -> Option<(String, Value)>;
+/// A call the gateway delivered, as it sent it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivered {
+    /// The function name the guest received.
+    pub tool: String,
+    /// The exact arguments.
+    pub arguments: Value,
+    /// The response (model batch) that carried it, numbered per run.
+    pub batch: u64,
+}
+
+/// The gateway's delivered call of a model call id.
+pub type CallLookup<'a> = &'a dyn Fn(&str) -> Option<Delivered>;
 
 /// A JSON-RPC error answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +52,9 @@ pub struct AcpNormalizer {
     last_turn_text: Option<String>,
     /// toolCallId → (name, whether a `tool_result` was emitted).
     tools: HashMap<String, (String, bool)>,
+    /// The model batch of the last tool call (when the gateway knew it): the guest runs a
+    /// batch's calls one after another, so a result is not the end of the turn.
+    last_batch: Option<u64>,
     prompts: u32,
     /// The first failed prompt's error; later prompts are not sent.
     failure: Option<(OutcomeStatus, RunError)>,
@@ -112,22 +126,19 @@ impl AcpNormalizer {
         }
     }
 
-    fn tool_name(tool_call_id: &str, lookup: CallLookup<'_>) -> (String, String, Value) {
+    /// The call's name, model call id and (when delivered) what the gateway delivered.
+    fn resolve(tool_call_id: &str, lookup: CallLookup<'_>) -> (String, String, Option<Delivered>) {
         for (at, _) in tool_call_id.match_indices("__") {
             let (name, id) = (&tool_call_id[..at], &tool_call_id[at + 2..]);
-            if let Some((tool, arguments)) = lookup(id)
-                && tool == name
+            if let Some(delivered) = lookup(id)
+                && delivered.tool == name
             {
-                return (tool, id.to_owned(), arguments);
+                return (name.to_owned(), id.to_owned(), Some(delivered));
             }
         }
         match tool_call_id.split_once("__") {
-            Some((name, id)) => (name.to_owned(), id.to_owned(), Value::Null),
-            None => (
-                tool_call_id.to_owned(),
-                tool_call_id.to_owned(),
-                Value::Null,
-            ),
+            Some((name, id)) => (name.to_owned(), id.to_owned(), None),
+            None => (tool_call_id.to_owned(), tool_call_id.to_owned(), None),
         }
     }
 
@@ -137,10 +148,18 @@ impl AcpNormalizer {
         if self.tools.contains_key(tool_call_id) {
             return out;
         }
+        let (name, model_call_id, delivered) = Self::resolve(tool_call_id, lookup);
+        let batch = delivered.as_ref().map(|d| d.batch);
+        if batch.is_some() && batch == self.last_batch {
+            // The next call of the same model batch: the same turn.
+            self.awaiting_next_turn = false;
+        }
+        self.last_batch = batch;
         self.begin_model_output();
         self.flush_text(&mut out);
         self.last_turn_text = None;
-        let (name, model_call_id, arguments) = Self::tool_name(tool_call_id, lookup);
+        self.usage.tool_calls += 1;
+        let arguments = delivered.map_or(Value::Null, |d| d.arguments);
         self.tools
             .insert(tool_call_id.to_owned(), (name.clone(), false));
         out.push(Event::ToolCall(ToolCall {

@@ -5,7 +5,7 @@ fn update(update: Value) -> Value {
     json!({"sessionId": "s1", "update": update})
 }
 
-fn no_lookup(_: &str) -> Option<(String, Value)> {
+fn no_lookup(_: &str) -> Option<Delivered> {
     None
 }
 
@@ -13,7 +13,11 @@ fn no_lookup(_: &str) -> Option<(String, Value)> {
 fn chunks_tools_and_the_prompt_answer_become_canonical_events() {
     let mut n = AcpNormalizer::new();
     let delivered = |id: &str| {
-        (id == "c1").then(|| ("read_file".to_owned(), json!({"file_path": "notes.txt"})))
+        (id == "c1").then(|| Delivered {
+            tool: "read_file".to_owned(),
+            arguments: json!({"file_path": "notes.txt"}),
+            batch: 0,
+        })
     };
     let mut events = Vec::new();
     for u in [
@@ -74,7 +78,10 @@ fn chunks_tools_and_the_prompt_answer_become_canonical_events() {
     let Event::Usage(u) = &events[8] else {
         panic!()
     };
-    assert_eq!((u.input_tokens, u.output_tokens), (100, 20));
+    assert_eq!(
+        (u.input_tokens, u.output_tokens, u.tool_calls),
+        (100, 20, 1)
+    );
     assert_eq!(u.by_model["m"].input_tokens, 100);
     let exit = GuestExit {
         code: Some(0),
@@ -166,4 +173,34 @@ fn a_rejected_call_gets_a_derived_failure_once() {
     };
     assert_eq!(r.error.as_ref().unwrap().kind, "permission_rejected");
     assert!(n.tool_rejected("run_shell_command__c7", "again").is_empty());
+}
+
+#[test]
+fn the_calls_of_one_model_batch_are_one_turn() {
+    let mut n = AcpNormalizer::new();
+    let batch_of = |id: &str| {
+        let batch = if id == "c3" { 1 } else { 0 };
+        Some(Delivered {
+            tool: "mcp_switchyard_record".into(),
+            arguments: json!({}),
+            batch,
+        })
+    };
+    let mut turns = Vec::new();
+    for id in ["c1", "c2", "c3"] {
+        let tool_call_id = format!("mcp_switchyard_record__{id}");
+        for e in n.tool_call(&tool_call_id, &batch_of) {
+            if let Event::ToolCall(c) = e {
+                turns.push(c.turn);
+            }
+        }
+        let done = json!({"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id,
+            "status": "completed", "content": []});
+        n.update(&update(done), &batch_of);
+    }
+    assert_eq!(
+        turns,
+        [0, 0, 1],
+        "c1 and c2 came in one response, c3 in the next"
+    );
 }

@@ -30,7 +30,7 @@ use agent_client_protocol::v1::{ConnectionTo, Dispatch};
 use agent_client_protocol::{Agent, Client, Lines, UntypedMessage};
 use chrono::Utc;
 use serde_json::{Value, json};
-use switchyard_events::acp::{AcpNormalizer, RpcError};
+use switchyard_events::acp::{AcpNormalizer, Delivered, RpcError};
 use switchyard_events::event::{
     Permission, PermissionChoice, PermissionOutcome, RunStarted, SessionStarted,
 };
@@ -89,8 +89,8 @@ pub struct PermissionRuling {
 
 /// The host side of an ACP session: what the gateway delivered, and the permission policy.
 pub trait AcpHost: Send + Sync + 'static {
-    /// The delivered call `model_call_id`: its function name and exact arguments.
-    fn delivered(&self, model_call_id: &str) -> Option<(String, Value)>;
+    /// The delivered call `model_call_id`, as the gateway sent it.
+    fn delivered(&self, model_call_id: &str) -> Option<Delivered>;
     /// Decides the call a permission request names (`<tool>__<model call id>`), once; `Err`
     /// says why it is not a pending delivered call.
     fn permission(&self, tool_call_id: &str) -> Result<PermissionRuling, String>;

@@ -23,6 +23,7 @@ use switchyard_backend::process::Line;
 use switchyard_binding::{
     BindingLimits, FinishSlot, FinishTool, HostBinding, McpServer, Policy, ToolRegistry, ToolsFile,
 };
+use switchyard_events::acp::Delivered;
 use switchyard_events::event::RunStarted;
 use switchyard_events::{ErrorKind, Event, HostConclusion, OutcomeStatus, RunOutcome};
 use switchyard_gateway::config::{RetryConfig, TimeoutConfig};
@@ -884,9 +885,13 @@ struct PolicyHost {
 }
 
 impl AcpHost for PolicyHost {
-    fn delivered(&self, model_call_id: &str) -> Option<(String, serde_json::Value)> {
-        let call = self.binding.as_ref()?.delivered_call(model_call_id)?;
-        Some((call.tool, call.arguments))
+    fn delivered(&self, model_call_id: &str) -> Option<Delivered> {
+        let (call, batch) = self.binding.as_ref()?.delivered_call(model_call_id)?;
+        Some(Delivered {
+            tool: call.tool,
+            arguments: call.arguments,
+            batch,
+        })
     }
 
     fn permission(&self, tool_call_id: &str) -> std::result::Result<PermissionRuling, String> {
