@@ -44,8 +44,17 @@ fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn the_fixture_passes_offline_with_its_evidence() {
+    passes_offline(&[]);
+}
+
+#[test]
+fn over_acp_the_fixture_passes_offline_with_its_evidence() {
+    passes_offline(&["--protocol", "acp"]);
+}
+
+fn passes_offline(extra: &[&str]) {
     let out = tempfile::tempdir().unwrap();
-    let (code, report, stderr) = validate_in(&out, &[]);
+    let (code, report, stderr) = validate_in(&out, extra);
     assert_eq!(code, Some(0), "{report:#}\n{stderr}");
     assert_eq!(report["passed"], true);
     let ids = &check(&report, "distinct_claimed_ids")["evidence"]["claimed_record_ids"];

@@ -18,7 +18,7 @@ use switchyard_binding::{FinishTool, HostTool, ToolFuture, ToolImage, ToolOutput
 use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore};
 use switchyard_testkit::chat_upstream::{ChatUpstream, RecordedRequest, Reply, Script};
 
-use super::run::{Agent, HostTools, OutputMode, RunArgs};
+use super::run::{Agent, HostTools, OutputMode, ProtocolArg, RunArgs};
 use switchyard_backend::gemini::settings::HOST_TOOL_PREFIX;
 
 /// Validation failed: at least one check did not pass (details in `validation.json`).
@@ -30,6 +30,9 @@ pub struct ValidateArgs {
     /// Guest agent CLI.
     #[arg(long, value_enum)]
     pub agent: Agent,
+    /// How Switchyard drives the guest (as `switchyard run --protocol`).
+    #[arg(long, value_enum)]
+    pub protocol: Option<ProtocolArg>,
     /// A real OpenAI-compatible upstream to check (default: a scripted model on 127.0.0.1).
     #[arg(long, requires = "upstream_model")]
     pub upstream_url: Option<String>,
@@ -291,6 +294,7 @@ pub async fn run(args: ValidateArgs) -> Result<u8> {
     let run_args = RunArgs {
         config: args.config.clone(),
         agent: Some(Agent::GeminiCli),
+        protocol: args.protocol,
         workdir: Some(workspace.clone()),
         prompt: vec![PROMPT.into()],
         upstream_url: Some(upstream_url.clone()),
