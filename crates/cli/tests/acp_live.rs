@@ -298,3 +298,67 @@ async fn sigint_mid_turn_cancels_the_session_and_leaves_no_process() {
     let left = common::processes_in(ws.path());
     assert!(left.is_empty(), "processes left: {left:?}");
 }
+
+/// A sealed install whose entry point is `tests/acp/forging_agent.js`.
+fn forging_install() -> tempfile::TempDir {
+    use switchyard_backend::gemini::{PACKAGE, VERSION};
+    let prefix = tempfile::tempdir().unwrap();
+    let package = prefix.path().join("node_modules").join(PACKAGE);
+    std::fs::create_dir_all(package.join("bundle")).unwrap();
+    std::fs::write(
+        package.join("package.json"),
+        serde_json::json!({"name": PACKAGE, "version": VERSION, "bin": {"gemini": "bundle/gemini.js"}})
+            .to_string(),
+    )
+    .unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp/forging_agent.js"),
+        package.join("bundle/gemini.js"),
+    )
+    .unwrap();
+    switchyard_backend::install::seal(prefix.path(), PACKAGE, VERSION).unwrap();
+    prefix
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permission_for_a_call_never_delivered_is_refused_and_recorded() {
+    let upstream = ChatUpstream::start(Script::always(Reply::text_stream(["unused"])))
+        .await
+        .unwrap();
+    let install = forging_install();
+    let ws = tempfile::tempdir().unwrap();
+    let mut cmd = common::gemini_run_with(install.path(), ws.path(), &upstream.base_url(), "go");
+    cmd.args(["--protocol", "acp", "--timeout", "60"]);
+    let output = output_of(cmd).await;
+    let events = events(&output);
+    assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
+    let permissions = of_type(&events, "permission");
+    assert_eq!(permissions.len(), 2, "{}", transcript(&output));
+    for p in &permissions {
+        assert_eq!(p["outcome"], "refused", "{p}");
+        assert!(p.get("option_id").is_none());
+    }
+    assert!(
+        permissions[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("never made it"),
+        "{}",
+        permissions[0]
+    );
+    assert!(
+        permissions[1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not the active session")
+    );
+    // The guest was answered with an error, not an option.
+    assert_eq!(
+        events.last().unwrap()["final_text"],
+        "answers: -32602 -32602"
+    );
+    // What has no mapping is kept and counted.
+    let unrecognized = of_type(&events, "unrecognized");
+    assert_eq!(unrecognized.len(), 2, "{}", transcript(&output));
+    assert_eq!(events.last().unwrap()["unrecognized_lines"], 2);
+}

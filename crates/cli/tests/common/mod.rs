@@ -21,6 +21,11 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
 /// `switchyard run --agent gemini-cli` on `workdir` with `prompt`, through the embedded gateway to
 /// the scripted upstream at `upstream` (its base URL), printing JSONL events.
 pub fn gemini_run(workdir: &Path, upstream: &str, prompt: &str) -> Command {
+    gemini_run_with(&sealed_prefix(), workdir, upstream, prompt)
+}
+
+/// [`gemini_run`] with the sealed install at `prefix`.
+pub fn gemini_run_with(prefix: &Path, workdir: &Path, upstream: &str, prompt: &str) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.args(["run", "--agent", "gemini-cli", "--prompt", prompt])
         .arg("--workdir")
@@ -32,7 +37,7 @@ pub fn gemini_run(workdir: &Path, upstream: &str, prompt: &str) -> Command {
             "scripted-model",
         ])
         .arg("--gemini-binary")
-        .arg(sealed_prefix())
+        .arg(prefix)
         .args(["--output", "jsonl"])
         .env("SWITCHYARD_UPSTREAM_KEY", "sk-live-test-key")
         .stdin(Stdio::null());
