@@ -17,9 +17,9 @@ fn last_user_text(r: &RecordedRequest) -> String {
         .as_array()
         .into_iter()
         .flatten()
+        .rev()
         .filter(|m| m["role"] == "user")
-        .filter_map(|m| m["content"].as_str().map(str::to_owned))
-        .last()
+        .find_map(|m| m["content"].as_str().map(str::to_owned))
         .unwrap_or_default()
 }
 
@@ -54,9 +54,6 @@ async fn two_prompts_in_one_session_each_get_their_answer() {
     let ws = tempfile::tempdir().unwrap();
     let output = output_of(acp_run(ws.path(), &upstream, &["alpha", "beta"])).await;
     let events = events(&output);
-    if std::env::var_os("ACP_DEBUG").is_some() {
-        eprintln!("{}", transcript(&output));
-    }
     assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
     let prompts = of_type(&events, "prompt_finished");
     assert_eq!(prompts.len(), 2, "{}", transcript(&output));
@@ -361,4 +358,73 @@ async fn permission_for_a_call_never_delivered_is_refused_and_recorded() {
     let unrecognized = of_type(&events, "unrecognized");
     assert_eq!(unrecognized.len(), 2, "{}", transcript(&output));
     assert_eq!(events.last().unwrap()["unrecognized_lines"], 2);
+}
+
+/// Every user text the upstream was sent, in order.
+fn user_texts(r: &RecordedRequest) -> String {
+    r.json()["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_continues_the_session_after_the_first_process_exited() {
+    let upstream = ChatUpstream::start(Script::always(Reply::text_stream(["Noted."])))
+        .await
+        .unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let records = tempfile::tempdir().unwrap();
+    let mut first = acp_run(ws.path(), &upstream, &["Remember the word pelican."]);
+    first.arg("--records").arg(records.path());
+
+    let output = output_of(first).await;
+    assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
+    let first_events = events(&output);
+    let run_id = first_events[0]["run_id"].as_str().unwrap().to_owned();
+    let session = of_type(&first_events, "session_started")[0]["session_id"].clone();
+    assert!(
+        common::processes_in(ws.path()).is_empty(),
+        "the first guest is gone"
+    );
+
+    let mut second = acp_run(ws.path(), &upstream, &["Which word?"]);
+    second
+        .arg("--records")
+        .arg(records.path())
+        .args(["--resume", &run_id]);
+    let output = output_of(second).await;
+    assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
+    let events = events(&output);
+    assert_eq!(
+        of_type(&events, "session_started")[0]["session_id"],
+        session
+    );
+    // The upstream saw the first run's prompt in the second run's history.
+    let requests = upstream.requests();
+    let last = requests.last().unwrap();
+    let history = user_texts(last);
+    assert!(history.contains("pelican"), "{history}");
+    assert!(history.contains("Which word?"), "{history}");
+
+    // A session whose saved state is gone cannot be loaded: a typed outcome, exit 6.
+    let second_id = events[0]["run_id"].as_str().unwrap().to_owned();
+    std::fs::remove_dir_all(records.path().join("sessions").join(&second_id)).unwrap();
+    let mut third = acp_run(ws.path(), &upstream, &["Again?"]);
+    third
+        .arg("--records")
+        .arg(records.path())
+        .args(["--resume", &second_id]);
+    let output = output_of(third).await;
+    assert_eq!(output.status.code(), Some(6), "{}", transcript(&output));
+    let done = events_of(&output);
+    assert_eq!(done["error"]["kind"], "resume", "{done}");
+}
+
+fn events_of(output: &Output) -> Value {
+    events(output).last().cloned().unwrap()
 }

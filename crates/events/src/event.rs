@@ -39,7 +39,7 @@ pub enum Event {
     ToolResult(ToolResult),
     HostCall(HostCall),
     HostResult(HostResult),
-    Permission(Permission),
+    Permission(Box<Permission>),
     PromptFinished(PromptFinished),
     Warning(Warning),
     Error(ErrorReport),

@@ -42,8 +42,8 @@ pub mod usage;
 pub use error::{RecordError, StoreError};
 pub use model::{
     DeliveredCall, EventRecord, ExchangeRecord, ExchangeStatus, ExchangeSummary, RawLineRecord,
-    RawStream, RecordOp, RunRecord, RunState, RunSummary, TypedError, UpstreamAttempt, Usage,
-    ingress, new_record_id,
+    RawStream, RecordOp, ResumePoint, RunRecord, RunState, RunSummary, TypedError, UpstreamAttempt,
+    Usage, ingress, new_record_id,
 };
 pub use recorder::{BuildOp, Recorder, RecorderOptions, RecorderStats};
 pub use redact::{REDACTED, Redactor};

@@ -57,6 +57,23 @@ pub struct RunRecord {
     /// is kept, flagged, with its beginning only).
     #[serde(default)]
     pub raw_lines_truncated: u64,
+    /// Where a later run can continue this one's guest session (`switchyard run --resume`):
+    /// set only once a prompt of the session was answered normally.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<ResumePoint>,
+}
+
+/// A guest session a later run can load.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumePoint {
+    /// How the guest was driven (`acp`).
+    pub protocol: String,
+    /// The guest's own session id.
+    pub session_id: String,
+    /// The workspace the session belongs to (the guest keys its sessions by it).
+    pub workdir: String,
+    /// Where the guest's saved session state is, relative to the record directory.
+    pub state_dir: String,
 }
 
 impl RunRecord {
@@ -78,6 +95,7 @@ impl RunRecord {
             summary: RunSummary::default(),
             raw_lines_dropped: 0,
             raw_lines_truncated: 0,
+            resume: None,
         }
     }
 }

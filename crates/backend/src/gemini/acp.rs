@@ -414,7 +414,7 @@ impl Loop {
                             .tool_rejected(&permission.tool_call_id, &message),
                     );
                 }
-                out.insert(0, Event::Permission(permission));
+                out.insert(0, Event::Permission(Box::new(permission)));
                 out
             }
             Note::PromptAnswered(answer) => self.normalizer.prompt_answered(answer.as_ref()),
@@ -481,6 +481,14 @@ fn failed(notes: &Notes, kind: ErrorKind, message: String) {
         OutcomeStatus::Failed,
         RunError::new(kind, message),
     ));
+}
+
+/// A JSON-RPC error's message with its data, if any.
+fn rpc_text(e: &agent_client_protocol::Error) -> String {
+    match &e.data {
+        Some(data) if !data.is_null() => format!("{} ({data})", e.message),
+        _ => e.message.clone(),
+    }
 }
 
 /// Whether an error came from the guest (an answer) rather than from the connection ending.
@@ -602,7 +610,7 @@ async fn start_session(
         .map_err(|e| {
             (
                 ErrorKind::Auth,
-                format!("authenticate failed: {}", e.message),
+                format!("authenticate failed: {}", rpc_text(&e)),
             )
         })?;
     let servers: Vec<McpServer> =
@@ -634,7 +642,7 @@ async fn start_session(
             .map_err(|e| {
                 (
                     ErrorKind::Resume,
-                    format!("session/load of {id} failed: {}", e.message),
+                    format!("session/load of {id} failed: {}", rpc_text(&e)),
                 )
             })?;
             Ok(id.clone())

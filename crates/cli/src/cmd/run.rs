@@ -31,7 +31,7 @@ use switchyard_gateway::{Gateway, GatewayConfig, GatewayDeps};
 use switchyard_records::model::{
     EventRecord, RawLineRecord, RawStream, RecordOp, RunRecord, RunState, RunSummary,
 };
-use switchyard_records::{Recorder, Redactor};
+use switchyard_records::{Recorder, Redactor, ResumePoint};
 use switchyard_translate::ProviderOptions;
 
 /// Exit code: the run succeeded.
@@ -125,6 +125,11 @@ pub struct RunArgs {
     /// The unattended permission policy (TOML) for `--protocol acp`.
     #[arg(long)]
     pub permissions: Option<PathBuf>,
+    /// Continue the guest session of this recorded run (`--protocol acp`, same `--records` and
+    /// `--workdir`): the run id or a unique prefix of it.
+    #[arg(long)]
+    #[serde(skip)]
+    pub resume: Option<String>,
     /// OpenAI-compatible Chat Completions base URL (e.g. http://127.0.0.1:8000/v1).
     #[arg(long)]
     pub upstream_url: Option<String>,
@@ -221,6 +226,8 @@ pub struct ResolvedRun {
     pub protocol: Protocol,
     /// ACP's permission policy (the safe defaults when no file was given).
     pub permissions: Policy,
+    /// `--resume`: the recorded session to continue, and where its saved state is.
+    pub resume: Option<(ResumePoint, PathBuf)>,
     pub target: Target,
     pub records: Option<PathBuf>,
     pub output: OutputMode,
@@ -303,7 +310,7 @@ impl RunArgs {
         } else {
             self.prompt
         };
-        macro_rules! pick { ($($f:ident),*) => { RunArgs { $($f: self.$f.or(file.$f),)* prompt, config: self.config, validate_config: self.validate_config } } }
+        macro_rules! pick { ($($f:ident),*) => { RunArgs { $($f: self.$f.or(file.$f),)* prompt, config: self.config, validate_config: self.validate_config, resume: self.resume } } }
         Ok(pick!(
             agent,
             workdir,
@@ -358,6 +365,10 @@ impl RunArgs {
             Some(path) => Policy::load(path)?,
             None => Policy::default(),
         };
+        let resume = match &a.resume {
+            None => None,
+            Some(run) => Some(resume_point(run, protocol, a.records.as_deref(), &workdir)?),
+        };
         let model = a.upstream_model.context("--upstream-model is required")?;
         // Host tools need the gateway: it delivers their calls with their identities.
         if (a.tools.is_some() || a.finish_schema.is_some()) && a.guest_base_url.is_some() {
@@ -409,6 +420,7 @@ impl RunArgs {
             prompts,
             protocol,
             permissions,
+            resume,
             target,
             records: a.records,
             output: a.output.unwrap_or_default(),
@@ -421,6 +433,40 @@ impl RunArgs {
             host_tools,
         })
     }
+}
+
+/// The session `--resume RUN` continues: the run's resume point in the record store, checked
+/// against this run's protocol and workspace.
+fn resume_point(
+    run: &str,
+    protocol: Protocol,
+    records: Option<&Path>,
+    workdir: &Path,
+) -> Result<(ResumePoint, PathBuf)> {
+    use switchyard_records::{RecordStore, SqliteStore};
+    if protocol != Protocol::Acp {
+        bail!("--resume needs --protocol acp");
+    }
+    let records = records.context("--resume needs --records (where the run was recorded)")?;
+    let store = SqliteStore::open_existing(switchyard_records::store_path(records))
+        .with_context(|| format!("opening the records in {}", records.display()))?;
+    let record = store.resolve_run(run)?;
+    let point = record.resume.with_context(|| {
+        format!(
+            "run {} has no session to resume (not an ACP run, or no prompt of it was answered)",
+            record.id
+        )
+    })?;
+    let here = std::fs::canonicalize(workdir)?;
+    if Path::new(&point.workdir) != here {
+        bail!(
+            "run {} worked in {}; --resume needs the same --workdir",
+            record.id,
+            point.workdir
+        );
+    }
+    let state = records.join(&point.state_dir);
+    Ok((point, state))
 }
 
 fn check_http_url(url: &str) -> Result<()> {
@@ -687,6 +733,19 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
         protocol: resolved.protocol,
     })
     .with_context(|| format!("preparing the run directory {}", run_dir.display()))?;
+    if let Some((point, state)) = &resolved.resume {
+        if state.is_dir() {
+            restore_session_state(state, &run_dir.join("home/.gemini"), &point.session_id)
+                .with_context(|| format!("restoring the session state from {}", state.display()))?;
+        } else {
+            // The guest's `session/load` fails then: the run's typed outcome says so.
+            eprintln!(
+                "switchyard: the saved state of session {} is missing ({})",
+                point.session_id,
+                state.display()
+            );
+        }
+    }
     let limits = RunLimits {
         timeout: resolved.timeout,
         inactivity: resolved.inactivity,
@@ -730,7 +789,7 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
                 gateway_url: base_url.clone(),
                 gateway_key: Secret::new(guest_token.clone()),
                 mcp: host_mcp.clone(),
-                resume: None,
+                resume: resolved.resume.as_ref().map(|(p, _)| p.session_id.clone()),
                 startup_timeout: ACP_STARTUP,
                 cancel_grace: ACP_CANCEL_GRACE,
                 close_grace: ACP_CLOSE_GRACE,
@@ -743,7 +802,7 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
             if let Some(events) = host_events {
                 run = run.with_host_events(events);
             }
-            Runner::Acp(run)
+            Runner::Acp(Box::new(run))
         }
     };
     let cancel = runner.cancel();
@@ -766,6 +825,7 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
     let mut printer = super::view::Printer::new(resolved.output);
     let mut summary = RunSummary::default();
     let mut raw_lines = RawLineBudget::default();
+    let mut session = SessionTrack::default();
     let conclude = async |outcome: RunOutcome| {
         let Some(binding) = &host_binding else {
             return outcome;
@@ -785,6 +845,7 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
         RunItem::Event(envelope) => {
             printer.event(&envelope);
             summarize(&mut summary, &envelope.event);
+            session.observe(&envelope.event);
             if !recorder.is_enabled() {
                 return;
             }
@@ -813,7 +874,7 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
     };
     let report = match runner {
         Runner::Headless(run) => run.drive_concluding(sink, conclude).await,
-        Runner::Acp(run) => run.drive_concluding(sink, conclude).await,
+        Runner::Acp(run) => (*run).drive_concluding(sink, conclude).await,
     };
     signals.abort();
     if let Some(server) = mcp_server {
@@ -830,6 +891,24 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
     run_record.summary = summary;
     run_record.raw_lines_dropped = raw_lines.dropped;
     run_record.raw_lines_truncated = raw_lines.truncated;
+    // A session with a committed turn can be resumed later: keep the guest's session state
+    // with the records (the run directory itself goes).
+    if let (Some(records), Some(session_id), Protocol::Acp) =
+        (&resolved.records, session.committed(), resolved.protocol)
+    {
+        let state_dir = format!("sessions/{run_id}");
+        match copy_session_state(&run_dir.join("home/.gemini"), &records.join(&state_dir)) {
+            Ok(()) => {
+                run_record.resume = Some(ResumePoint {
+                    protocol: "acp".into(),
+                    session_id,
+                    workdir: launch.cwd.to_string_lossy().into_owned(),
+                    state_dir,
+                });
+            }
+            Err(e) => eprintln!("switchyard: keeping the session state for --resume: {e}"),
+        }
+    }
     record(&recorder, RecordOp::UpsertRun(Box::new(run_record))).await;
     if let Err(e) = recorder.close_async().await {
         eprintln!("switchyard: records: {e}");
@@ -857,7 +936,7 @@ const ACP_CLOSE_GRACE: Duration = Duration::from_secs(5);
 /// The guest being driven.
 enum Runner {
     Headless(GeminiRun),
-    Acp(AcpRun),
+    Acp(Box<AcpRun>),
 }
 
 impl Runner {
@@ -912,6 +991,90 @@ impl AcpHost for PolicyHost {
             rule: ruling.rule,
         })
     }
+}
+
+/// The guest session of a run, as its events tell it.
+#[derive(Debug, Default)]
+struct SessionTrack {
+    session_id: Option<String>,
+    committed: bool,
+}
+
+impl SessionTrack {
+    fn observe(&mut self, event: &Event) {
+        match event {
+            Event::SessionStarted(s) => self.session_id = Some(s.session_id.clone()),
+            Event::PromptFinished(p) => {
+                self.committed |= p.stop_reason.as_deref() == Some("end_turn");
+            }
+            _ => {}
+        }
+    }
+
+    /// The session id, once a prompt of it was answered normally.
+    fn committed(&self) -> Option<String> {
+        self.session_id.clone().filter(|_| self.committed)
+    }
+}
+
+/// The guest's files Switchyard writes itself for every run (never carried between runs).
+const GENERATED_STATE: &[&str] = &["settings.json", "trustedFolders.json"];
+
+/// Copies the guest's state directory (`home/.gemini`: its chats, projects map, history)
+/// from `from` into `to`, except the files Switchyard generates; symlinks are not followed.
+fn copy_session_state(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if GENERATED_STATE.iter().any(|g| name == *g) {
+            continue;
+        }
+        let kind = entry.file_type()?;
+        let target = to.join(&name);
+        if kind.is_dir() {
+            copy_session_state(&entry.path(), &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Puts a saved session state into a new run's `home/.gemini`, so `session/load` finds it.
+///
+/// Gemini CLI 0.61.0 starts a loaded session's recording as a new session with the same id, in
+/// `chats/session-<current UTC minute>-<id8>.jsonl`. When that is the very file the session was
+/// saved in (a resume within the same minute), its opening `$set` replaces the saved messages
+/// and the load finds no resumable session. So the resumed session's files are renamed to
+/// earlier minutes, which the new recording can never be named after.
+fn restore_session_state(state: &Path, gemini_dir: &Path, session_id: &str) -> std::io::Result<()> {
+    copy_session_state(state, gemini_dir)?;
+    let short: String = session_id.chars().take(8).collect();
+    let suffix = format!("-{short}.jsonl");
+    let Ok(projects) = std::fs::read_dir(gemini_dir.join("tmp")) else {
+        return Ok(());
+    };
+    for project in projects {
+        let chats = project?.path().join("chats");
+        let Ok(entries) = std::fs::read_dir(&chats) else {
+            continue;
+        };
+        let mut files: Vec<String> = entries
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| name.starts_with("session-") && name.ends_with(&suffix))
+            .collect();
+        files.sort();
+        let now = chrono::Utc::now();
+        let count = files.len();
+        for (i, name) in files.iter().enumerate() {
+            let minutes_back = i64::try_from(count - i).unwrap_or(i64::MAX);
+            let at = now - chrono::Duration::minutes(minutes_back);
+            let renamed = format!("session-{}{suffix}", at.format("%Y-%m-%dT%H-%M"));
+            std::fs::rename(chats.join(name), chats.join(renamed))?;
+        }
+    }
+    Ok(())
 }
 
 /// How long cleanup waits for admitted host calls to return once the guest has exited.
