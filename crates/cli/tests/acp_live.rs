@@ -428,3 +428,38 @@ async fn resume_continues_the_session_after_the_first_process_exited() {
 fn events_of(output: &Output) -> Value {
     events(output).last().cloned().unwrap()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_from_stdin_continue_the_session_until_it_ends() {
+    use std::io::Write;
+    let upstream = ChatUpstream::start(Script::always(Reply::Dynamic(std::sync::Arc::new(|r| {
+        Reply::text_stream([format!("You said: {}", last_user_text(r).trim())])
+    }))))
+    .await
+    .unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let mut cmd = acp_run(ws.path(), &upstream, &["alpha"]);
+    cmd.arg("--prompts-stdin")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"\"beta\"\n{\"prompt\": \"gamma\"}\n")
+        .unwrap();
+    drop(stdin);
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
+    let events = events(&output);
+    let answers: Vec<&str> = of_type(&events, "prompt_finished")
+        .iter()
+        .map(|p| p["final_text"].as_str().unwrap())
+        .collect();
+    assert_eq!(answers.len(), 3, "{}", transcript(&output));
+    assert!(answers[0].ends_with("alpha"), "{answers:?}");
+    assert_eq!(answers[1..], ["You said: beta", "You said: gamma"]);
+    assert_eq!(of_type(&events, "session_started").len(), 1);
+}

@@ -56,6 +56,8 @@ pub struct AcpNormalizer {
     /// batch's calls one after another, so a result is not the end of the turn.
     last_batch: Option<u64>,
     prompts: u32,
+    /// Prompts sent so far.
+    sent: u32,
     /// The first failed prompt's error; later prompts are not sent.
     failure: Option<(OutcomeStatus, RunError)>,
     usage: Usage,
@@ -87,6 +89,7 @@ impl AcpNormalizer {
 
     /// The prompt Switchyard sends.
     pub fn prompt_sent(&mut self, text: &str) -> Event {
+        self.sent += 1;
         Event::UserMessage(UserMessage {
             text: text.to_owned(),
         })
@@ -436,8 +439,9 @@ impl AcpNormalizer {
         }
     }
 
-    /// Closes the run. `expected_prompts` is how many prompts the run meant to send; fewer
-    /// answers (without a failure) means the guest went away mid-run.
+    /// Closes the run. `expected_prompts` is how many prompts the run meant to send at least
+    /// (one, at least, and every prompt sent); fewer answers without a failure means the guest
+    /// went away mid-run.
     pub fn finish(
         mut self,
         expected_prompts: u32,
@@ -448,7 +452,7 @@ impl AcpNormalizer {
         self.flush_text(&mut out);
         let outcome = classify_acp(
             self.failure.clone(),
-            self.prompts >= expected_prompts,
+            self.prompts >= expected_prompts.max(self.sent).max(1),
             exit,
             fallback_message,
         );

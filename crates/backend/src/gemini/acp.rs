@@ -50,10 +50,12 @@ use crate::process::{
 pub const PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion::V1;
 
 /// What one ACP session does.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct AcpPlan {
     /// Sent in order, each after the previous one's answer; a failed prompt ends the run.
     pub prompts: Vec<String>,
+    /// More prompts, sent (after `prompts`) as they arrive, until the sender is dropped.
+    pub more_prompts: Option<mpsc::Receiver<String>>,
     /// The session's working directory (the workspace).
     pub cwd: PathBuf,
     /// The GenerateContent endpoint and the key the guest presents to it.
@@ -230,9 +232,10 @@ impl AcpRun {
             }
         });
         let expected = u32::try_from(self.plan.prompts.len()).unwrap_or(u32::MAX);
+        let close_grace = self.plan.close_grace;
         let controller = tokio::spawn(control(
             Lines::new(Box::pin(outgoing), incoming),
-            self.plan.clone(),
+            self.plan,
             self.host.clone(),
             self.cancel.clone(),
             notes_tx,
@@ -284,7 +287,7 @@ impl AcpRun {
                     Some(Note::Done) => {
                         // The session is over: EOF on stdin, and a bound for the guest to go.
                         if !self.cancel.cancelled.load(Ordering::Acquire) {
-                            let (stop, grace) = (stop.clone(), self.plan.close_grace);
+                            let (stop, grace) = (stop.clone(), close_grace);
                             tokio::spawn(async move {
                                 tokio::time::sleep(grace).await;
                                 stop.stop(StopReason::Closed);
@@ -459,7 +462,7 @@ async fn control(
             agent_client_protocol::on_receive_dispatch!(),
         )
         .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
-            run_session(&cx, &plan, &cancel, &notes, &session).await;
+            run_session(&cx, plan, &cancel, &notes, &session).await;
             let _ = notes.send(Note::Done);
             Ok(())
         })
@@ -499,12 +502,12 @@ fn from_guest(e: &agent_client_protocol::Error) -> bool {
 
 async fn run_session(
     cx: &ConnectionTo<Agent>,
-    plan: &AcpPlan,
+    plan: AcpPlan,
     cancel: &AcpCancel,
     notes: &Notes,
     session: &std::sync::Mutex<Option<String>>,
 ) {
-    let setup = tokio::time::timeout(plan.startup_timeout, start_session(cx, plan)).await;
+    let setup = tokio::time::timeout(plan.startup_timeout, start_session(cx, &plan)).await;
     let session_id = match setup {
         Ok(Ok(id)) => id,
         Ok(Err((kind, message))) => return failed(notes, kind, message),
@@ -523,7 +526,23 @@ async fn run_session(
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(session_id.clone());
     let _ = notes.send(Note::SessionStarted(session_id.clone()));
-    for prompt in &plan.prompts {
+    let mut more = plan.more_prompts;
+    let mut fixed = plan.prompts.into_iter();
+    loop {
+        let prompt = match fixed.next() {
+            Some(prompt) => prompt,
+            None => match &mut more {
+                Some(rx) => tokio::select! {
+                    next = rx.recv() => match next {
+                        Some(prompt) => prompt,
+                        None => return,
+                    },
+                    () = cancel.wake.notified() => return,
+                },
+                None => return,
+            },
+        };
+        let prompt = &prompt;
         if cancel.cancelled.load(Ordering::Acquire) {
             return;
         }

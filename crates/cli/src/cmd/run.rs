@@ -118,6 +118,11 @@ pub struct RunArgs {
     #[arg(long)]
     #[serde(default, deserialize_with = "one_or_many")]
     pub prompt: Vec<String>,
+    /// Read more prompts from stdin, one JSON line each (`"text"` or `{"prompt": "text"}`), sent
+    /// in turn after the `--prompt`s until stdin ends (`--protocol acp`).
+    #[arg(long)]
+    #[serde(skip)]
+    pub prompts_stdin: bool,
     /// How Switchyard drives the guest: `headless` (one prompt, stream-json) or `acp` (a session:
     /// several prompts, unattended permissions, cancel, resume).
     #[arg(long, value_enum)]
@@ -221,8 +226,10 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D:
 pub struct ResolvedRun {
     pub agent: Agent,
     pub workdir: PathBuf,
-    /// One for headless; one or more for ACP.
+    /// One for headless; any number for ACP.
     pub prompts: Vec<String>,
+    /// `--prompts-stdin`: more prompts arrive on stdin.
+    pub prompts_stdin: bool,
     pub protocol: Protocol,
     /// ACP's permission policy (the safe defaults when no file was given).
     pub permissions: Policy,
@@ -310,7 +317,7 @@ impl RunArgs {
         } else {
             self.prompt
         };
-        macro_rules! pick { ($($f:ident),*) => { RunArgs { $($f: self.$f.or(file.$f),)* prompt, config: self.config, validate_config: self.validate_config, resume: self.resume } } }
+        macro_rules! pick { ($($f:ident),*) => { RunArgs { $($f: self.$f.or(file.$f),)* prompt, config: self.config, validate_config: self.validate_config, resume: self.resume, prompts_stdin: self.prompts_stdin } } }
         Ok(pick!(
             agent,
             workdir,
@@ -345,7 +352,7 @@ impl RunArgs {
             bail!("--workdir {} is not a directory", workdir.display());
         }
         let prompts = a.prompt;
-        if prompts.is_empty() {
+        if prompts.is_empty() && !a.prompts_stdin {
             bail!("--prompt is required");
         }
         if prompts.iter().any(|p| p.trim().is_empty()) {
@@ -357,6 +364,9 @@ impl RunArgs {
         };
         if protocol == Protocol::Headless && prompts.len() > 1 {
             bail!("several prompts need --protocol acp (headless runs one prompt per process)");
+        }
+        if protocol == Protocol::Headless && a.prompts_stdin {
+            bail!("--prompts-stdin needs --protocol acp");
         }
         if protocol == Protocol::Headless && a.permissions.is_some() {
             bail!("--permissions needs --protocol acp (headless has no permission channel)");
@@ -418,6 +428,7 @@ impl RunArgs {
             agent: a.agent.unwrap_or(Agent::GeminiCli),
             workdir,
             prompts,
+            prompts_stdin: a.prompts_stdin,
             protocol,
             permissions,
             resume,
@@ -785,6 +796,7 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
         Protocol::Acp => {
             let plan = AcpPlan {
                 prompts: resolved.prompts.clone(),
+                more_prompts: resolved.prompts_stdin.then(stdin_prompts),
                 cwd: launch.cwd.clone(),
                 gateway_url: base_url.clone(),
                 gateway_key: Secret::new(guest_token.clone()),
@@ -993,6 +1005,62 @@ impl AcpHost for PolicyHost {
     }
 }
 
+/// Longest prompt line `--prompts-stdin` reads.
+const MAX_PROMPT_LINE: usize = 1024 * 1024;
+
+/// Prompts from stdin, one JSON line each, as they arrive. A line that is not a prompt, or is
+/// longer than [`MAX_PROMPT_LINE`], ends the input with a message (the prompts before it stand).
+fn stdin_prompts() -> tokio::sync::mpsc::Receiver<String> {
+    use std::io::{BufRead, Read};
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        let mut input = stdin.lock();
+        loop {
+            let mut line = Vec::new();
+            let limit = u64::try_from(MAX_PROMPT_LINE).unwrap_or(u64::MAX) + 1;
+            match (&mut input).take(limit).read_until(b'\n', &mut line) {
+                Ok(0) => return,
+                Ok(_) if line.len() > MAX_PROMPT_LINE => {
+                    eprintln!(
+                        "switchyard: a stdin prompt line is longer than {MAX_PROMPT_LINE} bytes; no more prompts are read"
+                    );
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    eprintln!("switchyard: reading prompts from stdin: {e}");
+                    return;
+                }
+            }
+            let text = String::from_utf8_lossy(&line);
+            if text.trim().is_empty() {
+                continue;
+            }
+            let Some(prompt) = parse_prompt_line(&text) else {
+                eprintln!(
+                    "switchyard: a stdin line is not a prompt (a JSON string or {{\"prompt\": \"…\"}}); no more prompts are read"
+                );
+                return;
+            };
+            if tx.blocking_send(prompt).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// One `--prompts-stdin` line: a JSON string, or an object with a non-empty `prompt` string.
+fn parse_prompt_line(line: &str) -> Option<String> {
+    let prompt = match serde_json::from_str::<serde_json::Value>(line).ok()? {
+        serde_json::Value::String(s) => s,
+        serde_json::Value::Object(o) => o.get("prompt")?.as_str()?.to_owned(),
+        _ => return None,
+    };
+    (!prompt.trim().is_empty()).then_some(prompt)
+}
+
 /// The guest session of a run, as its events tell it.
 #[derive(Debug, Default)]
 struct SessionTrack {
@@ -1191,6 +1259,24 @@ fn summarize(summary: &mut RunSummary, event: &Event) {
 mod tests {
     use super::*;
     use switchyard_events::{GuestExit, RunError};
+
+    #[test]
+    fn a_stdin_prompt_line_is_a_string_or_an_object_with_a_prompt() {
+        assert_eq!(parse_prompt_line("\"next\"\n").as_deref(), Some("next"));
+        assert_eq!(
+            parse_prompt_line(r#"{"prompt": "go on", "x": 1}"#).as_deref(),
+            Some("go on")
+        );
+        for bad in [
+            "plain text",
+            "{\"text\": \"x\"}",
+            "\"  \"",
+            "3",
+            "{\"prompt\": 3}",
+        ] {
+            assert_eq!(parse_prompt_line(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn the_raw_line_budget_stores_a_prefix_and_counts_the_rest() {
