@@ -36,7 +36,7 @@ pub struct Delivered {
 pub type CallLookup<'a> = &'a dyn Fn(&str) -> Option<Delivered>;
 
 /// A JSON-RPC error answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RpcError {
     pub code: i64,
     pub message: String,

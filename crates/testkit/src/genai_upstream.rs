@@ -38,6 +38,9 @@ pub enum GenaiScenario {
     /// Turn 0: a thought part, visible text with a `thoughtSignature`, and a `list_directory`
     /// call with another signature; turn 1: text.
     Thought,
+    /// Turn 0: `write_file("b.txt")` (asks permission over ACP); turn 1: `run_shell_command`
+    /// (asks too); turn 2: text.
+    WriteAndShell,
     /// One text chunk, then the stream stays open forever.
     HangAfterFirstChunk,
     /// Never answers at all (headers are not sent).
@@ -180,6 +183,22 @@ fn main_turn(scenario: GenaiScenario, turn: usize) -> (Vec<Vec<Value>>, &'static
                     part
                 }],
             ],
+            "STOP",
+        ),
+        (GenaiScenario::WriteAndShell, 0) => (
+            vec![vec![call(
+                "write_file",
+                json!({"file_path": "b.txt", "content": "new file\n"}),
+                Some("call_write"),
+            )]],
+            "STOP",
+        ),
+        (GenaiScenario::WriteAndShell, 1) => (
+            vec![vec![call(
+                "run_shell_command",
+                json!({"command": "touch made_by_shell.txt", "description": "touch"}),
+                Some("call_shell"),
+            )]],
             "STOP",
         ),
         (GenaiScenario::Empty, _) => (vec![vec![]], "STOP"),

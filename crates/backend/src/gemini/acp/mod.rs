@@ -30,10 +30,8 @@ use agent_client_protocol::v1::{ConnectionTo, Dispatch};
 use agent_client_protocol::{Agent, Client, Lines, UntypedMessage};
 use chrono::Utc;
 use serde_json::{Value, json};
-use switchyard_events::acp::{AcpNormalizer, Delivered, RpcError};
-use switchyard_events::event::{
-    Permission, PermissionChoice, PermissionOutcome, RunStarted, SessionStarted,
-};
+use switchyard_events::acp::{Delivered, RpcError};
+use switchyard_events::event::{Permission, PermissionChoice, PermissionOutcome, RunStarted};
 use switchyard_events::gemini::StderrSummary;
 use switchyard_events::{Envelope, ErrorKind, Event, OutcomeStatus, RunError, RunOutcome};
 use tokio::io::AsyncWriteExt;
@@ -122,22 +120,10 @@ impl AcpCancel {
     }
 }
 
-/// What the connection side reports to the run's loop, in order.
-enum Note {
-    Sent(String),
-    SessionStarted(String),
-    PromptSent(String),
-    Update(Value),
-    PermissionAsked(String),
-    Permission(Permission),
-    PromptAnswered(Result<Value, RpcError>),
-    Failed(OutcomeStatus, RunError),
-    Unrecognized(String, Option<String>, Value),
-    /// The controller is done: every prompt answered, or a failure.
-    Done,
-}
-
 type Notes = mpsc::UnboundedSender<Note>;
+
+pub mod notes;
+pub use notes::{AcpEvents, Note, replay};
 
 /// A started ACP session.
 pub struct AcpRun {
@@ -148,6 +134,7 @@ pub struct AcpRun {
     host: Arc<dyn AcpHost>,
     host_events: Option<mpsc::Receiver<Event>>,
     cancel: AcpCancel,
+    transcript: Option<mpsc::UnboundedSender<Note>>,
 }
 
 impl AcpRun {
@@ -193,12 +180,20 @@ impl AcpRun {
             host,
             host_events: None,
             cancel,
+            transcript: None,
         })
     }
 
     /// Merges the host-tool binding's events into the run's sequence.
     pub fn with_host_events(mut self, events: mpsc::Receiver<Event>) -> Self {
         self.host_events = Some(events);
+        self
+    }
+
+    /// Sends every [`Note`] of the session to `transcript` as it is mapped (fixture capture:
+    /// [`replay`] maps the same notes to the same events).
+    pub fn with_transcript(mut self, transcript: mpsc::UnboundedSender<Note>) -> Self {
+        self.transcript = Some(transcript);
         self
     }
 
@@ -240,13 +235,16 @@ impl AcpRun {
             self.cancel.clone(),
             notes_tx,
         ));
+        let host = self.host.clone();
         let mut state = Loop {
             seq: 0,
             items: Vec::new(),
-            normalizer: AcpNormalizer::new(),
+            events: AcpEvents::new(
+                self.started.model.clone().unwrap_or_default(),
+                Box::new(move |id| host.delivered(id)),
+            ),
             stdin_seq: 0,
-            host: self.host.clone(),
-            model: self.started.model.clone().unwrap_or_default(),
+            transcript: self.transcript.take(),
         };
         state.emit(Event::RunStarted(self.started.clone()));
         let mut stderr_summary = StderrSummary::default();
@@ -265,12 +263,11 @@ impl AcpRun {
                         let truncated = line.truncated;
                         state.items.push(RunItem::RawStdout(line));
                         if truncated || serde_json::from_str::<Value>(&text).is_err() {
-                            let e = state.normalizer.unrecognized_message(
+                            state.note(Note::Unrecognized(
                                 "a stdout line that is not one whole JSON-RPC message".into(),
                                 None,
                                 Value::String(text.clone()),
-                            );
-                            state.emit(e);
+                            ));
                         }
                         if let Some(tx) = &incoming_tx && tx.send(Ok(text)).await.is_err() {
                             incoming_tx = None;
@@ -313,9 +310,12 @@ impl AcpRun {
         }
         let exit = guest_exit(&outcome.termination, outcome.exit);
         let hint = stderr_summary.message();
-        let unrecognized = state.normalizer.unrecognized();
-        let normalizer = std::mem::take(&mut state.normalizer);
-        let (mut events, run_outcome) = normalizer.finish(expected, exit, hint.as_deref());
+        let unrecognized = state.events.unrecognized();
+        let events = std::mem::replace(
+            &mut state.events,
+            AcpEvents::new(String::new(), Box::new(|_| None)),
+        );
+        let (mut events, run_outcome) = events.finish(expected, exit, hint.as_deref());
         let run_outcome = conclude(run_outcome).await;
         if let Some(mut host) = self.host_events.take() {
             host.close();
@@ -357,15 +357,14 @@ async fn recv_host(events: &mut Option<mpsc::Receiver<Event>>) -> Option<Event> 
     }
 }
 
-/// The run loop's state: the event sequence and the normalizer.
+/// The run loop's state: the event sequence, the raw stdin lines and the note mapping.
 struct Loop {
     seq: u64,
     items: Vec<RunItem>,
-    normalizer: AcpNormalizer,
+    events: AcpEvents,
     stdin_seq: u64,
-    host: Arc<dyn AcpHost>,
-    /// The model the run asked for (ACP's session answer names the CLI's own model list).
-    model: String,
+    /// Every note, for a caller that keeps the transcript ([`AcpRun::with_transcript`]).
+    transcript: Option<mpsc::UnboundedSender<Note>>,
 }
 
 impl Loop {
@@ -380,57 +379,22 @@ impl Loop {
     }
 
     fn note(&mut self, note: Note) {
-        let host = self.host.clone();
-        let lookup = move |id: &str| host.delivered(id);
-        let events = match note {
-            Note::Sent(line) => {
-                self.items.push(RunItem::RawStdin(Line {
-                    seq: self.stdin_seq,
-                    kept_bytes: line.len(),
-                    text: line,
-                    dropped_bytes: 0,
-                    truncated: false,
-                    invalid_utf8: false,
-                    terminated: true,
-                }));
-                self.stdin_seq += 1;
-                Vec::new()
-            }
-            Note::SessionStarted(session_id) => vec![Event::SessionStarted(SessionStarted {
-                session_id,
-                model: self.model.clone(),
-            })],
-            Note::PromptSent(text) => vec![self.normalizer.prompt_sent(&text)],
-            Note::Update(params) => self.normalizer.update(&params, &lookup),
-            Note::PermissionAsked(tool_call_id) => {
-                self.normalizer.tool_call(&tool_call_id, &lookup)
-            }
-            Note::Permission(permission) => {
-                let mut out = Vec::new();
-                if permission.outcome == PermissionOutcome::Rejected {
-                    let message = format!(
-                        "rejected by the permission policy ({})",
-                        permission.rule.as_deref().unwrap_or("default")
-                    );
-                    out.extend(
-                        self.normalizer
-                            .tool_rejected(&permission.tool_call_id, &message),
-                    );
-                }
-                out.insert(0, Event::Permission(Box::new(permission)));
-                out
-            }
-            Note::PromptAnswered(answer) => self.normalizer.prompt_answered(answer.as_ref()),
-            Note::Failed(status, error) => {
-                self.normalizer.fail(status, error);
-                Vec::new()
-            }
-            Note::Unrecognized(reason, method, raw) => {
-                vec![self.normalizer.unrecognized_message(reason, method, raw)]
-            }
-            Note::Done => Vec::new(),
-        };
-        for event in events {
+        if let Some(transcript) = &self.transcript {
+            let _ = transcript.send(note.clone());
+        }
+        if let Note::Sent(line) = &note {
+            self.items.push(RunItem::RawStdin(Line {
+                seq: self.stdin_seq,
+                kept_bytes: line.len(),
+                text: line.clone(),
+                dropped_bytes: 0,
+                truncated: false,
+                invalid_utf8: false,
+                terminated: true,
+            }));
+            self.stdin_seq += 1;
+        }
+        for event in self.events.note(note) {
             self.emit(event);
         }
     }
@@ -713,7 +677,7 @@ impl Handler {
     /// Decides one `session/request_permission`; the answer, or the error to answer with.
     fn permission(&self, params: &Value) -> Result<Value, agent_client_protocol::Error> {
         let refuse = |tool_call_id: String, options, reason: String| {
-            let _ = self.notes.send(Note::Permission(Permission {
+            let _ = self.notes.send(Note::Permission(Box::new(Permission {
                 tool_call_id,
                 model_call_id: None,
                 tool: None,
@@ -723,7 +687,7 @@ impl Handler {
                 rule: None,
                 option_id: None,
                 reason: Some(reason.clone()),
-            }));
+            })));
             Err(agent_client_protocol::Error::invalid_params().data(Value::String(reason)))
         };
         let request: RequestPermissionRequest = match serde_json::from_value(params.clone()) {
@@ -768,7 +732,7 @@ impl Handler {
         }
         let _ = self.notes.send(Note::PermissionAsked(tool_call_id.clone()));
         if self.cancelled.load(Ordering::Acquire) {
-            let _ = self.notes.send(Note::Permission(Permission {
+            let _ = self.notes.send(Note::Permission(Box::new(Permission {
                 tool_call_id,
                 model_call_id: None,
                 tool: None,
@@ -778,7 +742,7 @@ impl Handler {
                 rule: None,
                 option_id: None,
                 reason: None,
-            }));
+            })));
             return Ok(json!({"outcome": {"outcome": "cancelled"}}));
         }
         let ruling = match self.host.permission(&tool_call_id) {
@@ -799,7 +763,7 @@ impl Handler {
             return refuse(tool_call_id, options, reason);
         };
         let option_id = chosen.option_id.clone();
-        let _ = self.notes.send(Note::Permission(Permission {
+        let _ = self.notes.send(Note::Permission(Box::new(Permission {
             tool_call_id,
             model_call_id: Some(ruling.model_call_id),
             tool: Some(ruling.tool),
@@ -813,7 +777,7 @@ impl Handler {
             rule: Some(ruling.rule),
             option_id: Some(option_id.clone()),
             reason: None,
-        }));
+        })));
         Ok(json!({"outcome": {"outcome": "selected", "optionId": option_id}}))
     }
 }
