@@ -5,7 +5,9 @@
 //! `agent-client-protocol-schema` types. An update those types cannot read, or a kind no mapping
 //! exists for, becomes [`Event::Unrecognized`] and is counted, never dropped. Tool names come
 //! from the gateway's delivered calls when the backend has them (ACP carries only a display
-//! title), else from the `toolCallId` (`<name>__<id>`).
+//! title), else from the `toolCallId` (`<name>__<id>`). The guest runs the calls of one model
+//! response one after another; the gateway's batch numbers keep them in one turn, and without
+//! them (no gateway) each tool round counts as a turn.
 
 use std::collections::HashMap;
 

@@ -32,9 +32,12 @@ pub struct CaptureArgs {
     /// List the scenarios and exit.
     #[arg(long)]
     pub list: bool,
-    /// Output directory (fixtures/gemini-cli/VERSION).
-    #[arg(long, default_value = "fixtures/gemini-cli/0.61.0")]
-    pub out: PathBuf,
+    /// Output directory (default fixtures/gemini-cli/VERSION, and its `acp/` for ACP).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Capture headless stream-json runs, or ACP sessions.
+    #[arg(long, value_enum, default_value = "headless")]
+    pub protocol: super::run::ProtocolArg,
     /// The sealed Gemini CLI install to capture from.
     #[arg(long)]
     pub gemini_prefix: Option<PathBuf>,
@@ -160,6 +163,9 @@ pub fn scenarios() -> Vec<Scenario> {
 
 /// Entry point.
 pub async fn run(args: CaptureArgs) -> Result<u8> {
+    if args.protocol == super::run::ProtocolArg::Acp {
+        return run_acp(args).await;
+    }
     let all = scenarios();
     if args.list {
         for s in &all {
@@ -167,18 +173,11 @@ pub async fn run(args: CaptureArgs) -> Result<u8> {
         }
         return Ok(0);
     }
-    let prefix = args
-        .gemini_prefix
+    let entry = verified_entry(&args)?;
+    let out = args
+        .out
         .clone()
-        .unwrap_or_else(super::default_gemini_prefix);
-    let prefix = std::fs::canonicalize(&prefix)
-        .with_context(|| format!("Gemini CLI install {}", prefix.display()))?;
-    let install = switchyard_backend::install::verify(
-        &prefix,
-        switchyard_backend::gemini::PACKAGE,
-        switchyard_backend::gemini::VERSION,
-    )
-    .with_context(|| format!("verifying the Gemini CLI install at {}", prefix.display()))?;
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_OUT));
     let selected: Vec<&Scenario> = if args.scenarios.is_empty() {
         all.iter().collect()
     } else {
@@ -191,13 +190,68 @@ pub async fn run(args: CaptureArgs) -> Result<u8> {
             })
             .collect::<Result<_>>()?
     };
-    std::fs::create_dir_all(&args.out)?;
+    std::fs::create_dir_all(&out)?;
     for s in selected {
         eprintln!("capturing {} ...", s.name);
-        let outcome = capture_one(s, &install.entry, &args.out.join(s.name)).await?;
+        let outcome = capture_one(s, &entry, &out.join(s.name)).await?;
         eprintln!("  {}", outcome);
     }
-    write_index(&args.out)?;
+    write_index(&out)?;
+    Ok(0)
+}
+
+const DEFAULT_OUT: &str = "fixtures/gemini-cli/0.61.0";
+
+/// The entry point of the verified install `--gemini-prefix` names (or the default one).
+fn verified_entry(args: &CaptureArgs) -> Result<PathBuf> {
+    let prefix = args
+        .gemini_prefix
+        .clone()
+        .unwrap_or_else(super::default_gemini_prefix);
+    let prefix = std::fs::canonicalize(&prefix)
+        .with_context(|| format!("Gemini CLI install {}", prefix.display()))?;
+    let install = switchyard_backend::install::verify(
+        &prefix,
+        switchyard_backend::gemini::PACKAGE,
+        switchyard_backend::gemini::VERSION,
+    )
+    .with_context(|| format!("verifying the Gemini CLI install at {}", prefix.display()))?;
+    Ok(install.entry)
+}
+
+/// `--protocol acp`: the ACP scenarios into `<out>/acp/`.
+async fn run_acp(args: CaptureArgs) -> Result<u8> {
+    let all = super::capture_acp::scenarios();
+    if args.list {
+        for s in &all {
+            println!("{:<20} {}", s.name, s.about);
+        }
+        return Ok(0);
+    }
+    let entry = verified_entry(&args)?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| Path::new(DEFAULT_OUT).join("acp"));
+    let selected: Vec<&super::capture_acp::AcpScenario> = if args.scenarios.is_empty() {
+        all.iter().collect()
+    } else {
+        args.scenarios
+            .iter()
+            .map(|n| {
+                all.iter()
+                    .find(|s| s.name == n)
+                    .with_context(|| format!("unknown scenario {n:?} (see --list)"))
+            })
+            .collect::<Result<_>>()?
+    };
+    std::fs::create_dir_all(&out)?;
+    for s in selected {
+        eprintln!("capturing {} (acp) ...", s.name);
+        let outcome = super::capture_acp::capture_one(s, &entry, &out.join(s.name)).await?;
+        eprintln!("  {outcome}");
+    }
+    write_index(&out)?;
     Ok(0)
 }
 
@@ -388,7 +442,7 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
     ))
 }
 
-fn write_lines(path: &Path, lines: &[String]) -> Result<()> {
+pub(super) fn write_lines(path: &Path, lines: &[String]) -> Result<()> {
     let mut text = lines.join("\n");
     if !lines.is_empty() {
         text.push('\n');
@@ -396,7 +450,7 @@ fn write_lines(path: &Path, lines: &[String]) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-fn node_version() -> Option<String> {
+pub(super) fn node_version() -> Option<String> {
     std::process::Command::new("node")
         .arg("--version")
         .output()

@@ -767,7 +767,7 @@ impl Handler {
             tool_call_id,
             model_call_id: Some(ruling.model_call_id),
             tool: Some(ruling.tool),
-            arguments: Some(ruling.arguments),
+            arguments: (!ruling.arguments.is_null()).then_some(ruling.arguments),
             options,
             outcome: if ruling.allow {
                 PermissionOutcome::Allowed

@@ -1,0 +1,355 @@
+//! `switchyard capture --protocol acp`: records ACP fixtures by running the real, pinned Gemini
+//! CLI over ACP (`gemini --acp`) against a scripted GenerateContent endpoint on 127.0.0.1.
+//!
+//! For each scenario it writes `<out>/<scenario>/`:
+//! - `notes.jsonl`: the session's notes (what the guest sent, what Switchyard sent and decided),
+//!   which [`switchyard_backend::gemini::acp::replay`] maps to the events;
+//! - `stdout.jsonl`: the guest's raw stdout lines; `stderr.txt`; `exit.json`;
+//! - `requests.jsonl`: the model requests the scripted endpoint received;
+//! - `expected.jsonl` and `outcome.json`: the canonical events (without `run_started`) and the
+//!   outcome;
+//! - `manifest.json`: argv, CLI version, prompts, the permission answer, redactions.
+//!
+//! There is no gateway here, so no delivered calls: every permission request is answered by the
+//! scenario's fixed decision. Before writing, the redacted notes must replay to the live events.
+
+use anyhow::{Context, Result, ensure};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use switchyard_backend::gemini::acp::{AcpHost, AcpPlan, AcpRun, Note, PermissionRuling, replay};
+use switchyard_backend::gemini::launch::{
+    GUEST_MAX_ATTEMPTS, GeminiLaunchConfig, Protocol, Secret, prepare,
+};
+use switchyard_backend::gemini::run::{RunItem, RunLimits};
+use switchyard_backend::gemini::settings::ApprovalMode;
+use switchyard_events::Event;
+use switchyard_events::acp::Delivered;
+use switchyard_events::event::RunStarted;
+use switchyard_events::gemini::StderrSummary;
+use switchyard_testkit::genai_upstream::{GenaiScenario, GenaiUpstream};
+
+/// One ACP capture scenario.
+pub struct AcpScenario {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub upstream: GenaiScenario,
+    pub prompts: &'static [&'static str],
+    /// How every permission request is answered.
+    pub allow: bool,
+    /// Cancel the session as soon as the first assistant text arrives.
+    pub cancel_on_first_text: bool,
+}
+
+const fn scenario(name: &'static str, about: &'static str, upstream: GenaiScenario) -> AcpScenario {
+    AcpScenario {
+        name,
+        about,
+        upstream,
+        prompts: &["Please do the task"],
+        allow: false,
+        cancel_on_first_text: false,
+    }
+}
+
+/// Every ACP scenario.
+pub fn scenarios() -> Vec<AcpScenario> {
+    vec![
+        scenario(
+            "text",
+            "plain text answer in two chunks",
+            GenaiScenario::Text,
+        ),
+        AcpScenario {
+            prompts: &["First task", "Second task"],
+            ..scenario(
+                "two_prompts",
+                "two prompts in one session",
+                GenaiScenario::Text,
+            )
+        },
+        scenario(
+            "tool_ok",
+            "list_directory runs without asking, then text",
+            GenaiScenario::ToolOk,
+        ),
+        scenario(
+            "thought",
+            "a thought chunk, text and a tool round",
+            GenaiScenario::Thought,
+        ),
+        scenario(
+            "tool_parallel",
+            "two parallel calls call_A and call_B",
+            GenaiScenario::ToolParallel,
+        ),
+        AcpScenario {
+            allow: true,
+            ..scenario(
+                "permission_allowed",
+                "write_file and run_shell_command ask; both allowed",
+                GenaiScenario::WriteAndShell,
+            )
+        },
+        scenario(
+            "permission_rejected",
+            "write_file and run_shell_command ask; both rejected, the run goes on",
+            GenaiScenario::WriteAndShell,
+        ),
+        scenario(
+            "api_400",
+            "the model API answers 400: a JSON-RPC error with code 400",
+            GenaiScenario::HttpError(400),
+        ),
+        scenario(
+            "api_429",
+            "the model API answers 429 (the guest retries once)",
+            GenaiScenario::HttpError(429),
+        ),
+        AcpScenario {
+            cancel_on_first_text: true,
+            ..scenario(
+                "cancel",
+                "session/cancel after the first text chunk",
+                GenaiScenario::HangAfterFirstChunk,
+            )
+        },
+    ]
+}
+
+/// Answers every permission request with the scenario's decision (no gateway: nothing is known
+/// to be delivered).
+struct FixedAnswer {
+    allow: bool,
+}
+
+impl AcpHost for FixedAnswer {
+    fn delivered(&self, _: &str) -> Option<Delivered> {
+        None
+    }
+
+    fn permission(&self, tool_call_id: &str) -> Result<PermissionRuling, String> {
+        let (tool, id) = tool_call_id
+            .split_once("__")
+            .ok_or("not a <tool>__<id> tool call id")?;
+        Ok(PermissionRuling {
+            model_call_id: id.to_owned(),
+            tool: tool.to_owned(),
+            arguments: Value::Null,
+            allow: self.allow,
+            rule: if self.allow {
+                "capture: allow"
+            } else {
+                "capture: reject"
+            }
+            .to_owned(),
+        })
+    }
+}
+
+const WS: &str = "/capture/ws";
+const RUN: &str = "/capture/run";
+const GUEST_PREFIX: &str = "/capture/gemini-cli";
+const MODEL: &str = "gemini-2.5-flash";
+
+/// Captures `s` into `dir`; a one-line summary of the outcome.
+pub async fn capture_one(s: &AcpScenario, entry: &Path, dir: &Path) -> Result<String> {
+    let upstream = GenaiUpstream::start(s.upstream).await?;
+    let scratch = tempfile::tempdir()?;
+    let ws = scratch.path().join("ws");
+    std::fs::create_dir_all(&ws)?;
+    std::fs::write(ws.join("a.txt"), "alpha\n")?;
+    let token = super::run::random_token();
+    let node = super::which("node").context("node not on PATH")?;
+    let launch = prepare(&GeminiLaunchConfig {
+        node,
+        entry: entry.to_path_buf(),
+        workdir: ws.clone(),
+        run_dir: scratch.path().join("run"),
+        prompt: String::new(),
+        model: MODEL.into(),
+        base_url: upstream.base_url(),
+        api_key: Secret::new(token.clone()),
+        approval_mode: ApprovalMode::Default,
+        max_turns: None,
+        max_attempts: GUEST_MAX_ATTEMPTS,
+        host_env: std::env::vars_os().collect(),
+        host_mcp: None,
+        protocol: Protocol::Acp,
+    })?;
+    let limits = RunLimits {
+        timeout: Some(Duration::from_secs(120)),
+        ..RunLimits::default()
+    };
+    let started = RunStarted {
+        run_id: "capture".into(),
+        agent: "gemini-cli".into(),
+        agent_version: switchyard_backend::gemini::VERSION.into(),
+        workdir: WS.into(),
+        model: Some(MODEL.into()),
+    };
+    let plan = AcpPlan {
+        prompts: s.prompts.iter().map(|p| (*p).to_owned()).collect(),
+        more_prompts: None,
+        cwd: launch.cwd.clone(),
+        gateway_url: upstream.base_url(),
+        gateway_key: Secret::new(token.clone()),
+        mcp: None,
+        resume: None,
+        startup_timeout: Duration::from_secs(60),
+        cancel_grace: Duration::from_secs(5),
+        close_grace: Duration::from_secs(5),
+    };
+    let (tx, mut transcript) = tokio::sync::mpsc::unbounded_channel();
+    let host = Arc::new(FixedAnswer { allow: s.allow });
+    let run = AcpRun::start(&launch, &limits, started, plan, host)?.with_transcript(tx);
+    let cancel = run.cancel_handle();
+    let (mut stdout, mut stderr, mut live) = (Vec::new(), Vec::new(), Vec::new());
+    let report = run
+        .drive_concluding(
+            async |item| match item {
+                RunItem::RawStdout(l) => stdout.push(l.text),
+                RunItem::RawStderr(l) => stderr.push(l.text),
+                RunItem::RawStdin(_) => {}
+                RunItem::Event(e) => {
+                    if s.cancel_on_first_text && matches!(e.event, Event::AssistantDelta(_)) {
+                        cancel.cancel();
+                    }
+                    live.push(e.event);
+                }
+            },
+            async |outcome| outcome,
+        )
+        .await;
+    let mut notes = Vec::new();
+    while let Ok(note) = transcript.try_recv() {
+        notes.push(note);
+    }
+    let exit = report.outcome.exit;
+
+    let ws_real = std::fs::canonicalize(&ws)?.to_string_lossy().into_owned();
+    let run_real = launch.run_dir.to_string_lossy().into_owned();
+    let prefix_real = entry
+        .ancestors()
+        .nth(5)
+        .context("entry path too short")?
+        .to_string_lossy()
+        .into_owned();
+    let redact = |t: &str| {
+        t.replace(&token, "<redacted>")
+            .replace(&run_real, RUN)
+            .replace(&ws_real, WS)
+            .replace(&prefix_real, GUEST_PREFIX)
+    };
+    let redact_json =
+        |v: &Value| -> Result<Value> { Ok(serde_json::from_str(&redact(&v.to_string()))?) };
+    let notes: Vec<Note> = notes
+        .iter()
+        .map(|n| {
+            Ok(serde_json::from_value(redact_json(
+                &serde_json::to_value(n)?,
+            )?)?)
+        })
+        .collect::<Result<_>>()?;
+    let stderr: Vec<String> = stderr.iter().map(|l| redact(l)).collect();
+    let mut summary = StderrSummary::default();
+    for line in &stderr {
+        summary.push(line);
+    }
+    let expected = u32::try_from(s.prompts.len()).unwrap_or(u32::MAX);
+    let (replayed, outcome) = replay(
+        MODEL,
+        notes.iter().cloned(),
+        expected,
+        exit,
+        summary.message().as_deref(),
+    );
+    let live: Vec<Value> = live
+        .iter()
+        .skip(1) // RunStarted is the backend's, not the notes'
+        .map(|e| redact_json(&serde_json::to_value(e)?))
+        .collect::<Result<_>>()?;
+    let again: Vec<Value> = replayed
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()?;
+    if let Some((l, r)) = live.iter().zip(&again).find(|(l, r)| l != r) {
+        anyhow::bail!("a replayed event differs from the live run's:\nlive:   {l}\nreplay: {r}");
+    }
+    ensure!(
+        live.len() == again.len(),
+        "replayed events ({}) differ from the live run ({})",
+        again.len(),
+        live.len()
+    );
+    ensure!(
+        redact_json(&serde_json::to_value(&report.outcome)?)? == serde_json::to_value(&outcome)?,
+        "replayed outcome differs from the live one"
+    );
+
+    std::fs::create_dir_all(dir)?;
+    let lines = |values: &[Value]| values.iter().map(Value::to_string).collect::<Vec<_>>();
+    let note_values: Vec<Value> = notes
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()?;
+    write_lines(&dir.join("notes.jsonl"), &lines(&note_values))?;
+    let stdout: Vec<String> = stdout.iter().map(|l| redact(l)).collect();
+    write_lines(&dir.join("stdout.jsonl"), &stdout)?;
+    write_lines(&dir.join("stderr.txt"), &stderr)?;
+    write_lines(&dir.join("expected.jsonl"), &lines(&again))?;
+    std::fs::write(dir.join("exit.json"), serde_json::to_vec_pretty(&exit)?)?;
+    std::fs::write(
+        dir.join("outcome.json"),
+        serde_json::to_vec_pretty(&outcome)?,
+    )?;
+    let requests: Vec<String> = upstream
+        .requests()
+        .iter()
+        .map(|r| {
+            let headers: serde_json::Map<String, Value> = r
+                .headers
+                .iter()
+                .filter(|(k, _)| k != "x-goog-api-key")
+                .map(|(k, v)| (k.clone(), Value::from(redact(v))))
+                .collect();
+            redact(&json!({"path": r.path, "headers": headers, "body": r.body}).to_string())
+        })
+        .collect();
+    write_lines(&dir.join("requests.jsonl"), &requests)?;
+    let argv: Vec<String> = std::iter::once("node".to_owned())
+        .chain(launch.args.iter().map(|a| redact(&a.to_string_lossy())))
+        .collect();
+    let manifest = json!({
+        "scenario": s.name,
+        "about": s.about,
+        "protocol": "acp",
+        "cli": {"package": switchyard_backend::gemini::PACKAGE, "version": switchyard_backend::gemini::VERSION},
+        "node": super::capture::node_version(),
+        "captured_at": chrono::Utc::now().to_rfc3339(),
+        "argv": argv,
+        "model": MODEL,
+        "prompts": s.prompts,
+        "permission_answer": if s.allow { "allow_once" } else { "reject_once" },
+        "cancel_on_first_text": s.cancel_on_first_text,
+        "settings": redact_json(&launch.settings)?,
+        "redactions": [
+            {"what": "per-run key (authenticate _meta api-key, header x-goog-api-key: dropped)", "replacement": "<redacted>"},
+            {"what": "run directory", "replacement": RUN},
+            {"what": "workspace directory", "replacement": WS},
+            {"what": "Gemini CLI install prefix", "replacement": GUEST_PREFIX}
+        ],
+        "exit": exit,
+        "outcome_status": outcome.status,
+    });
+    std::fs::write(
+        dir.join("manifest.json"),
+        serde_json::to_vec_pretty(&manifest)?,
+    )?;
+    Ok(format!("{:?}", outcome.status))
+}
+
+fn write_lines(path: &Path, lines: &[String]) -> Result<()> {
+    super::capture::write_lines(path, lines)
+}
