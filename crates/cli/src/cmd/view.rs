@@ -136,6 +136,30 @@ impl Printer {
                         line(&mut self.mid_line, format!("← {name} {detail}"));
                         Some("waiting for the model".to_owned())
                     }
+                    Event::Permission(p) => {
+                        let outcome = serde_json::to_value(p.outcome)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_owned))
+                            .unwrap_or_default();
+                        let answer = match (&p.rule, &p.reason) {
+                            (_, Some(reason)) => format!("{outcome}: {reason}"),
+                            (Some(rule), None) => format!("{outcome} by {rule}"),
+                            (None, None) => outcome,
+                        };
+                        line(
+                            &mut self.mid_line,
+                            format!("? permission {}: {answer}", p.tool_call_id),
+                        );
+                        None
+                    }
+                    Event::PromptFinished(p) => {
+                        let how = p.stop_reason.as_deref().unwrap_or("error");
+                        line(
+                            &mut self.mid_line,
+                            format!("· prompt {} {how}", p.prompt + 1),
+                        );
+                        Some("waiting for the next prompt".to_owned())
+                    }
                     Event::Warning(w) => {
                         line(&mut self.mid_line, format!("! warning: {}", w.message));
                         None
