@@ -1,8 +1,9 @@
 //! Canonical events: one model for every backend.
 //!
 //! Each field's doc says where it comes from: `Source:` names the upstream field (for Gemini CLI:
-//! a stream-json field), `Derived:` says Switchyard computed it. Backends added later map their
-//! own wire fields into the same variants and document their sources here.
+//! a stream-json field, and after `ACP:` the Agent Client Protocol field), `Derived:` says
+//! Switchyard computed it. Backends added later map their own wire fields into the same
+//! variants and document their sources here.
 
 use crate::outcome::{OutcomeStatus, RunError};
 use crate::tools::ToolCategory;
@@ -92,23 +93,27 @@ pub struct RunStarted {
 /// The guest opened its session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionStarted {
-    /// Source: stream-json `init.session_id`.
+    /// Source: stream-json `init.session_id`; ACP: the `session/new` answer's `sessionId` (or
+    /// the `--resume`d session's).
     pub session_id: String,
-    /// Source: stream-json `init.model` (the configured model, not the routed one).
+    /// Source: stream-json `init.model` (the configured model, not the routed one); ACP:
+    /// Derived, the model the run asked for.
     pub model: String,
 }
 
 /// The prompt as the guest received it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserMessage {
-    /// Source: stream-json `message.content` with `role:"user"`.
+    /// Source: stream-json `message.content` with `role:"user"`; ACP: Derived, the text
+    /// Switchyard sent in `session/prompt`.
     pub text: String,
 }
 
 /// One streamed chunk of assistant text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AssistantDelta {
-    /// Source: stream-json `message.content` with `role:"assistant"`, `delta:true`.
+    /// Source: stream-json `message.content` with `role:"assistant"`, `delta:true`; ACP:
+    /// `agent_message_chunk.content.text`.
     pub text: String,
     /// Derived: 0-based model turn (a turn ends when tool results go back to the model).
     pub turn: u32,
@@ -137,16 +142,20 @@ pub struct Thought {
 /// The model asked for a tool call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
-    /// Source: stream-json `tool_use.tool_id` (`<name>__<id>`); pairs with [`ToolResult::call_id`].
+    /// Source: stream-json `tool_use.tool_id` (`<name>__<id>`); ACP: `tool_call.toolCallId`, or
+    /// the permission request's `toolCall.toolCallId` (a call that asks has no `tool_call`).
+    /// Pairs with [`ToolResult::call_id`].
     pub call_id: String,
     /// Derived: `call_id` without the `<name>__` prefix: the `functionCall.id` the model (or the
     /// gateway) sent, or the CLI's synthesized `<name>_<epochMs>_<n>`.
     pub model_call_id: String,
-    /// Source: stream-json `tool_use.tool_name`.
+    /// Source: stream-json `tool_use.tool_name`; ACP: Derived from `call_id`, checked against
+    /// the gateway's delivered call.
     pub tool_name: String,
     /// Derived: exact-whitelist category of `tool_name`.
     pub category: ToolCategory,
-    /// Source: stream-json `tool_use.parameters`, verbatim.
+    /// Source: stream-json `tool_use.parameters`, verbatim; ACP: Derived, the arguments the
+    /// gateway delivered (`null` without the gateway: ACP does not carry them).
     pub arguments: Value,
     /// Derived: 0-based model turn.
     pub turn: u32,
@@ -163,15 +172,15 @@ pub enum ToolStatus {
 /// The outcome of a tool call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
-    /// Source: stream-json `tool_result.tool_id`.
+    /// Source: stream-json `tool_result.tool_id`; ACP: `tool_call_update.toolCallId`.
     pub call_id: String,
     /// Derived: the tool name of the matching [`ToolCall`]; `None` if no call had this id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_name: Option<String>,
-    /// Source: stream-json `tool_result.status`.
+    /// Source: stream-json `tool_result.status`; ACP: `status` `completed` or `failed`.
     pub status: ToolStatus,
     /// Source: stream-json `tool_result.output` (only present for string displays; the headless
-    /// transport is lossy here).
+    /// transport is lossy here); ACP: the text items of `content`, joined.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
     /// Source: stream-json `tool_result.error.{type,message}`; for ACP, Derived from a failed
@@ -350,7 +359,7 @@ pub struct Usage {
     pub output_tokens: u64,
     /// Source: `result.stats.total_tokens`.
     pub total_tokens: u64,
-    /// Source: `result.stats.tool_calls`.
+    /// Source: `result.stats.tool_calls`; ACP: Derived, the tool calls seen.
     pub tool_calls: u64,
     /// Source: `result.stats.duration_ms` (0 in the guest's error results).
     pub duration_ms: u64,
