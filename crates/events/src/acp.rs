@@ -17,11 +17,12 @@ use agent_client_protocol_schema::v1::{
 use serde_json::Value;
 
 use crate::event::{
-    AssistantDelta, AssistantMessage, Event, ModelUsage, PromptFinished, RunFinished, Thought,
-    ToolCall, ToolError, ToolResult, ToolStatus, Unrecognized, Usage, UserMessage,
+    AssistantDelta, Event, ModelUsage, PromptFinished, RunFinished, Thought, ToolCall, ToolError,
+    ToolResult, ToolStatus, Unrecognized, Usage, UserMessage,
 };
 use crate::outcome::{ErrorKind, GuestExit, OutcomeStatus, RunError, RunOutcome};
 use crate::tools::gemini_tool_category;
+use crate::turns::Turns;
 
 /// A call the gateway delivered, as it sent it.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,11 +48,7 @@ pub struct RpcError {
 /// Stateful ACP → canonical mapping for one run (one session, any number of prompts).
 #[derive(Debug, Default)]
 pub struct AcpNormalizer {
-    turn: u32,
-    saw_model_output: bool,
-    awaiting_next_turn: bool,
-    turn_text: String,
-    last_turn_text: Option<String>,
+    turns: Turns,
     /// toolCallId → (name, whether a `tool_result` was emitted).
     tools: HashMap<String, (String, bool)>,
     /// The model batch of the last tool call (when the gateway knew it): the guest runs a
@@ -112,25 +109,6 @@ impl AcpNormalizer {
         })
     }
 
-    fn begin_model_output(&mut self) {
-        if self.awaiting_next_turn {
-            self.turn += 1;
-            self.awaiting_next_turn = false;
-        }
-        self.saw_model_output = true;
-    }
-
-    fn flush_text(&mut self, out: &mut Vec<Event>) {
-        if !self.turn_text.is_empty() {
-            let text = std::mem::take(&mut self.turn_text);
-            self.last_turn_text = Some(text.clone());
-            out.push(Event::AssistantMessage(AssistantMessage {
-                text,
-                turn: self.turn,
-            }));
-        }
-    }
-
     /// The call's name, model call id and (when delivered) what the gateway delivered.
     fn resolve(tool_call_id: &str, lookup: CallLookup<'_>) -> (String, String, Option<Delivered>) {
         for (at, _) in tool_call_id.match_indices("__") {
@@ -157,12 +135,10 @@ impl AcpNormalizer {
         let batch = delivered.as_ref().map(|d| d.batch);
         if batch.is_some() && batch == self.last_batch {
             // The next call of the same model batch: the same turn.
-            self.awaiting_next_turn = false;
+            self.turns.awaiting_next_turn = false;
         }
         self.last_batch = batch;
-        self.begin_model_output();
-        self.flush_text(&mut out);
-        self.last_turn_text = None;
+        self.turns.tool_call(&mut out);
         self.usage.tool_calls += 1;
         let arguments = delivered.map_or(Value::Null, |d| d.arguments);
         self.tools
@@ -173,7 +149,7 @@ impl AcpNormalizer {
             category: gemini_tool_category(&name),
             tool_name: name,
             arguments,
-            turn: self.turn,
+            turn: self.turns.turn,
         }));
         out
     }
@@ -195,7 +171,7 @@ impl AcpNormalizer {
             }
             None => None,
         };
-        self.awaiting_next_turn = true;
+        self.turns.awaiting_next_turn = true;
         let output = content
             .iter()
             .filter_map(|c| c.pointer("/content/text").and_then(Value::as_str))
@@ -241,21 +217,21 @@ impl AcpNormalizer {
         match notification.update {
             SessionUpdate::AgentMessageChunk(chunk) => match chunk.content {
                 ContentBlock::Text(text) => {
-                    self.begin_model_output();
-                    self.turn_text.push_str(&text.text);
+                    self.turns.begin_model_output();
+                    self.turns.push_text(&text.text);
                     out.push(Event::AssistantDelta(AssistantDelta {
                         text: text.text,
-                        turn: self.turn,
+                        turn: self.turns.turn,
                     }));
                 }
                 _ => out.push(self.unmapped(&raw_update, "agent_message_chunk without text")),
             },
             SessionUpdate::AgentThoughtChunk(chunk) => match chunk.content {
                 ContentBlock::Text(text) => {
-                    self.begin_model_output();
+                    self.turns.begin_model_output();
                     out.push(Event::Thought(Thought {
                         text: text.text,
-                        turn: self.turn,
+                        turn: self.turns.turn,
                     }));
                 }
                 _ => out.push(self.unmapped(&raw_update, "agent_thought_chunk without text")),
@@ -340,7 +316,7 @@ impl AcpNormalizer {
     /// The answer to one `session/prompt`: its result (params of a JSON-RPC result) or error.
     pub fn prompt_answered(&mut self, answer: Result<&Value, &RpcError>) -> Vec<Event> {
         let mut out = Vec::new();
-        self.flush_text(&mut out);
+        self.turns.flush_text(&mut out);
         let index = self.prompts;
         self.prompts += 1;
         let (stop_reason, error) = match answer {
@@ -403,11 +379,11 @@ impl AcpNormalizer {
             prompt: index,
             stop_reason,
             error: error.map(|(_, e)| e),
-            final_text: self.last_turn_text.clone(),
+            final_text: self.turns.final_text(),
         }));
         out.push(Event::Usage(self.usage.clone()));
         // The next prompt starts a new model turn.
-        self.awaiting_next_turn = self.saw_model_output;
+        self.turns.awaiting_next_turn = self.turns.saw_model_output();
         out
     }
 
@@ -451,7 +427,7 @@ impl AcpNormalizer {
         fallback_message: Option<&str>,
     ) -> (Vec<Event>, RunOutcome) {
         let mut out = Vec::new();
-        self.flush_text(&mut out);
+        self.turns.flush_text(&mut out);
         let outcome = classify_acp(
             self.failure.clone(),
             self.prompts >= expected_prompts.max(self.sent).max(1),
@@ -461,12 +437,8 @@ impl AcpNormalizer {
         out.push(Event::RunFinished(RunFinished {
             status: outcome.status,
             error: outcome.error.clone(),
-            final_text: self.last_turn_text.clone(),
-            turns: if self.saw_model_output {
-                self.turn + 1
-            } else {
-                0
-            },
+            final_text: self.turns.final_text(),
+            turns: self.turns.count(),
             unrecognized_lines: self.unrecognized,
             exit,
             result: None,

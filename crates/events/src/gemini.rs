@@ -7,11 +7,12 @@
 //! [`Event::Unrecognized`] and are counted.
 
 use crate::event::{
-    AssistantDelta, AssistantMessage, ErrorReport, Event, ModelUsage, RunFinished, SessionStarted,
-    ToolCall, ToolError, ToolResult, ToolStatus, Unrecognized, Usage, UserMessage, Warning,
+    AssistantDelta, ErrorReport, Event, ModelUsage, RunFinished, SessionStarted, ToolCall,
+    ToolError, ToolResult, ToolStatus, Unrecognized, Usage, UserMessage, Warning,
 };
 use crate::outcome::{GuestExit, RunOutcome, classify_gemini};
 use crate::tools::gemini_tool_category;
+use crate::turns::Turns;
 use serde_json::Value;
 use std::collections::HashMap;
 use switchyard_protocol::gemini_cli::stream_json::{
@@ -30,11 +31,7 @@ pub struct Normalized {
 /// Stateful stream-json → canonical mapping for one run.
 #[derive(Debug, Default)]
 pub struct GeminiNormalizer {
-    turn: u32,
-    saw_model_output: bool,
-    awaiting_next_turn: bool,
-    turn_text: String,
-    last_turn_text: Option<String>,
+    turns: Turns,
     tool_names: HashMap<String, String>,
     result: Option<ResultEvent>,
     last_error_message: Option<String>,
@@ -106,25 +103,6 @@ impl GeminiNormalizer {
         }
     }
 
-    fn begin_model_output(&mut self) {
-        if self.awaiting_next_turn {
-            self.turn += 1;
-            self.awaiting_next_turn = false;
-        }
-        self.saw_model_output = true;
-    }
-
-    fn flush_text(&mut self, out: &mut Vec<Event>) {
-        if !self.turn_text.is_empty() {
-            let text = std::mem::take(&mut self.turn_text);
-            self.last_turn_text = Some(text.clone());
-            out.push(Event::AssistantMessage(AssistantMessage {
-                text,
-                turn: self.turn,
-            }));
-        }
-    }
-
     fn map_event(&mut self, event: StreamEvent) -> Vec<Event> {
         let mut out = Vec::new();
         if self.result.is_some() {
@@ -138,20 +116,16 @@ impl GeminiNormalizer {
             StreamEvent::Message(m) => match m.role {
                 Role::User => out.push(Event::UserMessage(UserMessage { text: m.content })),
                 Role::Assistant => {
-                    self.begin_model_output();
-                    self.turn_text.push_str(&m.content);
+                    self.turns.begin_model_output();
+                    self.turns.push_text(&m.content);
                     out.push(Event::AssistantDelta(AssistantDelta {
                         text: m.content,
-                        turn: self.turn,
+                        turn: self.turns.turn,
                     }));
                 }
             },
             StreamEvent::ToolUse(t) => {
-                self.begin_model_output();
-                self.flush_text(&mut out);
-                // The answer of the run is the text of the last turn; a turn with tool calls
-                // is not the last one.
-                self.last_turn_text = None;
+                self.turns.tool_call(&mut out);
                 let model_call_id = t
                     .tool_id
                     .strip_prefix(&format!("{}__", t.tool_name))
@@ -165,11 +139,11 @@ impl GeminiNormalizer {
                     model_call_id,
                     tool_name: t.tool_name,
                     arguments: t.parameters,
-                    turn: self.turn,
+                    turn: self.turns.turn,
                 }));
             }
             StreamEvent::ToolResult(r) => {
-                self.awaiting_next_turn = true;
+                self.turns.awaiting_next_turn = true;
                 out.push(Event::ToolResult(ToolResult {
                     tool_name: self.tool_names.get(&r.tool_id).cloned(),
                     call_id: r.tool_id,
@@ -196,7 +170,7 @@ impl GeminiNormalizer {
                 }
             },
             StreamEvent::Result(r) => {
-                self.flush_text(&mut out);
+                self.turns.flush_text(&mut out);
                 let s = &r.stats;
                 out.push(Event::Usage(Usage {
                     input_tokens: s.input_tokens,
@@ -236,7 +210,7 @@ impl GeminiNormalizer {
         fallback_message: Option<&str>,
     ) -> (Vec<Event>, RunOutcome) {
         let mut out = Vec::new();
-        self.flush_text(&mut out);
+        self.turns.flush_text(&mut out);
         if self.lines_after_result > 0 {
             out.push(Event::Warning(Warning {
                 message: format!(
@@ -251,12 +225,8 @@ impl GeminiNormalizer {
         out.push(Event::RunFinished(RunFinished {
             status: outcome.status,
             error: outcome.error.clone(),
-            final_text: self.last_turn_text.clone(),
-            turns: if self.saw_model_output {
-                self.turn + 1
-            } else {
-                0
-            },
+            final_text: self.turns.final_text(),
+            turns: self.turns.count(),
             unrecognized_lines: self.unrecognized,
             exit,
             result: None,

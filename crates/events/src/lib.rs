@@ -16,6 +16,7 @@ pub mod event;
 pub mod gemini;
 pub mod outcome;
 pub mod tools;
+mod turns;
 
 pub use event::{Envelope, Event};
 pub use outcome::{

@@ -338,13 +338,7 @@ pub fn describe_event(event: &EventRecord) -> String {
             "tool call {} [{}] {}",
             text("tool_name"),
             text("call_id"),
-            one_line(
-                &body
-                    .get("arguments")
-                    .map(Value::to_string)
-                    .unwrap_or_default(),
-                200
-            )
+            arguments_line(body, 200)
         ),
         "tool_result" => {
             let detail = body
@@ -402,6 +396,17 @@ pub fn describe_event(event: &EventRecord) -> String {
     }
 }
 
+/// An event's `arguments`, on one line of at most `max` characters.
+fn arguments_line(body: &Value, max: usize) -> String {
+    one_line(
+        &body
+            .get("arguments")
+            .map(Value::to_string)
+            .unwrap_or_default(),
+        max,
+    )
+}
+
 /// One line for a permission decision: what was asked, what answered it, and why.
 pub fn permission_line(event: &EventRecord) -> String {
     let body = &event.event;
@@ -415,13 +420,7 @@ pub fn permission_line(event: &EventRecord) -> String {
         text("outcome"),
         text("tool"),
         text("tool_call_id"),
-        one_line(
-            &body
-                .get("arguments")
-                .map(Value::to_string)
-                .unwrap_or_default(),
-            200
-        )
+        arguments_line(body, 200)
     )
 }
 
@@ -460,13 +459,7 @@ pub fn host_line(event: &EventRecord) -> String {
         text("tool"),
         text("decision"),
         text("model_call_id"),
-        one_line(
-            &body
-                .get("arguments")
-                .map(Value::to_string)
-                .unwrap_or_default(),
-            160
-        )
+        arguments_line(body, 160)
     )
 }
 

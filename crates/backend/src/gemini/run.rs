@@ -71,21 +71,8 @@ impl GeminiRun {
         limits: &RunLimits,
         started: RunStarted,
     ) -> Result<Self, SpawnError> {
-        let mut process_limits = Limits::default();
-        if let Some(max) = limits.max_line_bytes {
-            process_limits.max_line_bytes = max;
-        }
-        let spec = ProcessSpec::new(&launch.program, &launch.cwd)
-            .args(launch.args.iter().cloned())
-            .limits(process_limits)
-            .watchdogs(Watchdogs {
-                overall_timeout: limits.timeout,
-                inactivity_timeout: limits.inactivity,
-            })
-            .stop_policy(limits.stop_policy.clone());
-        let spec = launch.env.iter().fold(spec, |spec, (k, v)| spec.env(k, v));
         Ok(GeminiRun {
-            process: ManagedProcess::spawn(spec)?,
+            process: ManagedProcess::spawn(process_spec(launch, limits))?,
             started,
             host_events: None,
         })
@@ -221,6 +208,23 @@ impl GeminiRun {
             duration: outcome.duration,
         }
     }
+}
+
+/// The managed-process spec of a prepared launch under `limits`.
+pub(crate) fn process_spec(launch: &PreparedLaunch, limits: &RunLimits) -> ProcessSpec {
+    let mut process_limits = Limits::default();
+    if let Some(max) = limits.max_line_bytes {
+        process_limits.max_line_bytes = max;
+    }
+    let spec = ProcessSpec::new(&launch.program, &launch.cwd)
+        .args(launch.args.iter().cloned())
+        .limits(process_limits)
+        .watchdogs(Watchdogs {
+            overall_timeout: limits.timeout,
+            inactivity_timeout: limits.inactivity,
+        })
+        .stop_policy(limits.stop_policy.clone());
+    launch.env.iter().fold(spec, |spec, (k, v)| spec.env(k, v))
 }
 
 /// Maps the process manager's termination (and the leader's raw status) to the canonical

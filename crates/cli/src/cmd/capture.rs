@@ -178,18 +178,7 @@ pub async fn run(args: CaptureArgs) -> Result<u8> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(DEFAULT_OUT));
-    let selected: Vec<&Scenario> = if args.scenarios.is_empty() {
-        all.iter().collect()
-    } else {
-        args.scenarios
-            .iter()
-            .map(|n| {
-                all.iter()
-                    .find(|s| s.name == n)
-                    .with_context(|| format!("unknown scenario {n:?} (see --list)"))
-            })
-            .collect::<Result<_>>()?
-    };
+    let selected = select(&all, &args.scenarios, |s| s.name)?;
     std::fs::create_dir_all(&out)?;
     for s in selected {
         eprintln!("capturing {} ...", s.name);
@@ -201,6 +190,79 @@ pub async fn run(args: CaptureArgs) -> Result<u8> {
 }
 
 const DEFAULT_OUT: &str = "fixtures/gemini-cli/0.61.0";
+
+/// The scenarios `names` asks for (all when empty), in that order.
+fn select<'a, T>(all: &'a [T], names: &[String], name: impl Fn(&T) -> &str) -> Result<Vec<&'a T>> {
+    if names.is_empty() {
+        return Ok(all.iter().collect());
+    }
+    names
+        .iter()
+        .map(|n| {
+            all.iter()
+                .find(|s| name(s) == n)
+                .with_context(|| format!("unknown scenario {n:?} (see --list)"))
+        })
+        .collect()
+}
+
+/// What a fixture must not show, and the placeholders it shows instead.
+pub(super) struct Redaction {
+    token: String,
+    run: String,
+    ws: String,
+    prefix: String,
+}
+
+impl Redaction {
+    /// For a run with key `token` in workspace `ws` and run directory `run_dir`, of the install
+    /// whose entry point is `entry`.
+    pub(super) fn new(token: &str, ws: &Path, run_dir: &Path, entry: &Path) -> Result<Self> {
+        // The npm prefix of the install (the entry is PREFIX/node_modules/@google/gemini-cli/
+        // bundle/gemini.js); the guest's system prompt names files below it.
+        let prefix = entry.ancestors().nth(5).context("entry path too short")?;
+        Ok(Self {
+            token: token.to_owned(),
+            run: run_dir.to_string_lossy().into_owned(),
+            ws: std::fs::canonicalize(ws)?.to_string_lossy().into_owned(),
+            prefix: prefix.to_string_lossy().into_owned(),
+        })
+    }
+
+    pub(super) fn text(&self, t: &str) -> String {
+        t.replace(&self.token, "<redacted>")
+            .replace(&self.run, RUN)
+            .replace(&self.ws, WS)
+            .replace(&self.prefix, GUEST_PREFIX)
+    }
+
+    pub(super) fn json(&self, v: &Value) -> Result<Value> {
+        Ok(serde_json::from_str(&self.text(&v.to_string()))?)
+    }
+
+    /// The model requests `upstream` received, one JSON line each, its key header redacted.
+    pub(super) fn requests(&self, upstream: &GenaiUpstream) -> Vec<String> {
+        upstream
+            .requests()
+            .iter()
+            .map(|r| {
+                let headers: serde_json::Map<String, Value> = r
+                    .headers
+                    .iter()
+                    .map(|(k, v)| {
+                        let value = if k == "x-goog-api-key" {
+                            "<redacted>".to_owned()
+                        } else {
+                            self.text(v)
+                        };
+                        (k.clone(), Value::from(value))
+                    })
+                    .collect();
+                self.text(&json!({"path": r.path, "headers": headers, "body": r.body}).to_string())
+            })
+            .collect()
+    }
+}
 
 /// The entry point of the verified install `--gemini-prefix` names (or the default one).
 fn verified_entry(args: &CaptureArgs) -> Result<PathBuf> {
@@ -233,18 +295,7 @@ async fn run_acp(args: CaptureArgs) -> Result<u8> {
         .out
         .clone()
         .unwrap_or_else(|| Path::new(DEFAULT_OUT).join("acp"));
-    let selected: Vec<&super::capture_acp::AcpScenario> = if args.scenarios.is_empty() {
-        all.iter().collect()
-    } else {
-        args.scenarios
-            .iter()
-            .map(|n| {
-                all.iter()
-                    .find(|s| s.name == n)
-                    .with_context(|| format!("unknown scenario {n:?} (see --list)"))
-            })
-            .collect::<Result<_>>()?
-    };
+    let selected = select(&all, &args.scenarios, |s| s.name)?;
     std::fs::create_dir_all(&out)?;
     for s in selected {
         eprintln!("capturing {} (acp) ...", s.name);
@@ -255,9 +306,9 @@ async fn run_acp(args: CaptureArgs) -> Result<u8> {
     Ok(0)
 }
 
-const WS: &str = "/capture/ws";
-const RUN: &str = "/capture/run";
-const GUEST_PREFIX: &str = "/capture/gemini-cli";
+pub(super) const WS: &str = "/capture/ws";
+pub(super) const RUN: &str = "/capture/run";
+pub(super) const GUEST_PREFIX: &str = "/capture/gemini-cli";
 
 async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
     let upstream = GenaiUpstream::start(s.upstream).await?;
@@ -321,22 +372,8 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
     let exit = report.outcome.exit;
 
     // Redact: real paths → fixed placeholders, the per-run key → <redacted>.
-    let ws_real = std::fs::canonicalize(&ws)?.to_string_lossy().into_owned();
-    let run_real = launch.run_dir.to_string_lossy().into_owned();
-    // The npm prefix of the install (the entry is PREFIX/node_modules/@google/gemini-cli/bundle/gemini.js);
-    // the guest's system prompt names files below it.
-    let prefix_real = entry
-        .ancestors()
-        .nth(5)
-        .context("entry path too short")?
-        .to_string_lossy()
-        .into_owned();
-    let redact = |t: &str| {
-        t.replace(&token, "<redacted>")
-            .replace(&run_real, RUN)
-            .replace(&ws_real, WS)
-            .replace(&prefix_real, GUEST_PREFIX)
-    };
+    let redaction = Redaction::new(&token, &ws, &launch.run_dir, entry)?;
+    let redact = |t: &str| redaction.text(t);
     let stdout: Vec<String> = stdout.iter().map(|l| redact(l)).collect();
     let stderr: Vec<String> = stderr.iter().map(|l| redact(l)).collect();
 
@@ -347,8 +384,7 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
         exit,
     );
     // Compare as JSON after redacting the live side, so only redaction may differ.
-    let redacted =
-        |v: Value| -> Result<Value> { Ok(serde_json::from_str(&redact(&v.to_string()))?) };
+    let redacted = |v: Value| redaction.json(&v);
     ensure!(
         redacted(serde_json::to_value(&report.outcome)?)? == serde_json::to_value(&outcome)?,
         "replayed outcome differs from the live one: {outcome:?} vs {:?}",
@@ -380,27 +416,7 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
     )?;
     let expected: Vec<String> = again.iter().map(|v| v.to_string()).collect();
     write_lines(&dir.join("expected.jsonl"), &expected)?;
-    let requests: Vec<String> = upstream
-        .requests()
-        .iter()
-        .map(|r| {
-            let headers: serde_json::Map<String, Value> = r
-                .headers
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.clone(),
-                        Value::from(if k == "x-goog-api-key" {
-                            "<redacted>".to_owned()
-                        } else {
-                            redact(v)
-                        }),
-                    )
-                })
-                .collect();
-            redact(&json!({"path": r.path, "headers": headers, "body": r.body}).to_string())
-        })
-        .collect();
+    let requests = redaction.requests(&upstream);
     write_lines(&dir.join("requests.jsonl"), &requests)?;
     let argv: Vec<String> = std::iter::once("node".to_owned())
         .chain(launch.args.iter().map(|a| redact(&a.to_string_lossy())))

@@ -148,9 +148,7 @@ impl AcpHost for FixedAnswer {
     }
 }
 
-const WS: &str = "/capture/ws";
-const RUN: &str = "/capture/run";
-const GUEST_PREFIX: &str = "/capture/gemini-cli";
+use super::capture::{GUEST_PREFIX, RUN, Redaction, WS};
 const MODEL: &str = "gemini-2.5-flash";
 
 /// Captures `s` into `dir`; a one-line summary of the outcome.
@@ -228,22 +226,9 @@ pub async fn capture_one(s: &AcpScenario, entry: &Path, dir: &Path) -> Result<St
     }
     let exit = report.outcome.exit;
 
-    let ws_real = std::fs::canonicalize(&ws)?.to_string_lossy().into_owned();
-    let run_real = launch.run_dir.to_string_lossy().into_owned();
-    let prefix_real = entry
-        .ancestors()
-        .nth(5)
-        .context("entry path too short")?
-        .to_string_lossy()
-        .into_owned();
-    let redact = |t: &str| {
-        t.replace(&token, "<redacted>")
-            .replace(&run_real, RUN)
-            .replace(&ws_real, WS)
-            .replace(&prefix_real, GUEST_PREFIX)
-    };
-    let redact_json =
-        |v: &Value| -> Result<Value> { Ok(serde_json::from_str(&redact(&v.to_string()))?) };
+    let redaction = Redaction::new(&token, &ws, &launch.run_dir, entry)?;
+    let redact = |t: &str| redaction.text(t);
+    let redact_json = |v: &Value| redaction.json(v);
     let notes: Vec<Note> = notes
         .iter()
         .map(|n| {
@@ -304,19 +289,7 @@ pub async fn capture_one(s: &AcpScenario, entry: &Path, dir: &Path) -> Result<St
         dir.join("outcome.json"),
         serde_json::to_vec_pretty(&outcome)?,
     )?;
-    let requests: Vec<String> = upstream
-        .requests()
-        .iter()
-        .map(|r| {
-            let headers: serde_json::Map<String, Value> = r
-                .headers
-                .iter()
-                .filter(|(k, _)| k != "x-goog-api-key")
-                .map(|(k, v)| (k.clone(), Value::from(redact(v))))
-                .collect();
-            redact(&json!({"path": r.path, "headers": headers, "body": r.body}).to_string())
-        })
-        .collect();
+    let requests = redaction.requests(&upstream);
     write_lines(&dir.join("requests.jsonl"), &requests)?;
     let argv: Vec<String> = std::iter::once("node".to_owned())
         .chain(launch.args.iter().map(|a| redact(&a.to_string_lossy())))
@@ -335,7 +308,7 @@ pub async fn capture_one(s: &AcpScenario, entry: &Path, dir: &Path) -> Result<St
         "cancel_on_first_text": s.cancel_on_first_text,
         "settings": redact_json(&launch.settings)?,
         "redactions": [
-            {"what": "per-run key (authenticate _meta api-key, header x-goog-api-key: dropped)", "replacement": "<redacted>"},
+            {"what": "per-run key (authenticate _meta api-key, header x-goog-api-key)", "replacement": "<redacted>"},
             {"what": "run directory", "replacement": RUN},
             {"what": "workspace directory", "replacement": WS},
             {"what": "Gemini CLI install prefix", "replacement": GUEST_PREFIX}
