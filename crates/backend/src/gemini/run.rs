@@ -183,15 +183,7 @@ impl GeminiRun {
                 emit(event, None, &mut items);
             }
         }
-        let mut final_text = None;
-        for event in &mut events {
-            if let Event::RunFinished(f) = event {
-                f.status = run_outcome.status;
-                f.error.clone_from(&run_outcome.error);
-                f.result.clone_from(&run_outcome.result);
-                final_text = f.final_text.clone();
-            }
-        }
+        let final_text = conclude_events(&mut events, &run_outcome);
         for event in events {
             emit(event, None, &mut items);
         }
@@ -208,6 +200,20 @@ impl GeminiRun {
             duration: outcome.duration,
         }
     }
+}
+
+/// Puts the concluded outcome into the closing `run_finished`; the run's answer.
+pub(crate) fn conclude_events(events: &mut [Event], outcome: &RunOutcome) -> Option<String> {
+    let mut final_text = None;
+    for event in events {
+        if let Event::RunFinished(f) = event {
+            f.status = outcome.status;
+            f.error.clone_from(&outcome.error);
+            f.result.clone_from(&outcome.result);
+            final_text = f.final_text.clone();
+        }
+    }
+    final_text
 }
 
 /// The managed-process spec of a prepared launch under `limits`.

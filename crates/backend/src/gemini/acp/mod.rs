@@ -302,15 +302,7 @@ impl AcpRun {
                 state.emit(event);
             }
         }
-        let mut final_text = None;
-        for event in &mut events {
-            if let Event::RunFinished(f) = event {
-                f.status = run_outcome.status;
-                f.error.clone_from(&run_outcome.error);
-                f.result.clone_from(&run_outcome.result);
-                final_text = f.final_text.clone();
-            }
-        }
+        let final_text = super::run::conclude_events(&mut events, &run_outcome);
         for event in events {
             state.emit(event);
         }
