@@ -1423,6 +1423,113 @@ mod tests {
     }
 
     #[test]
+    fn session_flags_need_acp_and_resume_needs_a_recorded_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = || RunArgs {
+            workdir: Some(dir.path().to_path_buf()),
+            prompt: vec!["p".into()],
+            upstream_url: Some("http://127.0.0.1:1/v1".into()),
+            upstream_model: Some("m".into()),
+            ..Default::default()
+        };
+        let acp = || RunArgs {
+            protocol: Some(ProtocolArg::Acp),
+            ..base()
+        };
+        let refused = |args: RunArgs| format!("{:#}", args.resolve().unwrap_err());
+        let two = RunArgs {
+            prompt: vec!["a".into(), "b".into()],
+            ..base()
+        };
+        assert!(refused(two).contains("several prompts need --protocol acp"));
+        let stdin = RunArgs {
+            prompts_stdin: true,
+            ..base()
+        };
+        assert!(refused(stdin).contains("--prompts-stdin needs --protocol acp"));
+        let policy = dir.path().join("p.toml");
+        std::fs::write(
+            &policy,
+            "[[rule]]\ncategory = \"shell\"\ndecision = \"allow\"\n",
+        )
+        .unwrap();
+        let headless_policy = RunArgs {
+            permissions: Some(policy.clone()),
+            ..base()
+        };
+        assert!(refused(headless_policy).contains("--permissions needs --protocol acp"));
+        let bad_policy = RunArgs {
+            permissions: Some(policy),
+            ..acp()
+        };
+        assert!(refused(bad_policy).contains("unknown category"));
+        // Prompts may come from stdin alone.
+        let only_stdin = RunArgs {
+            prompt: Vec::new(),
+            prompts_stdin: true,
+            ..acp()
+        };
+        assert!(only_stdin.resolve().unwrap().prompts.is_empty());
+        let resume = |records: Option<PathBuf>, protocol| RunArgs {
+            resume: Some("0123".into()),
+            records,
+            protocol,
+            ..base()
+        };
+        assert!(
+            refused(resume(None, Some(ProtocolArg::Headless)))
+                .contains("--resume needs --protocol acp")
+        );
+        assert!(refused(resume(None, Some(ProtocolArg::Acp))).contains("--resume needs --records"));
+        // A store without that run.
+        let records = tempfile::tempdir().unwrap();
+        switchyard_records::SqliteStore::open(switchyard_records::store_path(records.path()))
+            .unwrap();
+        let missing = refused(resume(
+            Some(records.path().to_path_buf()),
+            Some(ProtocolArg::Acp),
+        ));
+        assert!(missing.contains("0123"), "{missing}");
+    }
+
+    #[test]
+    fn restored_session_files_never_bear_the_current_minute() {
+        let saved = tempfile::tempdir().unwrap();
+        let chats = saved.path().join("tmp/ws/chats");
+        std::fs::create_dir_all(&chats).unwrap();
+        let now = chrono::Utc::now().format("%Y-%m-%dT%H-%M").to_string();
+        for name in [
+            format!("session-{now}-abcdef12.jsonl"),
+            "session-2026-01-01T00-00-abcdef12.jsonl".to_owned(),
+            format!("session-{now}-99999999.jsonl"),
+        ] {
+            std::fs::write(chats.join(name), "{}").unwrap();
+        }
+        std::fs::write(saved.path().join("settings.json"), "{}").unwrap();
+        let home = tempfile::tempdir().unwrap();
+        restore_session_state(saved.path(), home.path(), "abcdef12-0000").unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(home.path().join("tmp/ws/chats"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 3);
+        let resumed: Vec<&String> = names
+            .iter()
+            .filter(|n| n.ends_with("-abcdef12.jsonl"))
+            .collect();
+        assert_eq!(resumed.len(), 2, "{names:?}");
+        for name in resumed {
+            // A minute can change during the test; the current one is never an earlier one.
+            let later = chrono::Utc::now().format("%Y-%m-%dT%H-%M").to_string();
+            assert!(!name.contains(&now) && !name.contains(&later), "{name}");
+        }
+        // Another session's file is left as it was; Switchyard's own files are not carried over.
+        assert!(names.contains(&format!("session-{now}-99999999.jsonl")));
+        assert!(!home.path().join("settings.json").exists());
+    }
+
+    #[test]
     fn a_bad_tools_file_or_finish_schema_is_a_clear_configuration_error() {
         let dir = tempfile::tempdir().unwrap();
         let base = |tools: Option<PathBuf>, finish: Option<PathBuf>| RunArgs {
