@@ -4,8 +4,10 @@
 //! - [`process`]: generic managed process (process group, bounded output, graceful stop,
 //!   watchdogs, no orphans);
 //! - [`install`]: pinned npm installs sealed by a manifest, verified before every run;
-//! - [`gemini`]: the Gemini CLI headless backend.
+//! - [`gemini`]: the Gemini CLI backend (headless and ACP);
+//! - [`opencode`]: the OpenCode pin (its install; the backend comes with its issue).
 
 pub mod gemini;
 pub mod install;
+pub mod opencode;
 pub mod process;

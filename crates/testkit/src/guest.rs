@@ -40,14 +40,8 @@ pub fn gemini_prefix() -> PathBuf {
                 .join(format!("gemini-cli-{GEMINI_CLI_VERSION}"))
         });
     let entry = gemini_entry_in(&prefix);
-    if !entry.is_file() && std::env::var_os(GEMINI_PREFIX_ENV).is_none() {
-        let script = workspace_root().join("scripts/install-guests.sh");
-        let status = std::process::Command::new("bash").arg(&script).status();
-        assert!(
-            matches!(status, Ok(s) if s.success()),
-            "{} failed: {status:?}",
-            script.display()
-        );
+    if std::env::var_os(GEMINI_PREFIX_ENV).is_none() {
+        install_when_missing(&entry);
     }
     assert!(
         entry.is_file(),
@@ -55,6 +49,42 @@ pub fn gemini_prefix() -> PathBuf {
         entry.display()
     );
     prefix
+}
+
+/// The OpenCode version the tests are pinned to (`scripts/install-guests.sh` installs it).
+pub const OPENCODE_VERSION: &str = "1.18.33";
+
+/// The npm prefix holding `opencode-ai@1.18.33`, installed like [`gemini_prefix`]'s (which
+/// also puts the package in npm's cache, so an `--offline` install of it works).
+///
+/// # Panics
+/// When the install is still missing after running the install script.
+pub fn opencode_prefix() -> PathBuf {
+    let prefix = workspace_root()
+        .join(".cache/guests")
+        .join(format!("opencode-{OPENCODE_VERSION}"));
+    let entry = prefix.join("node_modules/opencode-ai/bin/opencode.exe");
+    install_when_missing(&entry);
+    assert!(
+        entry.is_file(),
+        "pinned OpenCode not found at {}; run `bash scripts/install-guests.sh` first",
+        entry.display()
+    );
+    prefix
+}
+
+/// Runs `scripts/install-guests.sh` when `entry` is missing.
+fn install_when_missing(entry: &Path) {
+    if entry.is_file() {
+        return;
+    }
+    let script = workspace_root().join("scripts/install-guests.sh");
+    let status = std::process::Command::new("bash").arg(&script).status();
+    assert!(
+        matches!(status, Ok(s) if s.success()),
+        "{} failed: {status:?}",
+        script.display()
+    );
 }
 
 /// The JavaScript entry point (`bundle/gemini.js`) inside an npm prefix.
@@ -76,5 +106,11 @@ mod tests {
             .map(|value| value.trim_matches('"'))
             .collect();
         assert_eq!(pinned, [GEMINI_CLI_VERSION], "{script}");
+        let opencode: Vec<&str> = script
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("OPENCODE_VERSION="))
+            .map(|value| value.trim_matches('"'))
+            .collect();
+        assert_eq!(opencode, [OPENCODE_VERSION], "{script}");
     }
 }

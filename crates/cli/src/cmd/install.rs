@@ -1,15 +1,43 @@
-//! `switchyard install gemini-cli`: installs the pinned guest with npm into a Switchyard-owned
-//! prefix and seals it with a manifest (version + hash of every file). `switchyard run` refuses
-//! an install whose version or files no longer match.
+//! `switchyard install gemini-cli|opencode`: installs the pinned guest with npm into a
+//! Switchyard-owned prefix and seals it with a manifest (version + hash of every file).
+//! `switchyard run` refuses an install whose version or files no longer match.
 
 use anyhow::{Context, Result};
+use std::path::Path;
 use std::path::PathBuf;
-use switchyard_backend::gemini;
 
 /// Guests that can be installed.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Guest {
     GeminiCli,
+    Opencode,
+}
+
+impl Guest {
+    /// The pinned npm package and version.
+    pub fn pin(self) -> (&'static str, &'static str) {
+        match self {
+            Guest::GeminiCli => (
+                switchyard_backend::gemini::PACKAGE,
+                switchyard_backend::gemini::VERSION,
+            ),
+            Guest::Opencode => (
+                switchyard_backend::opencode::PACKAGE,
+                switchyard_backend::opencode::VERSION,
+            ),
+        }
+    }
+
+    /// `$SWITCHYARD_HOME/guests/<name>-<version>`.
+    pub fn default_prefix(self) -> PathBuf {
+        match self {
+            Guest::GeminiCli => super::default_gemini_prefix(),
+            Guest::Opencode => super::switchyard_home().join("guests").join(format!(
+                "opencode-{}",
+                switchyard_backend::opencode::VERSION
+            )),
+        }
+    }
 }
 
 /// `switchyard install` flags.
@@ -18,7 +46,7 @@ pub struct InstallArgs {
     /// The guest to install.
     #[arg(value_enum)]
     pub guest: Guest,
-    /// Where to install (default: $SWITCHYARD_HOME/guests/gemini-cli-VERSION).
+    /// Where to install (default: $SWITCHYARD_HOME/guests/<guest>-VERSION).
     #[arg(long)]
     pub prefix: Option<PathBuf>,
     /// Install from npm's local cache only (no registry access).
@@ -31,32 +59,10 @@ pub struct InstallArgs {
 
 /// Entry point.
 pub async fn run(args: InstallArgs) -> Result<u8> {
-    let Guest::GeminiCli = args.guest;
-    let prefix = args.prefix.unwrap_or_else(super::default_gemini_prefix);
+    let (package, version) = args.guest.pin();
+    let prefix = args.prefix.unwrap_or_else(|| args.guest.default_prefix());
     if args.verify {
-        return match switchyard_backend::install::verify_full(
-            &prefix,
-            gemini::PACKAGE,
-            gemini::VERSION,
-        ) {
-            Ok(v) => {
-                println!(
-                    "verified {}@{} at {} ({})",
-                    gemini::PACKAGE,
-                    gemini::VERSION,
-                    prefix.display(),
-                    v.entry.display()
-                );
-                Ok(0)
-            }
-            Err(e) => {
-                eprintln!(
-                    "switchyard: install at {} is not valid: {e}",
-                    prefix.display()
-                );
-                Ok(super::run::EXIT_INSTALL)
-            }
-        };
+        return Ok(verify_only(&prefix, package, version));
     }
     let task_prefix = prefix.clone();
     let offline = args.offline;
@@ -65,32 +71,38 @@ pub async fn run(args: InstallArgs) -> Result<u8> {
             offline,
             ..Default::default()
         };
-        switchyard_backend::install::install_npm(
-            gemini::PACKAGE,
-            gemini::VERSION,
-            &task_prefix,
-            &options,
-        )
+        switchyard_backend::install::install_npm(package, version, &task_prefix, &options)
     })
     .await
     .context("install task")?
-    .with_context(|| {
-        format!(
-            "installing {}@{} into {}",
-            gemini::PACKAGE,
-            gemini::VERSION,
-            prefix.display()
-        )
-    })?;
-    let verified =
-        switchyard_backend::install::verify(&prefix, gemini::PACKAGE, gemini::VERSION)
-            .with_context(|| format!("verifying the fresh install at {}", prefix.display()))?;
+    .with_context(|| format!("installing {package}@{version} into {}", prefix.display()))?;
+    let verified = switchyard_backend::install::verify(&prefix, package, version)
+        .with_context(|| format!("verifying the fresh install at {}", prefix.display()))?;
     println!(
-        "installed and sealed {}@{} at {} ({} files)",
-        gemini::PACKAGE,
-        gemini::VERSION,
+        "installed and sealed {package}@{version} at {} ({} files)",
         prefix.display(),
         verified.files_checked
     );
     Ok(0)
+}
+
+/// `--verify`: a full hash of every file; the exit code.
+fn verify_only(prefix: &Path, package: &str, version: &str) -> u8 {
+    match switchyard_backend::install::verify_full(prefix, package, version) {
+        Ok(v) => {
+            println!(
+                "verified {package}@{version} at {} ({})",
+                prefix.display(),
+                v.entry.display()
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!(
+                "switchyard: install at {} is not valid: {e}",
+                prefix.display()
+            );
+            super::run::EXIT_INSTALL
+        }
+    }
 }
