@@ -304,10 +304,18 @@ impl HostBinding {
         match task.await {
             Ok(result) => CallbackOutcome::Ran(result),
             Err(e) => {
-                // The tool panicked: its call stays claimed (never run twice) and is completed.
+                // The tool panicked: its call stays claimed (never run twice) and is completed,
+                // and its end is recorded like any other.
                 self.ledger().complete(&admission.model_call_id);
                 self.bump();
-                CallbackOutcome::Ran(Err(ToolError::Failed(format!("the host tool failed: {e}"))))
+                let result = Err(ToolError::Failed(format!("the host tool failed: {e}")));
+                self.emit(Event::HostResult(host_result(
+                    tool,
+                    &admission.model_call_id,
+                    &result,
+                )))
+                .await;
+                CallbackOutcome::Ran(result)
             }
         }
     }

@@ -295,3 +295,59 @@ fn the_identity_is_declared_optional() {
     assert_eq!(schema["properties"][IDENTITY_ARG]["type"], "string");
     assert_eq!(schema["required"], json!(["nonce"]));
 }
+
+/// A host tool that panics.
+struct Panics(Value);
+
+impl HostTool for Panics {
+    fn name(&self) -> &str {
+        "boom"
+    }
+    fn description(&self) -> &str {
+        "panics"
+    }
+    fn input_schema(&self) -> &Value {
+        &self.0
+    }
+    fn call(&self, _: Value) -> ToolFuture<'_> {
+        Box::pin(async { panic!("the host tool broke") })
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_tool_is_a_tool_error_with_its_result_recorded() {
+    let mut registry = ToolRegistry::new();
+    registry
+        .add(Arc::new(Panics(json!({"type": "object"}))))
+        .unwrap();
+    let (b, mut events) = HostBinding::new(registry, "mcp_sy_", BindingLimits::default());
+    let delivery = b
+        .offer(
+            "s",
+            vec![OfferedCall {
+                model_call_id: "c1".into(),
+                tool: "boom".into(),
+                arguments: json!({}),
+            }],
+        )
+        .unwrap();
+    let identity = delivery.identities()[0].clone();
+    delivery.confirm();
+    let mut args = Map::new();
+    args.insert(IDENTITY_ARG.into(), json!(identity));
+    let outcome = b.callback("boom", args).await;
+    assert!(
+        matches!(&outcome, CallbackOutcome::Ran(Err(ToolError::Failed(m))) if m.contains("failed")),
+        "{outcome:?}"
+    );
+    assert!(b.ledger().running().is_empty(), "the call is completed");
+    let mut results = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        if let Event::HostResult(r) = e {
+            results.push(r);
+        }
+    }
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].model_call_id, "c1");
+    assert_eq!(results[0].status, ToolStatus::Error);
+}

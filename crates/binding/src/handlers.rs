@@ -107,7 +107,9 @@ impl CommandTool {
             let _ = stdin.write_all(&input).await;
             drop(stdin);
         };
-        let read_out = read_bounded(stdout, MAX_OUTPUT);
+        // One byte more than the bound tells an over-long result from one that fits. The pipe
+        // closes once that much is read, so a tool still writing gets EPIPE (or the timeout).
+        let read_out = read_bounded(stdout, MAX_OUTPUT + 1);
         let read_err = read_bounded(stderr, 1024 * 1024);
         let finished = async {
             let ((), out, err) = tokio::join!(write, read_out, read_err);
@@ -120,6 +122,12 @@ impl CommandTool {
             .map_err(|_| ToolError::TimedOut(self.spec.timeout))?;
         let status = status.map_err(|e| failed("waiting for the tool", e))?;
         let out = out.map_err(|e| failed("reading the tool's output", e))?;
+        if out.len() > MAX_OUTPUT {
+            return Err(ToolError::Failed(format!(
+                "the tool's result is larger than {} MiB",
+                MAX_OUTPUT / (1024 * 1024)
+            )));
+        }
         if !status.success() {
             let err = err.unwrap_or_default();
             let tail = &err[err.len().saturating_sub(STDERR_TAIL)..];
@@ -185,6 +193,32 @@ host_tool_from_spec!(UrlTool);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn python(code: &str) -> CommandTool {
+        CommandTool {
+            spec: ToolSpec {
+                name: "t".into(),
+                description: "d".into(),
+                input_schema: serde_json::json!({"type": "object"}),
+                timeout: Duration::from_secs(30),
+            },
+            argv: vec!["python3".into(), "-c".into(), code.into()],
+            cwd: std::env::temp_dir(),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_over_long_result_is_a_clear_error_not_a_timeout() {
+        let flood = python("import sys\nwhile True: sys.stdout.write('x' * 65536)");
+        let err = flood.run(serde_json::json!({})).await.unwrap_err();
+        assert!(
+            matches!(&err, ToolError::Failed(m) if m.contains("larger than 16 MiB")),
+            "{err:?}"
+        );
+        let fits = python("import sys\nsys.stdout.write('y' * (16 * 1024 * 1024))");
+        let out = fits.run(serde_json::json!({})).await.unwrap();
+        assert_eq!(out.text.len(), MAX_OUTPUT);
+    }
 
     #[test]
     fn results_in_the_tool_shape_are_read_and_anything_else_is_text() {
