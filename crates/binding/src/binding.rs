@@ -28,6 +28,10 @@ use crate::tool::{ToolError, ToolOutput, ToolRegistry};
 /// validation.
 pub const IDENTITY_ARG: &str = "_switchyard_call";
 
+/// Refused callbacks whose arguments are kept in their event; later ones keep `null` (each
+/// callback body is already bounded by the MCP server, their number is not).
+pub const MAX_REFUSALS_WITH_ARGUMENTS: u64 = 256;
+
 /// How long waits inside a callback may last.
 #[derive(Debug, Clone, Copy)]
 pub struct BindingLimits {
@@ -73,6 +77,8 @@ struct Shared {
     /// Every delivered call, host tool or not (permission requests are checked against it).
     delivered: Mutex<DeliveredCalls>,
     next_delivery: std::sync::atomic::AtomicU64,
+    /// Refused callbacks so far.
+    refused: std::sync::atomic::AtomicU64,
     /// Bumped on every ledger change a waiting callback may care about.
     changed: watch::Sender<u64>,
     events: mpsc::Sender<Event>,
@@ -119,6 +125,7 @@ impl HostBinding {
             ledger: Mutex::new(Ledger::new()),
             delivered: Mutex::new(DeliveredCalls::default()),
             next_delivery: std::sync::atomic::AtomicU64::new(0),
+            refused: std::sync::atomic::AtomicU64::new(0),
             changed: watch::channel(0).0,
             events,
             limits,
@@ -262,6 +269,17 @@ impl HostBinding {
         let admission = match admitted {
             Ok(admission) => admission,
             Err(refusal) => {
+                // A guest that keeps forging callbacks cannot grow the run's record without
+                // bound: past the first refusals, their arguments are no longer kept.
+                let refused = self
+                    .shared
+                    .refused
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let arguments = if refused < MAX_REFUSALS_WITH_ARGUMENTS {
+                    arguments
+                } else {
+                    Value::Null
+                };
                 self.emit(Event::HostCall(HostCall {
                     tool: tool.to_owned(),
                     decision: HostDecision::Refused,

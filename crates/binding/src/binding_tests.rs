@@ -351,3 +351,24 @@ async fn a_panicking_tool_is_a_tool_error_with_its_result_recorded() {
     assert_eq!(results[0].model_call_id, "c1");
     assert_eq!(results[0].status, ToolStatus::Error);
 }
+
+#[tokio::test]
+async fn past_the_first_refusals_forged_arguments_are_not_kept() {
+    let (b, _log, mut events) = binding(Duration::ZERO);
+    let mut kept = 0;
+    let mut dropped = 0;
+    for i in 0..MAX_REFUSALS_WITH_ARGUMENTS + 3 {
+        let outcome = b
+            .callback("record", with_identity(&format!("forged {i}"), "made-up"))
+            .await;
+        assert!(matches!(outcome, CallbackOutcome::Refused(_)));
+        while let Ok(Event::HostCall(call)) = events.try_recv() {
+            if call.arguments.is_null() {
+                dropped += 1;
+            } else {
+                kept += 1;
+            }
+        }
+    }
+    assert_eq!((kept, dropped), (MAX_REFUSALS_WITH_ARGUMENTS, 3));
+}
