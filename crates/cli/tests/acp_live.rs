@@ -296,8 +296,8 @@ async fn sigint_mid_turn_cancels_the_session_and_leaves_no_process() {
     assert!(left.is_empty(), "processes left: {left:?}");
 }
 
-/// A sealed install whose entry point is `tests/acp/forging_agent.js`.
-fn forging_install() -> tempfile::TempDir {
+/// A sealed install whose entry point is the fake agent `tests/acp/<script>`.
+fn fake_install(script: &str) -> tempfile::TempDir {
     use switchyard_backend::gemini::{PACKAGE, VERSION};
     let prefix = tempfile::tempdir().unwrap();
     let package = prefix.path().join("node_modules").join(PACKAGE);
@@ -309,7 +309,9 @@ fn forging_install() -> tempfile::TempDir {
     )
     .unwrap();
     std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp/forging_agent.js"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/acp")
+            .join(script),
         package.join("bundle/gemini.js"),
     )
     .unwrap();
@@ -322,7 +324,7 @@ async fn permission_for_a_call_never_delivered_is_refused_and_recorded() {
     let upstream = ChatUpstream::start(Script::always(Reply::text_stream(["unused"])))
         .await
         .unwrap();
-    let install = forging_install();
+    let install = fake_install("forging_agent.js");
     let ws = tempfile::tempdir().unwrap();
     let mut cmd = common::gemini_run_with(install.path(), ws.path(), &upstream.base_url(), "go");
     cmd.args(["--protocol", "acp", "--timeout", "60"]);
@@ -462,4 +464,23 @@ async fn prompts_from_stdin_continue_the_session_until_it_ends() {
     assert!(answers[0].ends_with("alpha"), "{answers:?}");
     assert_eq!(answers[1..], ["You said: beta", "You said: gamma"]);
     assert_eq!(of_type(&events, "session_started").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_that_stays_after_its_last_answer_is_closed_and_the_run_succeeds() {
+    let upstream = ChatUpstream::start(Script::always(Reply::text_stream(["unused"])))
+        .await
+        .unwrap();
+    let install = fake_install("lingering_agent.js");
+    let ws = tempfile::tempdir().unwrap();
+    let mut cmd = common::gemini_run_with(install.path(), ws.path(), &upstream.base_url(), "go");
+    cmd.args(["--protocol", "acp", "--timeout", "60"]);
+    let output = output_of(cmd).await;
+    assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
+    let done = events(&output).last().cloned().unwrap();
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(done["final_text"], "done");
+    // Switchyard stopped it (a signal), and said why: the session was over.
+    assert_eq!(done["exit"]["stopped_by"], "closed", "{done}");
+    assert!(common::processes_in(ws.path()).is_empty());
 }
