@@ -46,7 +46,7 @@ pub struct InstallArgs {
     /// The guest to install.
     #[arg(value_enum)]
     pub guest: Guest,
-    /// Where to install (default: $SWITCHYARD_HOME/guests/<guest>-VERSION).
+    /// Where to install (default: `$SWITCHYARD_HOME/guests/GUEST-VERSION`).
     #[arg(long)]
     pub prefix: Option<PathBuf>,
     /// Install from npm's local cache only (no registry access).
