@@ -26,7 +26,7 @@ const permission = (sessionId, toolCallId) =>
 readline.createInterface({ input: process.stdin }).on("line", async (line) => {
   const msg = JSON.parse(line);
   if (msg.method === undefined) {
-    // An answer (the client also answers our non-JSON line, with id null).
+    // An answer to one of our requests.
     const resolve = pending.get(msg.id);
     if (resolve) resolve(msg);
     return;

@@ -241,14 +241,19 @@ impl AcpRun {
                         let text = line.text.clone();
                         let truncated = line.truncated;
                         state.items.push(RunItem::RawStdout(line));
-                        if truncated || serde_json::from_str::<Value>(&text).is_err() {
+                        let whole_json = !truncated
+                            && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
+                        if !whole_json {
+                            // Kept, and not handed to the engine, which would answer the guest
+                            // with a parse error it never asked for.
                             state.note(Note::Unrecognized(
                                 "a stdout line that is not one whole JSON-RPC message".into(),
                                 None,
-                                Value::String(text.clone()),
+                                Value::String(text),
                             ));
-                        }
-                        if let Some(tx) = &incoming_tx && tx.send(Ok(text)).await.is_err() {
+                        } else if let Some(tx) = &incoming_tx
+                            && tx.send(Ok(text)).await.is_err()
+                        {
                             incoming_tx = None;
                         }
                     }
