@@ -55,6 +55,11 @@ impl PermissionRefusal {
     }
 }
 
+/// How many of the latest batches keep their calls' arguments. The guest runs (and asks about)
+/// a response's calls before it sends the next request, so older arguments are never needed
+/// again; dropping them keeps a long run's table small (a `write_file` carries a whole file).
+pub const BATCHES_WITH_ARGUMENTS: u64 = 8;
+
 /// The delivered calls of one run.
 #[derive(Debug, Default)]
 pub struct DeliveredCalls {
@@ -63,8 +68,16 @@ pub struct DeliveredCalls {
 
 impl DeliveredCalls {
     /// Enters the calls of batch `batch` before their response is sent. A call id already
-    /// entered is left as it was (the host-tool ledger refuses reused ids on its own).
+    /// entered is left as it was (the host-tool ledger refuses reused ids on its own). Calls of
+    /// batches [`BATCHES_WITH_ARGUMENTS`] or more before it lose their arguments (`null`).
     pub fn offer(&mut self, batch: u64, calls: Vec<DeliveredCall>) {
+        if let Some(oldest_kept) = batch.checked_sub(BATCHES_WITH_ARGUMENTS - 1) {
+            for (call, b, _) in self.entries.values_mut() {
+                if *b < oldest_kept && !call.arguments.is_null() {
+                    call.arguments = Value::Null;
+                }
+            }
+        }
         for call in calls {
             self.entries
                 .entry(call.model_call_id.clone())
@@ -172,6 +185,20 @@ mod tests {
             d.decide("run_shell_command__made_up"),
             Err(PermissionRefusal::NotDelivered { .. })
         ));
+    }
+
+    #[test]
+    fn only_the_latest_batches_keep_their_arguments() {
+        let mut d = DeliveredCalls::default();
+        for batch in 0..=BATCHES_WITH_ARGUMENTS {
+            d.offer(batch, vec![call(&format!("c{batch}"), "write_file")]);
+            d.confirm(batch);
+        }
+        assert_eq!(d.get("c0").unwrap().0.arguments, Value::Null);
+        assert_eq!(d.get("c1").unwrap().0.arguments, json!({"command": "ls"}));
+        // The call itself is still known, and still decided only once.
+        assert!(d.decide("write_file__c0").is_ok());
+        assert!(d.decide("write_file__c0").is_err());
     }
 
     #[test]
