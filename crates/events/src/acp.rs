@@ -17,8 +17,8 @@ use agent_client_protocol_schema::v1::{
 use serde_json::Value;
 
 use crate::event::{
-    AssistantDelta, Event, ModelUsage, PromptFinished, RunFinished, Thought, ToolCall, ToolError,
-    ToolResult, ToolStatus, Unrecognized, Usage, UserMessage,
+    AssistantDelta, Event, ModelUsage, PromptFinished, Thought, ToolCall, ToolError, ToolResult,
+    ToolStatus, Unrecognized, Usage, UserMessage,
 };
 use crate::outcome::{ErrorKind, GuestExit, OutcomeStatus, RunError, RunOutcome};
 use crate::tools::gemini_tool_category;
@@ -434,15 +434,7 @@ impl AcpNormalizer {
             exit,
             fallback_message,
         );
-        out.push(Event::RunFinished(RunFinished {
-            status: outcome.status,
-            error: outcome.error.clone(),
-            final_text: self.turns.final_text(),
-            turns: self.turns.count(),
-            unrecognized_lines: self.unrecognized,
-            exit,
-            result: None,
-        }));
+        out.push(self.turns.run_finished(&outcome, self.unrecognized));
         (out, outcome)
     }
 }

@@ -7,8 +7,8 @@
 //! [`Event::Unrecognized`] and are counted.
 
 use crate::event::{
-    AssistantDelta, ErrorReport, Event, ModelUsage, RunFinished, SessionStarted, ToolCall,
-    ToolError, ToolResult, ToolStatus, Unrecognized, Usage, UserMessage, Warning,
+    AssistantDelta, ErrorReport, Event, ModelUsage, SessionStarted, ToolCall, ToolError,
+    ToolResult, ToolStatus, Unrecognized, Usage, UserMessage, Warning,
 };
 use crate::outcome::{GuestExit, RunOutcome, classify_gemini};
 use crate::tools::gemini_tool_category;
@@ -222,15 +222,7 @@ impl GeminiNormalizer {
         }
         let message = self.last_error_message.as_deref().or(fallback_message);
         let outcome = classify_gemini(self.result.as_ref(), message, exit);
-        out.push(Event::RunFinished(RunFinished {
-            status: outcome.status,
-            error: outcome.error.clone(),
-            final_text: self.turns.final_text(),
-            turns: self.turns.count(),
-            unrecognized_lines: self.unrecognized,
-            exit,
-            result: None,
-        }));
+        out.push(self.turns.run_finished(&outcome, self.unrecognized));
         (out, outcome)
     }
 }

@@ -1,7 +1,8 @@
 //! Model turns and their text, as both normalizers count them: a turn ends when tool results
 //! go back to the model; the run's answer is the text of the last turn that called no tool.
 
-use crate::event::{AssistantMessage, Event};
+use crate::event::{AssistantMessage, Event, RunFinished};
+use crate::outcome::RunOutcome;
 
 #[derive(Debug, Default)]
 pub(crate) struct Turns {
@@ -63,5 +64,19 @@ impl Turns {
         } else {
             0
         }
+    }
+
+    /// The closing `run_finished` of a run with this `outcome` (its `result` is the host
+    /// contract's, added later).
+    pub fn run_finished(&self, outcome: &RunOutcome, unrecognized_lines: u64) -> Event {
+        Event::RunFinished(RunFinished {
+            status: outcome.status,
+            error: outcome.error.clone(),
+            final_text: self.final_text(),
+            turns: self.count(),
+            unrecognized_lines,
+            exit: outcome.exit,
+            result: None,
+        })
     }
 }

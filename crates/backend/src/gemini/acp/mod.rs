@@ -295,11 +295,7 @@ impl AcpRun {
         let exit = guest_exit(&outcome.termination, outcome.exit);
         let hint = stderr_summary.message();
         let unrecognized = state.events.unrecognized();
-        let events = std::mem::replace(
-            &mut state.events,
-            AcpEvents::new(String::new(), Box::new(|_| None)),
-        );
-        let (mut events, run_outcome) = events.finish(expected, exit, hint.as_deref());
+        let (mut events, run_outcome) = state.events.finish(expected, exit, hint.as_deref());
         let run_outcome = conclude(run_outcome).await;
         if let Some(mut host) = self.host_events.take() {
             host.close();

@@ -99,15 +99,15 @@ impl AcpEvents {
         }
     }
 
-    /// The closing events and the outcome (see [`AcpNormalizer::finish`]).
+    /// The closing events and the outcome (see [`AcpNormalizer::finish`]); the mapping starts
+    /// over after it.
     pub fn finish(
-        self,
+        &mut self,
         expected_prompts: u32,
         exit: GuestExit,
         fallback_message: Option<&str>,
     ) -> (Vec<Event>, RunOutcome) {
-        self.normalizer
-            .finish(expected_prompts, exit, fallback_message)
+        std::mem::take(&mut self.normalizer).finish(expected_prompts, exit, fallback_message)
     }
 }
 
