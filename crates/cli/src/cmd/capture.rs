@@ -16,11 +16,13 @@ use anyhow::{Context, Result, ensure};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use switchyard_backend::gemini::launch::{GUEST_MAX_ATTEMPTS, GeminiLaunchConfig, Secret, prepare};
+use switchyard_backend::gemini::launch::{
+    GUEST_MAX_ATTEMPTS, GeminiLaunchConfig, PreparedLaunch, Secret, prepare,
+};
 use switchyard_backend::gemini::run::{GeminiRun, RunItem, RunLimits};
 use switchyard_backend::gemini::settings::ApprovalMode;
-use switchyard_events::Event;
 use switchyard_events::event::RunStarted;
+use switchyard_events::{Event, GuestExit, RunOutcome};
 use switchyard_testkit::genai_upstream::{GenaiScenario, GenaiUpstream};
 
 /// `switchyard capture` flags.
@@ -310,12 +312,94 @@ pub(super) const WS: &str = "/capture/ws";
 pub(super) const RUN: &str = "/capture/run";
 pub(super) const GUEST_PREFIX: &str = "/capture/gemini-cli";
 
-async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
-    let upstream = GenaiUpstream::start(s.upstream).await?;
+/// A capture's scratch directory: the workspace `ws/` (holding `a.txt` to read) and the run
+/// directory `run/` below it.
+pub(super) fn scratch() -> Result<(tempfile::TempDir, PathBuf)> {
     let scratch = tempfile::tempdir()?;
     let ws = scratch.path().join("ws");
     std::fs::create_dir_all(&ws)?;
     std::fs::write(ws.join("a.txt"), "alpha\n")?;
+    Ok((scratch, ws))
+}
+
+/// The files every fixture has, already redacted; each protocol writes its own besides.
+pub(super) struct Fixture<'a> {
+    pub name: &'a str,
+    pub about: &'a str,
+    pub stdout: &'a [String],
+    pub stderr: &'a [String],
+    pub exit: GuestExit,
+    pub outcome: &'a RunOutcome,
+    /// `expected.jsonl`.
+    pub expected: &'a [Value],
+    pub requests: Vec<String>,
+    /// What the per-run key was, for the manifest's redactions.
+    pub key_was: &'a str,
+    /// The protocol's own manifest fields.
+    pub extra: Value,
+}
+
+impl Fixture<'_> {
+    /// Writes the fixture's files and its manifest into `dir`.
+    pub(super) fn write(
+        &self,
+        dir: &Path,
+        launch: &PreparedLaunch,
+        redaction: &Redaction,
+    ) -> Result<()> {
+        std::fs::create_dir_all(dir)?;
+        write_lines(&dir.join("stdout.jsonl"), self.stdout)?;
+        write_lines(&dir.join("stderr.txt"), self.stderr)?;
+        std::fs::write(
+            dir.join("exit.json"),
+            serde_json::to_vec_pretty(&self.exit)?,
+        )?;
+        std::fs::write(
+            dir.join("outcome.json"),
+            serde_json::to_vec_pretty(self.outcome)?,
+        )?;
+        let expected: Vec<String> = self.expected.iter().map(Value::to_string).collect();
+        write_lines(&dir.join("expected.jsonl"), &expected)?;
+        write_lines(&dir.join("requests.jsonl"), &self.requests)?;
+        let argv: Vec<String> = std::iter::once("node".to_owned())
+            .chain(
+                launch
+                    .args
+                    .iter()
+                    .map(|a| redaction.text(&a.to_string_lossy())),
+            )
+            .collect();
+        let mut manifest = json!({
+            "scenario": self.name,
+            "about": self.about,
+            "cli": {"package": switchyard_backend::gemini::PACKAGE, "version": switchyard_backend::gemini::VERSION},
+            "node": node_version(),
+            "captured_at": chrono::Utc::now().to_rfc3339(),
+            "argv": argv,
+            "settings": redaction.json(&launch.settings)?,
+            "redactions": [
+                {"what": self.key_was, "replacement": "<redacted>"},
+                {"what": "run directory", "replacement": RUN},
+                {"what": "workspace directory", "replacement": WS},
+                {"what": "Gemini CLI install prefix (argv, system prompt)", "replacement": GUEST_PREFIX}
+            ],
+            "exit": self.exit,
+            "outcome_status": self.outcome.status,
+        });
+        if let (Some(manifest), Value::Object(extra)) = (manifest.as_object_mut(), &self.extra) {
+            manifest.extend(extra.clone());
+        }
+        std::fs::write(
+            dir.join("manifest.json"),
+            serde_json::to_vec_pretty(&manifest)?,
+        )?;
+        Ok(())
+    }
+}
+
+async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
+    let upstream = GenaiUpstream::start(s.upstream).await?;
+    let (scratch, ws) = scratch()?;
     let token = super::run::random_token();
     let node = super::which("node").context("node not on PATH")?;
     let model = s.model;
@@ -406,45 +490,23 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
         live.len()
     );
 
-    std::fs::create_dir_all(dir)?;
-    write_lines(&dir.join("stdout.jsonl"), &stdout)?;
-    write_lines(&dir.join("stderr.txt"), &stderr)?;
-    std::fs::write(dir.join("exit.json"), serde_json::to_vec_pretty(&exit)?)?;
-    std::fs::write(
-        dir.join("outcome.json"),
-        serde_json::to_vec_pretty(&outcome)?,
-    )?;
-    let expected: Vec<String> = again.iter().map(|v| v.to_string()).collect();
-    write_lines(&dir.join("expected.jsonl"), &expected)?;
-    let requests = redaction.requests(&upstream);
-    write_lines(&dir.join("requests.jsonl"), &requests)?;
-    let argv: Vec<String> = std::iter::once("node".to_owned())
-        .chain(launch.args.iter().map(|a| redact(&a.to_string_lossy())))
-        .collect();
-    let manifest = json!({
-        "scenario": s.name,
-        "about": s.about,
-        "cli": {"package": switchyard_backend::gemini::PACKAGE, "version": switchyard_backend::gemini::VERSION},
-        "node": node_version(),
-        "captured_at": chrono::Utc::now().to_rfc3339(),
-        "argv": argv,
-        "settings": serde_json::from_str::<Value>(&redact(&launch.settings.to_string()))?,
-        "max_turns": s.max_turns,
-        "cancel_on_first_text": s.cancel_on_first_text,
-        "inactivity_secs": s.inactivity.map(|d| d.as_secs()),
-        "redactions": [
-            {"what": "per-run guest API key (env GEMINI_API_KEY, header x-goog-api-key)", "replacement": "<redacted>"},
-            {"what": "run directory", "replacement": RUN},
-            {"what": "workspace directory", "replacement": WS},
-            {"what": "Gemini CLI install prefix (argv, system prompt)", "replacement": GUEST_PREFIX}
-        ],
-        "exit": exit,
-        "outcome_status": outcome.status,
-    });
-    std::fs::write(
-        dir.join("manifest.json"),
-        serde_json::to_vec_pretty(&manifest)?,
-    )?;
+    Fixture {
+        name: s.name,
+        about: s.about,
+        stdout: &stdout,
+        stderr: &stderr,
+        exit,
+        outcome: &outcome,
+        expected: &again,
+        requests: redaction.requests(&upstream),
+        key_was: "per-run guest API key (env GEMINI_API_KEY, header x-goog-api-key)",
+        extra: json!({
+            "max_turns": s.max_turns,
+            "cancel_on_first_text": s.cancel_on_first_text,
+            "inactivity_secs": s.inactivity.map(|d| d.as_secs()),
+        }),
+    }
+    .write(dir, &launch, &redaction)?;
     Ok(format!(
         "{:?} {}",
         outcome.status,

@@ -30,6 +30,8 @@ use switchyard_events::event::RunStarted;
 use switchyard_events::gemini::StderrSummary;
 use switchyard_testkit::genai_upstream::{GenaiScenario, GenaiUpstream};
 
+use super::capture::{Fixture, Redaction, WS, scratch, write_lines};
+
 /// One ACP capture scenario.
 pub struct AcpScenario {
     pub name: &'static str,
@@ -148,16 +150,12 @@ impl AcpHost for FixedAnswer {
     }
 }
 
-use super::capture::{GUEST_PREFIX, RUN, Redaction, WS};
 const MODEL: &str = "gemini-2.5-flash";
 
 /// Captures `s` into `dir`; a one-line summary of the outcome.
 pub async fn capture_one(s: &AcpScenario, entry: &Path, dir: &Path) -> Result<String> {
     let upstream = GenaiUpstream::start(s.upstream).await?;
-    let scratch = tempfile::tempdir()?;
-    let ws = scratch.path().join("ws");
-    std::fs::create_dir_all(&ws)?;
-    std::fs::write(ws.join("a.txt"), "alpha\n")?;
+    let (scratch, ws) = scratch()?;
     let token = super::run::random_token();
     let node = super::which("node").context("node not on PATH")?;
     let launch = prepare(&GeminiLaunchConfig {
@@ -273,56 +271,30 @@ pub async fn capture_one(s: &AcpScenario, entry: &Path, dir: &Path) -> Result<St
         "replayed outcome differs from the live one"
     );
 
-    std::fs::create_dir_all(dir)?;
-    let lines = |values: &[Value]| values.iter().map(Value::to_string).collect::<Vec<_>>();
-    let note_values: Vec<Value> = notes
-        .iter()
-        .map(serde_json::to_value)
-        .collect::<Result<_, _>>()?;
-    write_lines(&dir.join("notes.jsonl"), &lines(&note_values))?;
     let stdout: Vec<String> = stdout.iter().map(|l| redact(l)).collect();
-    write_lines(&dir.join("stdout.jsonl"), &stdout)?;
-    write_lines(&dir.join("stderr.txt"), &stderr)?;
-    write_lines(&dir.join("expected.jsonl"), &lines(&again))?;
-    std::fs::write(dir.join("exit.json"), serde_json::to_vec_pretty(&exit)?)?;
-    std::fs::write(
-        dir.join("outcome.json"),
-        serde_json::to_vec_pretty(&outcome)?,
-    )?;
-    let requests = redaction.requests(&upstream);
-    write_lines(&dir.join("requests.jsonl"), &requests)?;
-    let argv: Vec<String> = std::iter::once("node".to_owned())
-        .chain(launch.args.iter().map(|a| redact(&a.to_string_lossy())))
-        .collect();
-    let manifest = json!({
-        "scenario": s.name,
-        "about": s.about,
-        "protocol": "acp",
-        "cli": {"package": switchyard_backend::gemini::PACKAGE, "version": switchyard_backend::gemini::VERSION},
-        "node": super::capture::node_version(),
-        "captured_at": chrono::Utc::now().to_rfc3339(),
-        "argv": argv,
-        "model": MODEL,
-        "prompts": s.prompts,
-        "permission_answer": if s.allow { "allow_once" } else { "reject_once" },
-        "cancel_on_first_text": s.cancel_on_first_text,
-        "settings": redact_json(&launch.settings)?,
-        "redactions": [
-            {"what": "per-run key (authenticate _meta api-key, header x-goog-api-key)", "replacement": "<redacted>"},
-            {"what": "run directory", "replacement": RUN},
-            {"what": "workspace directory", "replacement": WS},
-            {"what": "Gemini CLI install prefix", "replacement": GUEST_PREFIX}
-        ],
-        "exit": exit,
-        "outcome_status": outcome.status,
-    });
-    std::fs::write(
-        dir.join("manifest.json"),
-        serde_json::to_vec_pretty(&manifest)?,
-    )?;
+    Fixture {
+        name: s.name,
+        about: s.about,
+        stdout: &stdout,
+        stderr: &stderr,
+        exit,
+        outcome: &outcome,
+        expected: &again,
+        requests: redaction.requests(&upstream),
+        key_was: "per-run key (authenticate _meta api-key, header x-goog-api-key)",
+        extra: json!({
+            "protocol": "acp",
+            "model": MODEL,
+            "prompts": s.prompts,
+            "permission_answer": if s.allow { "allow_once" } else { "reject_once" },
+            "cancel_on_first_text": s.cancel_on_first_text,
+        }),
+    }
+    .write(dir, &launch, &redaction)?;
+    let notes: Vec<String> = notes
+        .iter()
+        .map(|n| Ok(serde_json::to_string(n)?))
+        .collect::<Result<_>>()?;
+    write_lines(&dir.join("notes.jsonl"), &notes)?;
     Ok(format!("{:?}", outcome.status))
-}
-
-fn write_lines(path: &Path, lines: &[String]) -> Result<()> {
-    super::capture::write_lines(path, lines)
 }
