@@ -88,31 +88,6 @@ pub enum PolicyError {
     Rule { index: usize, message: String },
 }
 
-const CATEGORIES: &[&str] = &[
-    "command",
-    "file_read",
-    "file_write",
-    "ask_user",
-    "web",
-    "planning",
-    "mcp",
-    "unknown",
-];
-
-/// The category name of `category`, as rules spell it.
-pub fn category_name(category: &ToolCategory) -> &'static str {
-    match category {
-        ToolCategory::Command => "command",
-        ToolCategory::FileRead => "file_read",
-        ToolCategory::FileWrite => "file_write",
-        ToolCategory::AskUser => "ask_user",
-        ToolCategory::Web => "web",
-        ToolCategory::Planning => "planning",
-        ToolCategory::Mcp { .. } => "mcp",
-        ToolCategory::Unknown => "unknown",
-    }
-}
-
 /// A decision and why it was made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Ruling {
@@ -151,11 +126,11 @@ impl Policy {
                 return Err(err("names no category, tool or command_prefix"));
             }
             if let Some(c) = &rule.category
-                && !CATEGORIES.contains(&c.as_str())
+                && !ToolCategory::NAMES.contains(&c.as_str())
             {
                 return Err(err(&format!(
                     "unknown category {c:?} (one of {})",
-                    CATEGORIES.join(", ")
+                    ToolCategory::NAMES.join(", ")
                 )));
             }
             if let Some(prefix) = &rule.command_prefix
@@ -198,7 +173,7 @@ impl Rule {
         if self
             .category
             .as_deref()
-            .is_some_and(|c| c != category_name(category))
+            .is_some_and(|c| c != category.name())
         {
             return false;
         }

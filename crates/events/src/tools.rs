@@ -30,6 +30,34 @@ pub enum ToolCategory {
     Unknown,
 }
 
+impl ToolCategory {
+    /// Every category's name, as [`ToolCategory::name`] spells it (and the events' `kind`).
+    pub const NAMES: &[&str] = &[
+        "command",
+        "file_read",
+        "file_write",
+        "ask_user",
+        "web",
+        "planning",
+        "mcp",
+        "unknown",
+    ];
+
+    /// The category's name: its `kind` in the events.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ToolCategory::Command => "command",
+            ToolCategory::FileRead => "file_read",
+            ToolCategory::FileWrite => "file_write",
+            ToolCategory::AskUser => "ask_user",
+            ToolCategory::Web => "web",
+            ToolCategory::Planning => "planning",
+            ToolCategory::Mcp { .. } => "mcp",
+            ToolCategory::Unknown => "unknown",
+        }
+    }
+}
+
 const COMMAND: &[&str] = &["run_shell_command"];
 const FILE_READ: &[&str] = &[
     "read_file",
@@ -102,6 +130,28 @@ mod tests {
             gemini_tool_category("read_background_output"),
             ToolCategory::Planning
         );
+    }
+
+    #[test]
+    fn names_are_the_event_kinds_and_all_listed() {
+        for category in [
+            ToolCategory::Command,
+            ToolCategory::FileRead,
+            ToolCategory::FileWrite,
+            ToolCategory::AskUser,
+            ToolCategory::Web,
+            ToolCategory::Planning,
+            ToolCategory::Mcp {
+                server: "s".into(),
+                tool: "t".into(),
+            },
+            ToolCategory::Unknown,
+        ] {
+            let kind = serde_json::to_value(&category).unwrap()["kind"].clone();
+            assert_eq!(kind, category.name());
+            assert!(ToolCategory::NAMES.contains(&category.name()));
+        }
+        assert_eq!(ToolCategory::NAMES.len(), 8);
     }
 
     #[test]
