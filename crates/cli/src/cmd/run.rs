@@ -1136,8 +1136,11 @@ fn restore_session_state(state: &Path, gemini_dir: &Path, session_id: &str) -> s
         let now = chrono::Utc::now();
         let count = files.len();
         for (i, name) in files.iter().enumerate() {
-            let minutes_back = i64::try_from(count - i).unwrap_or(i64::MAX);
-            let at = now - chrono::Duration::minutes(minutes_back);
+            let at = i64::try_from(count - i)
+                .ok()
+                .and_then(chrono::TimeDelta::try_minutes)
+                .and_then(|back| now.checked_sub_signed(back))
+                .ok_or_else(|| std::io::Error::other("too many saved session files"))?;
             let renamed = format!("session-{}{suffix}", at.format("%Y-%m-%dT%H-%M"));
             std::fs::rename(chats.join(name), chats.join(renamed))?;
         }
