@@ -11,6 +11,10 @@
 //! the [`ledger`] with a private identity per call, and [`mcp`] serves the registry to the guest
 //! over authenticated MCP, admitting a callback only for a delivered, unclaimed call, once, in
 //! the model's order.
+//!
+//! For guests that ask permission (ACP), the gateway also enters every delivered call in the
+//! [`delivered`] table, and [`permissions`] is the unattended policy that decides each request
+//! from the call's delivered arguments.
 
 pub mod binding;
 pub mod delivered;
