@@ -41,10 +41,18 @@
 //! [`CallLedger`] (one per session, kept by the gateway) rejects reused ids and checks that request
 //! `functionResponse` ids were delivered before.
 //!
+//! ## Chat Completions guests
+//! A guest that speaks Chat Completions itself (OpenCode) is served by the same response
+//! translation: [`chat_ingress`] checks and prepares its request for the upstream,
+//! [`StreamTranslator`] assembles and validates the upstream's answer exactly as for Google
+//! guests, and [`chat_answer`] renders that turn back as Chat Completions chunks.
+//!
 //! ## Other
 //! * [`count_tokens`] / [`estimate_request_tokens`]: local estimate (method in [`tokens`]).
 //! * [`google_errors`]: Google error bodies from upstream HTTP errors, with `RetryInfo`.
 
+pub mod chat_answer;
+pub mod chat_ingress;
 pub mod error;
 pub mod google;
 pub mod google_errors;
@@ -53,6 +61,7 @@ pub mod image_cache;
 pub mod ledger;
 pub mod openai;
 pub mod options;
+mod png_pass;
 pub mod private_argument;
 pub mod reasoning;
 pub mod request;

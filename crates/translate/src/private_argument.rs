@@ -36,7 +36,7 @@ pub fn strip_private_argument(request: &mut GenerateContentRequest, name: &str) 
     removed
 }
 
-fn strip_from_schema(schema: &mut Value, name: &str) -> usize {
+pub(crate) fn strip_from_schema(schema: &mut Value, name: &str) -> usize {
     let Some(object) = schema.as_object_mut() else {
         return 0;
     };

@@ -40,7 +40,6 @@
 //! * Any other field anywhere -> [`TranslateError::UnknownField`] naming its JSON path.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
@@ -51,9 +50,8 @@ use crate::google::{
     Blob, Content, Extra, FunctionResponse, GenerateContentRequest, GenerationConfig, Part, Tool,
     ToolConfig,
 };
-use crate::image::{PngConversion, png_to_lossless_webp};
+use crate::image::PngConversion;
 use crate::image_cache::ConversionCache;
-use crate::image_cache::ImageKey;
 use crate::openai::{
     ChatFunction, ChatMessage, ChatRequest, ChatTool, ContentPart, FunctionCallSpec, ImageUrl,
     JsonSchemaFormat, ResponseFormat, StreamOptions, ToolCall, UserContent,
@@ -62,6 +60,7 @@ use crate::options::{
     JsonSchemaMode, SchemaChange, ThinkingMode, ToolCallContent, TranslateOptions,
     TranslationReport,
 };
+use crate::png_pass::PngPass;
 use crate::schema::clean_schema;
 
 /// The `thoughtSignature` Gemini CLI injects when it has no real signature.
@@ -130,10 +129,8 @@ pub fn translate_request_with(
 ) -> Result<TranslatedRequest, TranslateError> {
     let mut tr = Translator {
         opts,
-        images,
         report: TranslationReport::default(),
-        unconverted: Vec::new(),
-        unconverted_pngs: Vec::new(),
+        pngs: PngPass::new(images, opts.convert_on_miss),
     };
     reject_extra(&req.extra, "")?;
     if req.cached_content.is_some() {
@@ -201,7 +198,7 @@ pub fn translate_request_with(
         chat,
         report: tr.report,
         json_response: is_json_response(req),
-        unconverted_pngs: tr.unconverted_pngs,
+        unconverted_pngs: tr.pngs.unconverted_pngs,
     })
 }
 
@@ -233,11 +230,8 @@ struct OpenCall {
 
 struct Translator<'a> {
     opts: &'a TranslateOptions,
-    images: Option<&'a ConversionCache>,
     report: TranslationReport,
-    /// Keys of `unconverted_pngs`.
-    unconverted: Vec<ImageKey>,
-    unconverted_pngs: Vec<Vec<u8>>,
+    pngs: PngPass<'a>,
 }
 
 impl Translator<'_> {
@@ -655,43 +649,13 @@ impl Translator<'_> {
             ),
         };
         self.report.images_forwarded += 1;
-        if mime == "image/png" && self.opts.provider.reencode_png {
-            let max_pixels = self.opts.provider.max_image_pixels;
-            let conversion = match self.images {
-                Some(cache) if self.opts.convert_on_miss => {
-                    let (conversion, remembered) = cache.convert(&bytes, max_pixels);
-                    self.report.reencodings_remembered += u32::from(remembered);
-                    Some(conversion)
-                }
-                Some(cache) => {
-                    let key = ImageKey::of(&bytes);
-                    let remembered = cache.get(&key);
-                    self.report.reencodings_remembered += u32::from(remembered.is_some());
-                    if remembered.is_none() && !self.unconverted.contains(&key) {
-                        self.unconverted.push(key);
-                        self.unconverted_pngs.push(bytes.clone());
-                    }
-                    remembered
-                }
-                None => Some(Arc::new(png_to_lossless_webp(&bytes, max_pixels))),
-            };
-            match conversion.as_deref() {
-                Some(PngConversion::Reencoded { webp }) => {
-                    self.report.images_reencoded += 1;
-                    self.report.reencoded_bytes_before += bytes.len() as u64;
-                    self.report.reencoded_bytes_after += webp.len() as u64;
-                    return Ok(data_url_part("image/webp", webp.as_slice()));
-                }
-                Some(PngConversion::PassThrough { reason }) => {
-                    self.report
-                        .png_passthrough
-                        .push(format!("{path}: {reason}"));
-                }
-                None => self
-                    .report
-                    .png_passthrough
-                    .push(format!("{path}: not converted yet, forwarded unchanged")),
-            }
+        if mime == "image/png"
+            && let Some(conversion) =
+                self.pngs
+                    .webp(&bytes, &self.opts.provider, &mut self.report, path)
+            && let PngConversion::Reencoded { webp } = conversion.as_ref()
+        {
+            return Ok(data_url_part("image/webp", webp.as_slice()));
         }
         if standard {
             return Ok(data_url(&mime, data));
