@@ -26,6 +26,7 @@ use switchyard_translate::{
 use tokio::sync::mpsc;
 
 use crate::delivery::DeliverySlot;
+use crate::dialect::{GuestApi, GuestFailure, Render, chat_error};
 use crate::intake::GuestBody;
 use crate::responses::{error_response, google_error_response, json_response, sse_body};
 use crate::retry::RetryBudget;
@@ -46,6 +47,74 @@ pub(crate) struct ExchangeContext {
     pub state: Arc<AppState>,
     pub guest_model: String,
     pub session: String,
+    pub api: GuestApi,
+}
+
+/// [`upstream_failure_body`] in the guest's API's shape.
+fn upstream_failure(
+    state: &AppState,
+    api: GuestApi,
+    error: &UpstreamError,
+    attempts: u32,
+) -> GuestFailure {
+    let google = upstream_failure_body(state, error, attempts);
+    match api {
+        GuestApi::Google => GuestFailure::Google(google),
+        GuestApi::Chat => {
+            let (status, mut body) = chat_failure(state, error, attempts, &google);
+            state.guest_redactor.redact_value(&mut body);
+            GuestFailure::Chat(status, body)
+        }
+    }
+}
+
+/// The status and OpenAI error body of a failure for a Chat guest (see `dialect`).
+fn chat_failure(
+    state: &AppState,
+    error: &UpstreamError,
+    attempts: u32,
+    google: &GoogleErrorBody,
+) -> (u16, serde_json::Value) {
+    use switchyard_translate::chat_answer::{openai_error, upstream_error_to_openai};
+    if let UpstreamError::Status { status, body, .. } = error
+        && !error.retryable()
+    {
+        return (*status, upstream_error_to_openai(*status, body.as_bytes()));
+    }
+    let code = google.error.code;
+    if (400..500).contains(&code) && !retryable_status(code) {
+        // An error the upstream reported inside its response, with a client status.
+        return (code, openai_error(code, &google.error.message, None));
+    }
+    if state.config.retries.guest_fail_fast {
+        let message = format!(
+            "switchyard gateway gave up on the upstream after {attempts} attempt(s) and \
+             already spent its retry budget; the upstream's answer is in the run's records"
+        );
+        let status = crate::dialect::CHAT_FAIL_FAST_STATUS;
+        (status, openai_error(status, &message, Some("upstream_failed")))
+    } else {
+        (code, openai_error(code, &google.error.message, None))
+    }
+}
+
+/// The failure for a turn whose calls cannot be delivered, for a Chat guest (a Google guest
+/// gets the turn with `MALFORMED_FUNCTION_CALL`).
+fn malformed_failure(state: &AppState, reason: &str, attempts: u32) -> GuestFailure {
+    use switchyard_translate::chat_answer::openai_error;
+    let status = if state.config.retries.guest_fail_fast {
+        crate::dialect::CHAT_FAIL_FAST_STATUS
+    } else {
+        502
+    };
+    let message = format!(
+        "the model's tool call could not be delivered ({reason}) after {attempts} attempt(s) \
+         by switchyard gateway"
+    );
+    GuestFailure::Chat(
+        status,
+        openai_error(status, &message, Some("malformed_tool_call")),
+    )
 }
 
 /// What the guest gets when the upstream cannot be reached successfully, with every secret the
@@ -160,6 +229,7 @@ async fn connect(
 /// the guest's HTTP error response.
 async fn connect_or_error_response(
     state: &AppState,
+    api: GuestApi,
     chat_body: &Bytes,
     budget: &mut RetryBudget,
     trace: &mut Trace,
@@ -170,9 +240,7 @@ async fn connect_or_error_response(
             trace
                 .finish_error(Vec::new(), error.kind(), &error.to_string())
                 .await;
-            Err(google_error_response(&upstream_failure_body(
-                state, &error, attempts,
-            )))
+            Err(upstream_failure(state, api, &error, attempts).response())
         }
     }
 }
@@ -184,6 +252,8 @@ struct Prepared {
     /// The upstream request streams (a streaming guest request with tools goes upstream
     /// unstreamed when `translation.stream_tools` is off).
     upstream_stream: bool,
+    /// A Chat guest asked for a usage chunk.
+    include_usage: bool,
 }
 
 async fn prepare(
@@ -196,26 +266,78 @@ async fn prepare(
     let upstream_model = match state.router.route(&ctx.guest_model) {
         Route::Upstream(m) => m,
         Route::Refused => {
-            return Err(Box::new(error_response(
-                404,
-                &format!(
-                    "model {:?} is not routed by this switchyard gateway (strict_models = true); \
-                     add it to [aliases] or use {:?}",
-                    ctx.guest_model, state.config.upstream_model
-                ),
-            )));
+            let message = format!(
+                "model {:?} is not routed by this switchyard gateway (strict_models = true); \
+                 add it to [aliases] or use {:?}",
+                ctx.guest_model, state.config.upstream_model
+            );
+            return Err(Box::new(match ctx.api {
+                GuestApi::Google => error_response(404, &message),
+                GuestApi::Chat => chat_error(404, &message),
+            }));
         }
     };
     trace.route(state.upstream.url(), &upstream_model);
-    let options = TranslateOptions {
-        provider: state.config.translation.clone(),
-        convert_on_miss: false,
-        ..TranslateOptions::new(upstream_model.clone(), stream)
-    };
     let strip = state
         .binding
         .as_ref()
         .map(|_| switchyard_binding::IDENTITY_ARG);
+    let translated = match ctx.api {
+        GuestApi::Google => translate_google(ctx, body, stream, &upstream_model, strip).await?,
+        GuestApi::Chat => prepare_chat(ctx, body, &upstream_model, strip).await?,
+    };
+    trace.note(|| {
+        format!(
+            "translation: {}",
+            serde_json::to_string(&translated.report).unwrap_or_default()
+        )
+    });
+    let response_config = ResponseConfig {
+        model_version: upstream_model.clone(),
+        response_id: uuid::Uuid::now_v7().simple().to_string(),
+        synthetic_id_prefix: format!("call_{}", uuid::Uuid::now_v7().simple()),
+        json_response: translated.json_response,
+        // A Chat guest's API carries reasoning itself (`reasoning_content`).
+        forward_reasoning: match ctx.api {
+            GuestApi::Google => state.config.translation.forward_reasoning,
+            GuestApi::Chat => true,
+        },
+        carry_reasoning: ctx.api == GuestApi::Google && state.config.translation.echo_reasoning,
+        prompt_token_estimate: Some(translated.prompt_token_estimate),
+        already_forwarded_text: None,
+    };
+    Ok(Prepared {
+        chat_body: translated.body,
+        response_config,
+        upstream_stream: translated.upstream_stream,
+        include_usage: translated.include_usage,
+    })
+}
+
+/// What either API's request preparation hands on.
+struct Translation {
+    body: Bytes,
+    report: switchyard_translate::TranslationReport,
+    json_response: bool,
+    prompt_token_estimate: u32,
+    upstream_stream: bool,
+    include_usage: bool,
+}
+
+/// A GenerateContent request translated, its images converted, its call ids checked.
+async fn translate_google(
+    ctx: &ExchangeContext,
+    body: &[u8],
+    stream: bool,
+    upstream_model: &str,
+    strip: Option<&str>,
+) -> Result<Translation, Box<Response>> {
+    let state = &ctx.state;
+    let options = TranslateOptions {
+        provider: state.config.translation.clone(),
+        convert_on_miss: false,
+        ..TranslateOptions::new(upstream_model.to_string(), stream)
+    };
     let translate = || {
         state
             .translator
@@ -249,27 +371,71 @@ async fn prepare(
     if let Err(e) = checked {
         return Err(Box::new(error_response(400, &e.to_string())));
     }
-    trace.note(|| {
-        format!(
-            "translation: {}",
-            serde_json::to_string(&translated.report).unwrap_or_default()
-        )
-    });
-    let chat_body = translated.body;
-    let response_config = ResponseConfig {
-        model_version: upstream_model.clone(),
-        response_id: uuid::Uuid::now_v7().simple().to_string(),
-        synthetic_id_prefix: format!("call_{}", uuid::Uuid::now_v7().simple()),
+    Ok(Translation {
+        body: translated.body,
+        report: translated.report,
         json_response: translated.json_response,
-        forward_reasoning: state.config.translation.forward_reasoning,
-        carry_reasoning: state.config.translation.echo_reasoning,
-        prompt_token_estimate: Some(translated.prompt_token_estimate),
-        already_forwarded_text: None,
-    };
-    Ok(Prepared {
-        chat_body,
-        response_config,
+        prompt_token_estimate: translated.prompt_token_estimate,
         upstream_stream: translated.stream,
+        include_usage: false,
+    })
+}
+
+/// A Chat Completions request checked and prepared, its images converted, its call ids
+/// checked.
+async fn prepare_chat(
+    ctx: &ExchangeContext,
+    body: &[u8],
+    upstream_model: &str,
+    strip: Option<&str>,
+) -> Result<Translation, Box<Response>> {
+    use switchyard_translate::chat_ingress::{
+        ChatIngressOptions, parse_chat_request, prepare_chat_request,
+    };
+    let state = &ctx.state;
+    let options = ChatIngressOptions {
+        upstream_model: upstream_model.to_string(),
+        provider: state.config.translation.clone(),
+        strip,
+        convert_on_miss: false,
+    };
+    let refused = |e: switchyard_translate::TranslateError| {
+        Box::new(chat_error(e.http_status(), &e.to_string()))
+    };
+    let cache = state.translator.images();
+    let prepare = || {
+        parse_chat_request(body).and_then(|r| prepare_chat_request(r, &options, Some(cache)))
+    };
+    let mut prepared = prepare().map_err(refused)?;
+    if !prepared.unconverted_pngs.is_empty() {
+        let pngs = std::mem::take(&mut prepared.unconverted_pngs);
+        let max_pixels = state.config.translation.max_image_pixels;
+        state.images.convert_into(cache, pngs, max_pixels).await;
+        prepared = prepare().map_err(refused)?;
+    }
+    let answers = prepared
+        .tool_result_ids
+        .iter()
+        .map(|(id, path)| (id.as_str(), path.as_str()));
+    let checked = state.sessions.with(
+        &ctx.session,
+        || {
+            let mut ledger = CallLedger::new();
+            ledger.adopt_ids(prepared.history_call_ids.iter().map(String::as_str));
+            ledger
+        },
+        |ledger| ledger.check_answers(answers),
+    );
+    if let Err(e) = checked {
+        return Err(Box::new(chat_error(400, &e.to_string())));
+    }
+    Ok(Translation {
+        body: Bytes::from(prepared.body),
+        report: prepared.report,
+        json_response: false,
+        prompt_token_estimate: prepared.prompt_token_estimate,
+        upstream_stream: prepared.upstream_stream,
+        include_usage: prepared.include_usage,
     })
 }
 
@@ -297,14 +463,6 @@ fn accept_turn(
     Ok(delivery)
 }
 
-fn frame(chunk: &GenerateContentResponse) -> Bytes {
-    let json = chunk.to_json_line();
-    let mut out = Vec::with_capacity(json.len() + 10);
-    out.extend_from_slice(b"data: ");
-    out.extend_from_slice(json.as_bytes());
-    out.extend_from_slice(b"\r\n\r\n");
-    Bytes::from(out)
-}
 
 /// Starts an exchange's record and translates the guest request. A refused request is recorded
 /// as failed and its Google-shaped error response returned; an accepted one is recorded as in
@@ -350,10 +508,14 @@ async fn backoff(state: &AppState, wait: std::time::Duration) -> bool {
     }
 }
 
-/// `:streamGenerateContent`.
-pub(crate) async fn stream_generate(ctx: ExchangeContext, guest: GuestBody) -> Response {
+/// `:streamGenerateContent`, or a streamed `chat/completions`.
+pub(crate) async fn stream(ctx: ExchangeContext, guest: GuestBody) -> Response {
     let state = ctx.state.clone();
-    let begun = begin(&ctx, &guest.bytes, ingress::STREAM_GENERATE_CONTENT, true).await;
+    let ingress_api = match ctx.api {
+        GuestApi::Google => ingress::STREAM_GENERATE_CONTENT,
+        GuestApi::Chat => ingress::CHAT_COMPLETIONS,
+    };
+    let begun = begin(&ctx, &guest.bytes, ingress_api, true).await;
     drop(guest);
     let (mut trace, prepared) = match begun {
         Ok(begun) => begun,
@@ -364,8 +526,14 @@ pub(crate) async fn stream_generate(ctx: ExchangeContext, guest: GuestBody) -> R
         return complete(&ctx, trace, &prepared, Shape::Sse).await;
     }
     let mut budget = RetryBudget::new(&state.config.retries);
-    let connected =
-        connect_or_error_response(&state, &prepared.chat_body, &mut budget, &mut trace).await;
+    let connected = connect_or_error_response(
+        &state,
+        ctx.api,
+        &prepared.chat_body,
+        &mut budget,
+        &mut trace,
+    )
+    .await;
     let response = match connected {
         Ok(r) => r,
         Err(response) => return response,
@@ -374,8 +542,14 @@ pub(crate) async fn stream_generate(ctx: ExchangeContext, guest: GuestBody) -> R
     let delivery = DeliverySlot::default();
     // The pump starts from one boxed struct: an async fn keeps its arguments apart from the
     // locals they move into, for as long as it runs (here: the whole stream).
+    let render = Render::new(
+        ctx.api,
+        &prepared.response_config.response_id,
+        prepared.include_usage,
+    );
     tokio::spawn(pump(Box::new(Pump {
         ctx,
+        render,
         prepared,
         response,
         budget,
@@ -398,6 +572,7 @@ enum AttemptEnd {
 /// What a stream's pump starts with.
 struct Pump {
     ctx: ExchangeContext,
+    render: Render,
     prepared: Prepared,
     response: UpstreamResponse,
     budget: RetryBudget,
@@ -412,6 +587,7 @@ struct Pump {
 async fn pump(start: Box<Pump>) {
     let Pump {
         ctx,
+        mut render,
         prepared,
         mut response,
         mut budget,
@@ -426,6 +602,7 @@ async fn pump(start: Box<Pump>) {
     loop {
         let end = stream_attempt(
             &state,
+            &mut render,
             response,
             config.clone(),
             &tx,
@@ -462,8 +639,9 @@ async fn pump(start: Box<Pump>) {
                         format!("retrying after stream failure: {error}")
                     }
                     None => {
-                        let body = upstream_failure_body(&state, &error, budget.retries() + 1);
-                        let _ = tx.send(Bytes::from(body.to_json_line())).await;
+                        let failure =
+                            upstream_failure(&state, ctx.api, &error, budget.retries() + 1);
+                        let _ = tx.send(failure.stream_bytes()).await;
                         trace
                             .finish_error(delivered, error.kind(), &error.to_string())
                             .await;
@@ -479,7 +657,9 @@ async fn pump(start: Box<Pump>) {
                             if let Some(host_calls) = host_calls {
                                 delivery.put(host_calls);
                             }
-                            let _ = tx.send(frame(&turn.final_chunk)).await;
+                            for frame in render.last_frames(&turn.final_chunk) {
+                                let _ = tx.send(frame).await;
+                            }
                             delivered.push(turn.final_chunk);
                             trace.finish_ok(delivered).await;
                             return;
@@ -490,8 +670,13 @@ async fn pump(start: Box<Pump>) {
                         }
                         Err(reason) => {
                             let last = malformed_final_chunk(&config, &turn.final_chunk);
-                            let _ = tx.send(frame(&last)).await;
-                            delivered.push(last);
+                            let attempts = budget.retries() + 1;
+                            let mut end = Undeliverable {
+                                render: &mut render,
+                                tx: &tx,
+                                delivered: &mut delivered,
+                            };
+                            end.send(&state, ctx.api, last, &reason, attempts).await;
                             trace
                                 .finish_error(delivered, "reused_call_id", &reason)
                                 .await;
@@ -505,8 +690,15 @@ async fn pump(start: Box<Pump>) {
                         config.already_forwarded_text = Some(turn.forwarded_text.clone());
                         format!("retrying malformed tool call: {reason}")
                     } else {
-                        let _ = tx.send(frame(&turn.final_chunk)).await;
-                        delivered.push(turn.final_chunk);
+                        let attempts = budget.retries() + 1;
+                        let mut end = Undeliverable {
+                            render: &mut render,
+                            tx: &tx,
+                            delivered: &mut delivered,
+                        };
+                        let message = turn.reason.to_string();
+                        end.send(&state, ctx.api, turn.final_chunk, &message, attempts)
+                            .await;
                         trace
                             .finish_error(delivered, "malformed_function_call", &reason)
                             .await;
@@ -520,14 +712,47 @@ async fn pump(start: Box<Pump>) {
         response = match connect(&state, &prepared.chat_body, &mut budget, &mut trace).await {
             Ok(r) => r,
             Err((error, attempts)) => {
-                let body = upstream_failure_body(&state, &error, attempts);
-                let _ = tx.send(Bytes::from(body.to_json_line())).await;
+                let failure = upstream_failure(&state, ctx.api, &error, attempts);
+                let _ = tx.send(failure.stream_bytes()).await;
                 trace
                     .finish_error(delivered, error.kind(), &error.to_string())
                     .await;
                 return;
             }
         };
+    }
+}
+
+/// Where a stream whose turn's calls cannot be delivered ends.
+struct Undeliverable<'a> {
+    render: &'a mut Render,
+    tx: &'a mpsc::Sender<Bytes>,
+    delivered: &'a mut Vec<GenerateContentResponse>,
+}
+
+impl Undeliverable<'_> {
+    /// A Google guest gets `last` (finishReason `MALFORMED_FUNCTION_CALL`, no calls); a Chat
+    /// guest an error event.
+    async fn send(
+        &mut self,
+        state: &AppState,
+        api: GuestApi,
+        last: GenerateContentResponse,
+        reason: &str,
+        attempts: u32,
+    ) {
+        match api {
+            GuestApi::Google => {
+                for frame in self.render.last_frames(&last) {
+                    let _ = self.tx.send(frame).await;
+                }
+                self.delivered.push(last);
+            }
+            GuestApi::Chat => {
+                let failure = malformed_failure(state, reason, attempts);
+                let _ = self.tx.send(failure.stream_bytes()).await;
+            }
+        }
     }
 }
 
@@ -562,6 +787,7 @@ fn malformed_final_chunk(
 
 async fn stream_attempt(
     state: &AppState,
+    render: &mut Render,
     response: UpstreamResponse,
     config: ResponseConfig,
     tx: &mpsc::Sender<Bytes>,
@@ -591,8 +817,10 @@ async fn stream_attempt(
                     Ok(chunks) => {
                         let forwarded = !chunks.is_empty();
                         for chunk in chunks {
-                            if tx.send(frame(&chunk)).await.is_err() {
-                                return AttemptEnd::GuestGone;
+                            for frame in render.frames(&chunk) {
+                                if tx.send(frame).await.is_err() {
+                                    return AttemptEnd::GuestGone;
+                                }
                             }
                             delivered.push(chunk);
                         }
@@ -622,11 +850,16 @@ async fn stream_attempt(
     AttemptEnd::Outcome(Box::new(outcome))
 }
 
-/// `:generateContent` (auxiliary calls): one non-streamed upstream completion.
+/// `:generateContent` (auxiliary calls), or an unstreamed `chat/completions`: one
+/// non-streamed upstream completion.
 pub(crate) async fn generate(ctx: ExchangeContext, guest: GuestBody) -> Response {
     let state = ctx.state.clone();
     let _in_flight = state.in_flight.clone();
-    let begun = begin(&ctx, &guest.bytes, ingress::GENERATE_CONTENT, false).await;
+    let ingress_api = match ctx.api {
+        GuestApi::Google => ingress::GENERATE_CONTENT,
+        GuestApi::Chat => ingress::CHAT_COMPLETIONS,
+    };
+    let begun = begin(&ctx, &guest.bytes, ingress_api, false).await;
     drop(guest);
     let (trace, prepared) = match begun {
         Ok(begun) => begun,
@@ -652,16 +885,23 @@ async fn complete(
     shape: Shape,
 ) -> Response {
     let state = &ctx.state;
+    let api = ctx.api;
     let mut budget = RetryBudget::new(&state.config.retries);
     let config = &prepared.response_config;
+    let mut render = Render::new(api, &config.response_id, prepared.include_usage);
     loop {
-        let response =
-            match connect_or_error_response(state, &prepared.chat_body, &mut budget, &mut trace)
-                .await
-            {
-                Ok(r) => r,
-                Err(response) => return response,
-            };
+        let response = match connect_or_error_response(
+            state,
+            api,
+            &prepared.chat_body,
+            &mut budget,
+            &mut trace,
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(response) => return response,
+        };
         let read = tokio::select! {
             r = state.upstream.read_body(response, MAX_COMPLETION_BODY) => r,
             _ = state.cancel.cancelled() => Err(UpstreamError::Connect("gateway shutting down".into())),
@@ -679,11 +919,7 @@ async fn complete(
                 trace
                     .finish_error(Vec::new(), error.kind(), &error.to_string())
                     .await;
-                return google_error_response(&upstream_failure_body(
-                    state,
-                    &error,
-                    budget.retries() + 1,
-                ));
+                return upstream_failure(state, api, &error, budget.retries() + 1).response();
             }
         };
         trace.attempt_body(&bytes);
@@ -694,11 +930,7 @@ async fn complete(
                 trace
                     .finish_error(Vec::new(), error.kind(), &error.to_string())
                     .await;
-                return google_error_response(&upstream_failure_body(
-                    state,
-                    &error,
-                    budget.retries() + 1,
-                ));
+                return upstream_failure(state, api, &error, budget.retries() + 1).response();
             }
         };
         trace.response_report(outcome.report());
@@ -707,7 +939,8 @@ async fn complete(
                 let ids = std::mem::take(&mut turn.delivered_call_ids);
                 match accept_turn(state, &ctx.session, &mut turn.final_chunk, &ids) {
                     Ok(host_calls) => {
-                        let response = answer(&mut trace, turn.final_chunk, None, shape).await;
+                        let response =
+                            answer(&mut trace, &mut render, turn.final_chunk, None, shape).await;
                         return match host_calls {
                             Some(host_calls) => confirming(response, host_calls),
                             None => response,
@@ -718,7 +951,9 @@ async fn complete(
                     }
                     Err(reason) => {
                         let last = malformed_final_chunk(config, &turn.final_chunk);
-                        return answer(&mut trace, last, Some(("reused_call_id", &reason)), shape)
+                        let error = ("reused_call_id", reason.as_str());
+                        let attempts = budget.retries() + 1;
+                        return undeliverable(state, &mut trace, &mut render, last, error, shape, attempts)
                             .await;
                     }
                 }
@@ -728,8 +963,19 @@ async fn complete(
                 if budget.next_malformed() {
                     trace.note(|| format!("retrying malformed tool call: {reason}"));
                 } else {
-                    let error = Some(("malformed_function_call", reason.as_str()));
-                    return answer(&mut trace, turn.final_chunk, error, shape).await;
+                    let message = turn.reason.to_string();
+                    let error = ("malformed_function_call", message.as_str());
+                    let attempts = budget.retries() + 1;
+                    return undeliverable(
+                        state,
+                        &mut trace,
+                        &mut render,
+                        turn.final_chunk,
+                        error,
+                        shape,
+                        attempts,
+                    )
+                    .await;
                 }
             }
         }
@@ -740,13 +986,18 @@ async fn complete(
 /// message, when it failed).
 async fn answer(
     trace: &mut Trace,
+    render: &mut Render,
     chunk: GenerateContentResponse,
     error: Option<(&str, &str)>,
     shape: Shape,
 ) -> Response {
     let sent = match shape {
-        Shape::Json => chunk.to_json_line(),
-        Shape::Sse => String::from_utf8_lossy(&frame(&chunk)).into_owned(),
+        Shape::Json => render.whole(&chunk),
+        Shape::Sse => render
+            .last_frames(&chunk)
+            .iter()
+            .map(|frame| String::from_utf8_lossy(frame).into_owned())
+            .collect(),
     };
     let delivered = vec![chunk];
     match error {
@@ -756,6 +1007,26 @@ async fn answer(
     match shape {
         Shape::Json => json_response(sent),
         Shape::Sse => crate::responses::sse_whole(sent),
+    }
+}
+
+/// Ends an unstreamed exchange whose turn's calls cannot be delivered: a Google guest gets
+/// `last` (finishReason `MALFORMED_FUNCTION_CALL`), a Chat guest an error response.
+async fn undeliverable(
+    state: &AppState,
+    trace: &mut Trace,
+    render: &mut Render,
+    last: GenerateContentResponse,
+    error: (&str, &str),
+    shape: Shape,
+    attempts: u32,
+) -> Response {
+    match render {
+        Render::Google => answer(trace, render, last, Some(error), shape).await,
+        Render::Chat(_) => {
+            trace.finish_error(Vec::new(), error.0, error.1).await;
+            malformed_failure(state, error.1, attempts).response()
+        }
     }
 }
 

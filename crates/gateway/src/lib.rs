@@ -112,6 +112,7 @@
 pub mod auth;
 pub mod config;
 mod delivery;
+mod dialect;
 mod exchange;
 pub mod guard;
 mod images;
@@ -131,5 +132,5 @@ pub mod upstream;
 pub use config::{
     ConfigError, DEFAULT_UPSTREAM_KEY_ENV, GatewayConfig, LimitConfig, RetryConfig, TimeoutConfig,
 };
-pub use routes::SESSION_HEADER;
+pub use routes::{OPENCODE_SESSION_HEADER, SESSION_HEADER};
 pub use server::{Gateway, GatewayDeps, GatewayError, GatewayHandle};

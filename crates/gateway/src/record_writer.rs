@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::Bytes;
 use serde_json::Value;
 use switchyard_records::Recorder;
-use switchyard_records::model::{DeliveredCall, ExchangeRecord, RecordOp, Usage};
+use switchyard_records::model::{DeliveredCall, ExchangeRecord, RecordOp, Usage, ingress};
 use switchyard_translate::google::{GenerateContentResponse, Part};
 use tokio::sync::Semaphore;
 
@@ -84,8 +84,22 @@ impl PendingWrite {
                     estimated: record.usage.estimated,
                 };
             }
-            record.guest_response =
-                merge_chunks(delivered).and_then(|merged| serde_json::to_value(merged).ok());
+            let chat_guest = record.ingress_api == ingress::CHAT_COMPLETIONS;
+            record.guest_response = merge_chunks(delivered).and_then(|merged| {
+                if chat_guest {
+                    // What a Chat guest received, as the one `chat.completion` it amounts to.
+                    let id = merged.response_id.clone().unwrap_or_default();
+                    let created = u64::try_from(record.received_at.timestamp()).unwrap_or(0);
+                    let completion = switchyard_translate::chat_answer::completion_value(
+                        &format!("chatcmpl-{id}"),
+                        created,
+                        &merged,
+                    );
+                    Some(completion)
+                } else {
+                    serde_json::to_value(merged).ok()
+                }
+            });
             record.upstream_message = record
                 .attempts
                 .iter()

@@ -1,6 +1,7 @@
 //! The routes the gateway serves: `POST /{version}/models/{model}:{method}` for
-//! `streamGenerateContent`, `generateContent` and `countTokens`; anything else is a Google-shaped
-//! 404. A request must carry the ingress key (when one is set) and a valid session header.
+//! `streamGenerateContent`, `generateContent` and `countTokens`, and `POST /v1/chat/completions`
+//! (also `/chat/completions`) for OpenAI clients; anything else is a Google-shaped 404. A
+//! request must carry the ingress key (when one is set) and a valid session header.
 
 use std::sync::Arc;
 
@@ -9,7 +10,8 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use crate::auth::ingress_allowed;
+use crate::auth::{bearer_allowed, ingress_allowed};
+use crate::dialect::{GuestApi, chat_error};
 use crate::exchange;
 use crate::responses::error_response;
 use crate::sessions::MAX_SESSION_ID;
@@ -19,11 +21,78 @@ use crate::state::AppState;
 /// `GEMINI_CLI_CUSTOM_HEADERS="x-switchyard-session: <id>"`); absent = the default session.
 pub const SESSION_HEADER: &str = "x-switchyard-session";
 
+/// The session header OpenCode sends on every model request (its session id): a Chat
+/// Completions request without [`SESSION_HEADER`] uses it.
+pub const OPENCODE_SESSION_HEADER: &str = "x-session-id";
+
+/// The call-id session a request names, or the message of a 400.
+fn session_of(headers: &HeaderMap, fallback: Option<&str>) -> Result<String, String> {
+    let named = headers
+        .get(SESSION_HEADER)
+        .or_else(|| fallback.and_then(|name| headers.get(name)));
+    match named.map(|v| v.to_str()) {
+        None => Ok("default".to_string()),
+        Some(Ok(id)) if !id.is_empty() && id.len() <= MAX_SESSION_ID => Ok(id.to_string()),
+        Some(_) => Err(format!(
+            "{SESSION_HEADER} must be 1 to {MAX_SESSION_ID} bytes of visible ASCII"
+        )),
+    }
+}
+
+/// `POST /v1/chat/completions`: OpenAI Chat Completions, streamed (`"stream": true`) or not.
+pub(crate) async fn chat_completions(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if !bearer_allowed(state.config.ingress_key.as_deref(), &headers) {
+        return chat_error(
+            401,
+            "missing or wrong API key: this gateway requires its per-run ingress key as \
+             `Authorization: Bearer <key>`",
+        );
+    }
+    let session = match session_of(&headers, Some(OPENCODE_SESSION_HEADER)) {
+        Ok(session) => session,
+        Err(message) => return chat_error(400, &message),
+    };
+    let declared_length = http_body::Body::size_hint(&body).exact();
+    let guest = match state.intake.read(body, declared_length).await {
+        Ok(guest) => guest,
+        Err(e) => return chat_error(e.status(), &e.to_string()),
+    };
+    // The model and the stream flag are read here to pick the route; the body is checked
+    // whole when it is prepared.
+    #[derive(serde::Deserialize)]
+    struct Head {
+        model: Option<String>,
+        stream: Option<bool>,
+    }
+    let head: Head = match serde_json::from_slice(&guest.bytes) {
+        Ok(head) => head,
+        Err(e) => return chat_error(400, &format!("invalid request body: {e}")),
+    };
+    let Some(model) = head.model else {
+        return chat_error(400, "invalid request body: missing field `model`");
+    };
+    let ctx = exchange::ExchangeContext {
+        state,
+        guest_model: model,
+        session,
+        api: GuestApi::Chat,
+    };
+    if head.stream.unwrap_or(false) {
+        exchange::stream(ctx, guest).await
+    } else {
+        exchange::generate(ctx, guest).await
+    }
+}
+
 pub(crate) async fn not_found() -> Response {
     error_response(
         404,
         "switchyard gateway serves POST /v1beta/models/{model}:streamGenerateContent, \
-         :generateContent and :countTokens only",
+         :generateContent and :countTokens, and POST /v1/chat/completions only",
     )
 }
 
@@ -46,15 +115,9 @@ pub(crate) async fn models(
             &format!("expected models/{{model}}:{{method}}, got models/{rest}"),
         );
     };
-    let session = match headers.get(SESSION_HEADER).map(|v| v.to_str()) {
-        None => "default".to_string(),
-        Some(Ok(id)) if !id.is_empty() && id.len() <= MAX_SESSION_ID => id.to_string(),
-        Some(_) => {
-            return error_response(
-                400,
-                &format!("{SESSION_HEADER} must be 1 to {MAX_SESSION_ID} bytes of visible ASCII"),
-            );
-        }
+    let session = match session_of(&headers, None) {
+        Ok(session) => session,
+        Err(message) => return error_response(400, &message),
     };
     let method = match method {
         "streamGenerateContent" => Method::StreamGenerateContent,
@@ -77,9 +140,10 @@ pub(crate) async fn models(
         state,
         guest_model: model.to_string(),
         session,
+        api: GuestApi::Google,
     };
     match method {
-        Method::StreamGenerateContent => exchange::stream_generate(ctx, guest).await,
+        Method::StreamGenerateContent => exchange::stream(ctx, guest).await,
         Method::GenerateContent => exchange::generate(ctx, guest).await,
         Method::CountTokens => exchange::count_tokens(ctx, guest).await,
     }

@@ -44,8 +44,8 @@ pub struct Blob {
 /// The kind of request a blob place is in: the two have different places.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RequestKind {
-    /// A guest request (GenerateContent): the guest's original request and the request after
-    /// context policy.
+    /// A guest request (GenerateContent, or Chat Completions from an OpenAI client): the
+    /// guest's original request and the request after context policy.
     Guest,
     /// An upstream request (Chat Completions), one per attempt.
     Upstream,
@@ -60,11 +60,12 @@ impl RequestKind {
         }
     }
 
-    /// The top-level member holding the history: each element of its array is a place.
-    pub(crate) fn history_key(self) -> &'static str {
+    /// Whether `key` is the top-level member holding the history: each element of its array is
+    /// a place.
+    pub(crate) fn is_history_key(self, key: &str) -> bool {
         match self {
-            RequestKind::Guest => "contents",
-            RequestKind::Upstream => "messages",
+            RequestKind::Guest => key == "contents" || key == "messages",
+            RequestKind::Upstream => key == "messages",
         }
     }
 }
@@ -88,7 +89,7 @@ fn for_each_slot(
         for (key, value) in fields.iter_mut() {
             if kind.whole_places().contains(&key.as_str()) {
                 visit(value)?;
-            } else if key == kind.history_key()
+            } else if kind.is_history_key(key)
                 && let Some(entries) = value.as_array_mut()
             {
                 for entry in entries {
@@ -159,7 +160,7 @@ fn deflate_request(
     for (key, value) in fields {
         let stored = if kind.whole_places().contains(&key.as_str()) {
             deflate_value(value, blobs)?
-        } else if key == kind.history_key()
+        } else if kind.is_history_key(key)
             && let Some(entries) = value.as_array()
         {
             let entries = entries

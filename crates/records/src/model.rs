@@ -227,6 +227,8 @@ pub mod ingress {
     pub const GENERATE_CONTENT: &str = "google.generateContent";
     /// Google `models/{model}:countTokens`.
     pub const COUNT_TOKENS: &str = "google.countTokens";
+    /// OpenAI `chat/completions`, streamed or not.
+    pub const CHAT_COMPLETIONS: &str = "openai.chatCompletions";
 }
 
 /// One model exchange relayed by the gateway: the guest's request, what went upstream (per attempt),

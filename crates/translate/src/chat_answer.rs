@@ -197,10 +197,12 @@ fn usage_json(usage: &UsageMetadata) -> Value {
 /// OpenAI's error `type` for an HTTP status.
 pub fn openai_error_type(status: u16) -> &'static str {
     match status {
-        400 | 404 | 409 | 413 | 422 => "invalid_request_error",
         401 => "authentication_error",
         403 => "permission_error",
         429 => "rate_limit_error",
+        // Failed Dependency: what the gateway answers when it gave up on the upstream.
+        424 => "upstream_error",
+        400..=499 => "invalid_request_error",
         _ => "server_error",
     }
 }

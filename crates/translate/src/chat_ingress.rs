@@ -235,6 +235,9 @@ pub struct PreparedChat {
     pub body: Vec<u8>,
     /// The guest asked for a stream.
     pub stream: bool,
+    /// The upstream request streams (not when it offers tools and the provider's
+    /// `stream_tools` is off: the gateway still streams the answer to the guest).
+    pub upstream_stream: bool,
     /// The guest asked for a usage chunk.
     pub include_usage: bool,
     /// Decisions taken.
@@ -360,7 +363,15 @@ pub fn prepare_chat_request(
         .stream_options
         .as_ref()
         .is_some_and(|o| o.include_usage);
-    if stream && !include_usage {
+    let has_tools = request.tools.as_ref().is_some_and(|t| !t.is_empty());
+    let upstream_stream = stream && (options.provider.stream_tools || !has_tools);
+    if stream && !upstream_stream {
+        request.stream = None;
+        request.stream_options = None;
+        report
+            .mapped_options
+            .push("stream=false upstream (stream_tools = false)".into());
+    } else if stream && !include_usage {
         // The gateway always reads usage when the upstream has it; the guest gets it only if
         // it asked.
         request.stream_options = Some(GuestStreamOptions {
@@ -376,6 +387,7 @@ pub fn prepare_chat_request(
     Ok(PreparedChat {
         body,
         stream,
+        upstream_stream,
         include_usage,
         report,
         history_call_ids,

@@ -27,6 +27,14 @@ pub enum LedgerError {
         /// The id.
         id: String,
     },
+    /// A Chat Completions tool message answers a call id that was never delivered.
+    #[error("tool message at `{path}` answers call {id:?}, which this session never delivered")]
+    UnknownToolCallId {
+        /// JSON path of its `tool_call_id`.
+        path: String,
+        /// The id.
+        id: String,
+    },
     /// A functionResponse without id (Gemini CLI always sends one).
     #[error("functionResponse at `{path}` has no id")]
     MissingResponseId {
@@ -130,6 +138,35 @@ impl CallLedger {
         Ok(())
     }
 
+    /// Checks that every answered call id (with the path it is at) was delivered.
+    pub fn check_answers<'a>(
+        &self,
+        answers: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<(), LedgerError> {
+        for (id, path) in answers {
+            if !self.delivered.contains(id) {
+                return Err(LedgerError::UnknownToolCallId {
+                    path: path.to_string(),
+                    id: id.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Registers the given call ids of a history the ledger never saw (a resumed session);
+    /// returns how many were new.
+    pub fn adopt_ids<'a>(&mut self, ids: impl IntoIterator<Item = &'a str>) -> usize {
+        let mut adopted = 0;
+        for id in ids {
+            if self.delivered.insert(id.to_string()) {
+                self.order.push(id.to_string());
+                adopted += 1;
+            }
+        }
+        adopted
+    }
+
     /// Registers every `functionCall.id` found in the request history that is not yet known
     /// (for sessions resumed from disk). Returns how many ids were adopted.
     pub fn adopt_history(&mut self, req: &GenerateContentRequest) -> usize {
@@ -211,5 +248,21 @@ mod tests {
         assert_eq!(ledger.adopt_history(&req), 0);
         assert_eq!(ledger.check_request(&req), Ok(()));
         assert!(ledger.register_delivered(["old_1"]).is_err());
+    }
+
+    #[test]
+    fn chat_answers_must_name_delivered_or_adopted_ids() {
+        let mut ledger = CallLedger::new();
+        ledger.register_delivered(["call_1"]).unwrap();
+        assert_eq!(ledger.check_answers([("call_1", "messages[3]")]), Ok(()));
+        assert_eq!(
+            ledger.check_answers([("call_1", "m[3]"), ("call_2", "m[5]")]),
+            Err(LedgerError::UnknownToolCallId {
+                path: "m[5]".into(),
+                id: "call_2".into()
+            })
+        );
+        assert_eq!(ledger.adopt_ids(["call_1", "call_2"]), 1);
+        assert_eq!(ledger.check_answers([("call_2", "m[5]")]), Ok(()));
     }
 }
