@@ -92,7 +92,10 @@ fn chat_failure(
              already spent its retry budget; the upstream's answer is in the run's records"
         );
         let status = crate::dialect::CHAT_FAIL_FAST_STATUS;
-        (status, openai_error(status, &message, Some("upstream_failed")))
+        (
+            status,
+            openai_error(status, &message, Some("upstream_failed")),
+        )
     } else {
         (code, openai_error(code, &google.error.message, None))
     }
@@ -403,9 +406,8 @@ async fn prepare_chat(
         Box::new(chat_error(e.http_status(), &e.to_string()))
     };
     let cache = state.translator.images();
-    let prepare = || {
-        parse_chat_request(body).and_then(|r| prepare_chat_request(r, &options, Some(cache)))
-    };
+    let prepare =
+        || parse_chat_request(body).and_then(|r| prepare_chat_request(r, &options, Some(cache)));
     let mut prepared = prepare().map_err(refused)?;
     if !prepared.unconverted_pngs.is_empty() {
         let pngs = std::mem::take(&mut prepared.unconverted_pngs);
@@ -462,7 +464,6 @@ fn accept_turn(
         .map_err(|e| e.to_string())?;
     Ok(delivery)
 }
-
 
 /// Starts an exchange's record and translates the guest request. A refused request is recorded
 /// as failed and its Google-shaped error response returned; an accepted one is recorded as in
@@ -953,8 +954,16 @@ async fn complete(
                         let last = malformed_final_chunk(config, &turn.final_chunk);
                         let error = ("reused_call_id", reason.as_str());
                         let attempts = budget.retries() + 1;
-                        return undeliverable(state, &mut trace, &mut render, last, error, shape, attempts)
-                            .await;
+                        return undeliverable(
+                            state,
+                            &mut trace,
+                            &mut render,
+                            last,
+                            error,
+                            shape,
+                            attempts,
+                        )
+                        .await;
                     }
                 }
             }

@@ -149,7 +149,10 @@ impl Gateway {
         let guard = Arc::new(HostGuard::new(local_addr.ip(), &state.config.allowed_hosts));
         let app = Router::new()
             .route("/{version}/models/{*rest}", post(crate::routes::models))
-            .route("/v1/chat/completions", post(crate::routes::chat_completions))
+            .route(
+                "/v1/chat/completions",
+                post(crate::routes::chat_completions),
+            )
             .route("/chat/completions", post(crate::routes::chat_completions))
             .fallback(crate::routes::not_found)
             .with_state(state.clone())
