@@ -521,7 +521,7 @@ pub fn serve_child_if_requested() {
         config.upstream_key_env = "SWITCHYARD_BENCH_NO_KEY".into();
         let handle = Gateway::start(config).await?;
         use std::io::Write;
-        print!("{}", handle.banner(None));
+        print!("{}", handle.banner(None, BENCH_MODEL));
         std::io::stdout().flush().ok();
         let _ = tokio::task::spawn_blocking(|| {
             use std::io::Read;

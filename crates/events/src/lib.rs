@@ -7,13 +7,15 @@
 //! - [`tools`] classifies tool names by exact whitelist;
 //! - [`outcome`] turns the guest's terminal event and exit into a typed [`outcome::RunOutcome`];
 //! - [`gemini`] normalizes Gemini CLI stream-json lines into canonical events;
-//! - [`acp`] normalizes its ACP traffic (`gemini --acp`) into the same events.
+//! - [`acp`] normalizes its ACP traffic (`gemini --acp`) into the same events;
+//! - [`opencode`] normalizes OpenCode's server-sent events (`opencode serve`) into them too.
 //!
 //! No I/O happens here.
 
 pub mod acp;
 pub mod event;
 pub mod gemini;
+pub mod opencode;
 pub mod outcome;
 pub mod tools;
 mod turns;

@@ -112,6 +112,54 @@ pub fn gemini_tool_category(name: &str) -> ToolCategory {
     }
 }
 
+const OPENCODE_COMMAND: &[&str] = &["bash"];
+const OPENCODE_FILE_READ: &[&str] = &["read", "glob", "grep", "list", "lsp"];
+const OPENCODE_FILE_WRITE: &[&str] = &["edit", "write", "apply_patch", "multiedit", "patch"];
+const OPENCODE_ASK_USER: &[&str] = &["question"];
+const OPENCODE_WEB: &[&str] = &["webfetch", "websearch", "codesearch"];
+const OPENCODE_PLANNING: &[&str] = &[
+    "todowrite",
+    "todoread",
+    "task",
+    "skill",
+    "plan_enter",
+    "plan_exit",
+];
+
+/// The MCP server name Switchyard gives its host tools in an OpenCode config: OpenCode names
+/// their tools `switchyard_<tool>`.
+pub const OPENCODE_HOST_SERVER: &str = "switchyard";
+
+/// Classifies an OpenCode 1.18.33 tool name (its built-in tools, and `<server>_<tool>` for
+/// the tools of Switchyard's MCP server).
+pub fn opencode_tool_category(name: &str) -> ToolCategory {
+    let is = |list: &[&str]| list.contains(&name);
+    if is(OPENCODE_COMMAND) {
+        ToolCategory::Command
+    } else if is(OPENCODE_FILE_READ) {
+        ToolCategory::FileRead
+    } else if is(OPENCODE_FILE_WRITE) {
+        ToolCategory::FileWrite
+    } else if is(OPENCODE_ASK_USER) {
+        ToolCategory::AskUser
+    } else if is(OPENCODE_WEB) {
+        ToolCategory::Web
+    } else if is(OPENCODE_PLANNING) {
+        ToolCategory::Planning
+    } else if let Some(tool) = name
+        .strip_prefix(OPENCODE_HOST_SERVER)
+        .and_then(|rest| rest.strip_prefix('_'))
+        .filter(|tool| !tool.is_empty())
+    {
+        ToolCategory::Mcp {
+            server: OPENCODE_HOST_SERVER.to_owned(),
+            tool: tool.to_owned(),
+        }
+    } else {
+        ToolCategory::Unknown
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +177,30 @@ mod tests {
         assert_eq!(
             gemini_tool_category("read_background_output"),
             ToolCategory::Planning
+        );
+    }
+
+    #[test]
+    fn opencode_whitelist() {
+        assert_eq!(opencode_tool_category("bash"), ToolCategory::Command);
+        assert_eq!(opencode_tool_category("read"), ToolCategory::FileRead);
+        assert_eq!(opencode_tool_category("write"), ToolCategory::FileWrite);
+        assert_eq!(opencode_tool_category("question"), ToolCategory::AskUser);
+        assert_eq!(opencode_tool_category("todowrite"), ToolCategory::Planning);
+        assert_eq!(
+            opencode_tool_category("switchyard_record"),
+            ToolCategory::Mcp {
+                server: "switchyard".into(),
+                tool: "record".into()
+            }
+        );
+        assert_eq!(
+            opencode_tool_category("other_record"),
+            ToolCategory::Unknown
+        );
+        assert_eq!(
+            opencode_tool_category("run_shell_command"),
+            ToolCategory::Unknown
         );
     }
 

@@ -8,7 +8,7 @@
 //! # async fn demo() -> Result<(), switchyard_gateway::GatewayError> {
 //! use switchyard_gateway::{Gateway, GatewayConfig};
 //! let handle = Gateway::start(GatewayConfig::new("http://127.0.0.1:8000/v1", "qwen3")).await?;
-//! println!("{}", handle.banner(None)); // GOOGLE_GEMINI_BASE_URL=..., GEMINI_API_KEY=...
+//! println!("{}", handle.banner(None, "qwen3")); // Gemini CLI env, OpenCode provider
 //! handle.shutdown().await?;
 //! # Ok(()) }
 //! ```
@@ -133,4 +133,6 @@ pub use config::{
     ConfigError, DEFAULT_UPSTREAM_KEY_ENV, GatewayConfig, LimitConfig, RetryConfig, TimeoutConfig,
 };
 pub use routes::{OPENCODE_SESSION_HEADER, SESSION_HEADER};
-pub use server::{Gateway, GatewayDeps, GatewayError, GatewayHandle};
+pub use server::{
+    Gateway, GatewayDeps, GatewayError, GatewayHandle, OPENCODE_KEY_ENV, OPENCODE_PROVIDER,
+};

@@ -31,6 +31,12 @@ use crate::upstream::UpstreamClient;
 /// Placeholder key printed for guests when no ingress key is configured.
 pub const PLACEHOLDER_GUEST_KEY: &str = "switchyard-gateway";
 
+/// The provider id of the gateway in an OpenCode config.
+pub const OPENCODE_PROVIDER: &str = "switchyard";
+
+/// The environment variable the OpenCode snippet reads the ingress key from.
+pub const OPENCODE_KEY_ENV: &str = "SWITCHYARD_API_KEY";
+
 /// Why the gateway could not start or stop cleanly.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
@@ -345,24 +351,55 @@ impl GatewayHandle {
         })
     }
 
+    /// The OpenCode config (its `provider`, `model` and `small_model` members) that points a
+    /// stock OpenCode at this gateway's Chat Completions ingress: provider `switchyard`
+    /// (`@ai-sdk/openai-compatible`, bundled with OpenCode), model `model`, the key read from
+    /// the environment variable `key_env` (OpenCode's `{env:…}` substitution), so no secret is
+    /// written into the config.
+    pub fn opencode_provider(&self, model: &str, key_env: &str) -> serde_json::Value {
+        serde_json::json!({
+            "provider": {OPENCODE_PROVIDER: {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Switchyard gateway",
+                "options": {
+                    "baseURL": format!("{}/v1", self.base_url()),
+                    "apiKey": format!("{{env:{key_env}}}"),
+                },
+                "models": {model: {
+                    "name": model,
+                    "tool_call": true,
+                    "limit": {"context": 128000, "output": 8192},
+                }},
+            }},
+            "model": format!("{OPENCODE_PROVIDER}/{model}"),
+            "small_model": format!("{OPENCODE_PROVIDER}/{model}"),
+        })
+    }
+
     /// Human-readable start banner. With an ingress key, the key itself is not printed: the
-    /// line names `ingress_key_hint` instead (e.g. the env var the key came from).
-    pub fn banner(&self, ingress_key_hint: Option<&str>) -> String {
-        let key_line = match (&self.ingress_key, ingress_key_hint) {
-            (None, _) => format!("export GEMINI_API_KEY={PLACEHOLDER_GUEST_KEY}"),
-            (Some(_), Some(hint)) => format!("export GEMINI_API_KEY=\"{hint}\""),
-            (Some(_), None) => "export GEMINI_API_KEY=<the configured ingress_key>".to_string(),
+    /// line names `ingress_key_hint` instead (e.g. the env var the key came from). `model` is
+    /// the model name the OpenCode snippet uses.
+    pub fn banner(&self, ingress_key_hint: Option<&str>, model: &str) -> String {
+        let key = match (&self.ingress_key, ingress_key_hint) {
+            (None, _) => PLACEHOLDER_GUEST_KEY.to_string(),
+            (Some(_), Some(hint)) => format!("\"{hint}\""),
+            (Some(_), None) => "<the configured ingress_key>".to_string(),
         };
         format!(
             "switchyard gateway listening on {addr}\n\
              # point a stock Gemini CLI at it:\n\
              export GOOGLE_GEMINI_BASE_URL={base}\n\
-             {key_line}\n\
+             export GEMINI_API_KEY={key}\n\
              # and in $GEMINI_CLI_HOME/.gemini/settings.json (or ~/.gemini/settings.json):\n\
-             {settings}\n",
+             {settings}\n\
+             # point a stock OpenCode at it (merge into opencode.json, or pass as\n\
+             # OPENCODE_CONFIG_CONTENT):\n\
+             export {OPENCODE_KEY_ENV}={key}\n\
+             {opencode}\n",
             addr = self.local_addr,
             base = self.base_url(),
             settings = Self::guest_settings(),
+            opencode = self.opencode_provider(model, OPENCODE_KEY_ENV),
         )
     }
 

@@ -119,6 +119,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         );
     }
     let records_dir = config.records_dir.clone();
+    let model = config.upstream_model.clone();
     let handle = Gateway::start(config).await?;
     // A key the user chose is named by its variable; a made-up one is printed, as the user
     // needs it to point a guest here and it is worth nothing once the gateway stops.
@@ -126,7 +127,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         Some(var) => Some(format!("${var}")),
         None => generated_key,
     };
-    print!("{}", handle.banner(hint.as_deref()));
+    print!("{}", handle.banner(hint.as_deref(), &model));
     use std::io::Write;
     std::io::stdout().flush().ok();
     if let Some(dir) = records_dir {
