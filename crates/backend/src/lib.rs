@@ -5,9 +5,13 @@
 //!   watchdogs, no orphans);
 //! - [`install`]: pinned npm installs sealed by a manifest, verified before every run;
 //! - [`gemini`]: the Gemini CLI backend (headless and ACP);
-//! - [`opencode`]: the OpenCode pin (its install; the backend comes with its issue).
+//! - [`opencode`]: the OpenCode backend (`opencode serve`, HTTP commands, server-sent events);
+//! - [`permission`]: the host's answer to a permission request;
+//! - [`secret`]: secrets that travel only through a child's environment.
 
 pub mod gemini;
 pub mod install;
 pub mod opencode;
+pub mod permission;
 pub mod process;
+pub mod secret;

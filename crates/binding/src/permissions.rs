@@ -142,10 +142,21 @@ impl Policy {
         Ok(())
     }
 
-    /// Decides the call of `tool` with the delivered `arguments`. `host_tool` says whether it is
-    /// one of the run's host tools.
+    /// Decides the call of Gemini CLI's `tool` with the delivered `arguments`. `host_tool` says
+    /// whether it is one of the run's host tools.
     pub fn decide(&self, tool: &str, arguments: &Value, host_tool: bool) -> Ruling {
-        let category = gemini_tool_category(tool);
+        self.decide_as(tool, &gemini_tool_category(tool), arguments, host_tool)
+    }
+
+    /// [`Policy::decide`] for a guest whose tools are classified as `category`.
+    pub fn decide_as(
+        &self,
+        tool: &str,
+        category: &ToolCategory,
+        arguments: &Value,
+        host_tool: bool,
+    ) -> Ruling {
+        let category = category.clone();
         for (i, rule) in self.rules.iter().enumerate() {
             if rule.matches(tool, &category, arguments) {
                 return Ruling {

@@ -368,6 +368,10 @@ impl GatewayHandle {
                 "models": {model: {
                     "name": model,
                     "tool_call": true,
+                    // Without these OpenCode replaces an image a tool read with an error
+                    // text ("this model does not support image input").
+                    "attachment": true,
+                    "modalities": {"input": ["text", "image"], "output": ["text"]},
                     "limit": {"context": 128000, "output": 8192},
                 }},
             }},

@@ -283,7 +283,7 @@ impl UpstreamClient {
 /// `stream`, failing with [`UpstreamError::Invalid`] once one server-sent event (the bytes
 /// since the last blank line, line ends excluded) grows past `max` bytes.
 pub fn bounded_events(stream: ByteStream, max: usize) -> ByteStream {
-    let start = Some((stream, EventScan::default()));
+    let start = Some((stream, switchyard_protocol::sse::EventScan::default()));
     Box::pin(futures_util::stream::unfold(
         start,
         move |state| async move {
@@ -298,42 +298,6 @@ pub fn bounded_events(stream: ByteStream, max: usize) -> ByteStream {
             }
         },
     ))
-}
-
-/// Counts the bytes of the current server-sent event across chunks.
-#[derive(Debug, Default)]
-struct EventScan {
-    event_bytes: usize,
-    at_line_start: bool,
-    after_cr: bool,
-}
-
-impl EventScan {
-    /// Scans `bytes`; false once the current event is over `max` bytes.
-    fn push(&mut self, bytes: &[u8], max: usize) -> bool {
-        for &b in bytes {
-            match b {
-                // The `\n` of a `\r\n` line end.
-                b'\n' if self.after_cr => self.after_cr = false,
-                b'\n' | b'\r' => {
-                    if self.at_line_start {
-                        self.event_bytes = 0;
-                    }
-                    self.at_line_start = true;
-                    self.after_cr = b == b'\r';
-                }
-                _ => {
-                    self.at_line_start = false;
-                    self.after_cr = false;
-                    self.event_bytes += 1;
-                    if self.event_bytes > max {
-                        return false;
-                    }
-                }
-            }
-        }
-        true
-    }
 }
 
 /// A reqwest error with its source chain (never includes headers, so never the key).

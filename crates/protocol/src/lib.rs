@@ -6,3 +6,4 @@
 //! `switchyard-events`, never here.
 
 pub mod gemini_cli;
+pub mod sse;

@@ -192,15 +192,18 @@ pub enum RawStream {
     Stderr,
     /// What Switchyard wrote to the guest's standard input (ACP requests and answers).
     Stdin,
+    /// The data of each server-sent event the guest's server sent (OpenCode's `/event`).
+    Events,
 }
 
 impl RawStream {
-    /// `"stdout"`, `"stderr"` or `"stdin"`.
+    /// `"stdout"`, `"stderr"`, `"stdin"` or `"events"`.
     pub fn as_str(self) -> &'static str {
         match self {
             RawStream::Stdout => "stdout",
             RawStream::Stderr => "stderr",
             RawStream::Stdin => "stdin",
+            RawStream::Events => "events",
         }
     }
 }

@@ -779,6 +779,7 @@ impl RecordStore for SqliteStore {
                     "stdout" => RawStream::Stdout,
                     "stderr" => RawStream::Stderr,
                     "stdin" => RawStream::Stdin,
+                    "events" => RawStream::Events,
                     other => {
                         return Err(StoreError::Backend {
                             context: "reading raw lines",

@@ -25,25 +25,7 @@ pub const PASSTHROUGH_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ
 /// two never multiply into minutes (see the gateway's "Retry and timeout budget" docs).
 pub const GUEST_MAX_ATTEMPTS: u32 = 2;
 
-/// A secret string that must only travel through the environment. Its `Debug` is redacted.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-    /// The secret value; call only where it is handed to the environment or compared.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
+pub use crate::secret::Secret;
 
 /// How Switchyard drives the CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -38,6 +38,9 @@ pub enum RunItem {
     RawStderr(Line),
     /// A line Switchyard wrote to the guest's stdin (ACP), exactly as sent.
     RawStdin(Line),
+    /// The data of one server-sent event of the guest's server (OpenCode), exactly as
+    /// received (bounded).
+    RawEvent(Line),
 }
 
 /// The end of a run.

@@ -1,7 +1,19 @@
-//! OpenCode 1.18.33 (`opencode-ai` on npm): the pinned install. The package's postinstall links
-//! the platform's Bun-compiled binary (`opencode-linux-x64`, an optional dependency) to
-//! `bin/opencode.exe`, which is the entry point of the sealed install (an executable, not a
-//! script). The `serve` backend is tracked in the OpenCode issue.
+//! OpenCode 1.18.33 (`opencode-ai` on npm) as a backend: Switchyard owns an `opencode serve`
+//! process on 127.0.0.1 and drives it over its HTTP API, reading its server-sent events.
+//!
+//! - [`launch`]: the isolated launch (private HOME, XDG directories and TMPDIR, the seeded
+//!   config directory, the config document with every setting and its reason, the server
+//!   password);
+//! - [`server`]: the HTTP client of the running server (Basic auth, bounded bodies and events);
+//! - [`run`]: one run: start-up budget, warm-up, session, prompts, permissions, abort, resync.
+//!
+//! The package's postinstall links the platform's Bun-compiled binary (`opencode-linux-x64`,
+//! an optional dependency) to `bin/opencode.exe`, the entry point of the sealed install (an
+//! executable, not a script).
+
+pub mod launch;
+pub mod run;
+pub mod server;
 
 /// The npm package of the guest.
 pub const PACKAGE: &str = "opencode-ai";

@@ -444,7 +444,7 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
             RunItem::RawStdout(l) => stdout.push(l.text),
             RunItem::RawStderr(l) => stderr.push(l.text),
             // Headless guests get no stdin.
-            RunItem::RawStdin(_) => {}
+            RunItem::RawStdin(_) | RunItem::RawEvent(_) => {}
             RunItem::Event(e) => {
                 if cancel_on_text && matches!(e.event, Event::AssistantDelta(_)) {
                     stop.cancel();

@@ -207,7 +207,7 @@ pub async fn capture_one(s: &AcpScenario, entry: &Path, dir: &Path) -> Result<St
             async |item| match item {
                 RunItem::RawStdout(l) => stdout.push(l.text),
                 RunItem::RawStderr(l) => stderr.push(l.text),
-                RunItem::RawStdin(_) => {}
+                RunItem::RawStdin(_) | RunItem::RawEvent(_) => {}
                 RunItem::Event(e) => {
                     if s.cancel_on_first_text && matches!(e.event, Event::AssistantDelta(_)) {
                         cancel.cancel();

@@ -9,6 +9,7 @@ pub mod gateway;
 pub mod install;
 pub mod records;
 pub mod run;
+pub mod run_opencode;
 pub mod validate;
 pub mod view;
 

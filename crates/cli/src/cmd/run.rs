@@ -60,6 +60,31 @@ pub const EXIT_NO_RESULT: u8 = 11;
 #[serde(rename_all = "kebab-case")]
 pub enum Agent {
     GeminiCli,
+    Opencode,
+}
+
+impl Agent {
+    /// The name events and records use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::GeminiCli => "gemini-cli",
+            Agent::Opencode => "opencode",
+        }
+    }
+
+    /// The pinned npm package and version.
+    pub fn pin(self) -> (&'static str, &'static str) {
+        match self {
+            Agent::GeminiCli => (
+                switchyard_backend::gemini::PACKAGE,
+                switchyard_backend::gemini::VERSION,
+            ),
+            Agent::Opencode => (
+                switchyard_backend::opencode::PACKAGE,
+                switchyard_backend::opencode::VERSION,
+            ),
+        }
+    }
 }
 
 /// How events are printed.
@@ -177,6 +202,9 @@ pub struct RunArgs {
     /// A sealed Gemini CLI install (its prefix, or a file inside it).
     #[arg(long)]
     pub gemini_binary: Option<PathBuf>,
+    /// A sealed OpenCode install (its prefix, or a file inside it).
+    #[arg(long)]
+    pub opencode_binary: Option<PathBuf>,
     /// The guest's approval mode (default: the guest's safest headless mode).
     #[arg(long, value_enum)]
     pub approval_mode: Option<ApprovalArg>,
@@ -241,7 +269,8 @@ pub struct ResolvedRun {
     pub max_turns: Option<u32>,
     pub timeout: Option<Duration>,
     pub inactivity: Option<Duration>,
-    pub gemini_prefix: PathBuf,
+    /// The sealed install of the run's agent.
+    pub guest_prefix: PathBuf,
     pub approval_mode: ApprovalMode,
     pub keep_run_dir: bool,
     /// The host tools of `--tools` and `--finish-schema`, loaded and checked once.
@@ -299,6 +328,9 @@ pub enum Target {
     Direct { base_url: String, model: String },
 }
 
+/// How OpenCode names the tools of Switchyard's MCP server (`<server>_<tool>`).
+pub const OPENCODE_HOST_TOOL_PREFIX: &str = "switchyard_";
+
 /// Default name of the variable holding the upstream key.
 pub const DEFAULT_KEY_ENV: &str = "SWITCHYARD_UPSTREAM_KEY";
 
@@ -336,6 +368,7 @@ impl RunArgs {
             timeout,
             inactivity_timeout,
             gemini_binary,
+            opencode_binary,
             approval_mode,
             keep_run_dir,
             guest_base_url,
@@ -347,6 +380,10 @@ impl RunArgs {
     /// Checks and resolves everything that can be checked without running the guest.
     pub fn resolve(self) -> Result<ResolvedRun> {
         let a = self.merged()?;
+        let agent = a.agent.unwrap_or(Agent::GeminiCli);
+        if agent == Agent::Opencode {
+            check_opencode_flags(&a)?;
+        }
         let workdir = a.workdir.context("--workdir is required")?;
         if !workdir.is_dir() {
             bail!("--workdir {} is not a directory", workdir.display());
@@ -360,6 +397,10 @@ impl RunArgs {
         }
         let protocol = match a.protocol {
             Some(ProtocolArg::Acp) => Protocol::Acp,
+            Some(ProtocolArg::Headless) | None if agent == Agent::Opencode => {
+                // An OpenCode run is a session, like ACP: several prompts, a policy.
+                Protocol::Acp
+            }
             Some(ProtocolArg::Headless) | None => Protocol::Headless,
         };
         if protocol == Protocol::Headless && prompts.len() > 1 {
@@ -417,15 +458,18 @@ impl RunArgs {
                 }
             }
         };
-        let gemini_prefix = match a.gemini_binary {
-            Some(p) => find_sealed_prefix(&p)?,
-            None => default_gemini_prefix(),
+        let guest_prefix = match (agent, a.gemini_binary, a.opencode_binary) {
+            (Agent::GeminiCli, Some(p), _) | (Agent::Opencode, _, Some(p)) => {
+                find_sealed_prefix(&p)?
+            }
+            (Agent::GeminiCli, None, _) => default_gemini_prefix(),
+            (Agent::Opencode, _, None) => super::install::Guest::Opencode.default_prefix(),
         };
         // The guest runs in the workspace: every path handed to it must be absolute.
-        let gemini_prefix =
-            std::path::absolute(&gemini_prefix).context("resolving the install path")?;
+        let guest_prefix =
+            std::path::absolute(&guest_prefix).context("resolving the install path")?;
         Ok(ResolvedRun {
-            agent: a.agent.unwrap_or(Agent::GeminiCli),
+            agent,
             workdir,
             prompts,
             prompts_stdin: a.prompts_stdin,
@@ -438,11 +482,33 @@ impl RunArgs {
             max_turns: a.max_turns,
             timeout: a.timeout.map(Duration::from_secs),
             inactivity: a.inactivity_timeout.map(Duration::from_secs),
-            gemini_prefix,
+            guest_prefix,
             approval_mode: a.approval_mode.map(Into::into).unwrap_or_default(),
             keep_run_dir: a.keep_run_dir.unwrap_or(false),
             host_tools,
         })
+    }
+}
+
+/// Flags an OpenCode run cannot honour are refused, not ignored.
+fn check_opencode_flags(a: &RunArgs) -> Result<()> {
+    let refused = [
+        (
+            a.protocol.is_some(),
+            "--protocol (an OpenCode run is always a session)",
+        ),
+        (a.resume.is_some(), "--resume"),
+        (a.guest_base_url.is_some(), "--guest-base-url"),
+        (a.max_turns.is_some(), "--max-turns"),
+        (
+            a.approval_mode.is_some(),
+            "--approval-mode (use --permissions)",
+        ),
+        (a.gemini_binary.is_some(), "--gemini-binary"),
+    ];
+    match refused.iter().find(|(set, _)| *set) {
+        Some((_, flag)) => bail!("{flag} does not apply to --agent opencode"),
+        None => Ok(()),
     }
 }
 
@@ -583,20 +649,19 @@ pub fn checked(args: RunArgs) -> std::result::Result<(ResolvedRun, PathBuf), u8>
             return Err(EXIT_CONFIG);
         }
     };
-    let install = match switchyard_backend::install::verify(
-        &resolved.gemini_prefix,
-        switchyard_backend::gemini::PACKAGE,
-        switchyard_backend::gemini::VERSION,
-    ) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!(
-                "switchyard: refusing the Gemini CLI install at {}: {e}",
-                resolved.gemini_prefix.display()
-            );
-            return Err(EXIT_INSTALL);
-        }
-    };
+    let (package, version) = resolved.agent.pin();
+    let install =
+        match switchyard_backend::install::verify(&resolved.guest_prefix, package, version) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!(
+                    "switchyard: refusing the {} install at {}: {e}",
+                    resolved.agent.name(),
+                    resolved.guest_prefix.display()
+                );
+                return Err(EXIT_INSTALL);
+            }
+        };
     if let Target::Gateway { key_env, .. } = &resolved.target
         && std::env::var_os(key_env).is_none()
     {
@@ -633,7 +698,6 @@ pub struct Executed {
 
 /// Runs the guest of `resolved` to its end.
 pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Executed> {
-    let Agent::GeminiCli = resolved.agent;
     let run_id = uuid::Uuid::now_v7();
     let run_dir = match &resolved.records {
         Some(records) => records.join("runs").join(run_id.to_string()),
@@ -670,11 +734,11 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
     let host = match host {
         Some(HostTools { registry, finish }) => {
             let serve = registry.tools().next().is_some();
-            let (binding, events) = HostBinding::new(
-                registry,
-                switchyard_backend::gemini::settings::HOST_TOOL_PREFIX,
-                BindingLimits::default(),
-            );
+            let prefix = match resolved.agent {
+                Agent::GeminiCli => switchyard_backend::gemini::settings::HOST_TOOL_PREFIX,
+                Agent::Opencode => OPENCODE_HOST_TOOL_PREFIX,
+            };
+            let (binding, events) = HostBinding::new(registry, prefix, BindingLimits::default());
             let token = random_token();
             recorder.add_secret(token.clone());
             let server = match serve {
@@ -725,98 +789,66 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
             (handle.base_url(), upstream_model.clone(), Some(handle))
         }
     };
-    let node = which("node").context("`node` (Node.js >= 20) must be on PATH to run Gemini CLI")?;
     let host_mcp = host.as_ref().and_then(HostSide::mcp);
-    let launch = prepare(&GeminiLaunchConfig {
-        node,
-        entry,
-        workdir: resolved.workdir.clone(),
-        run_dir: run_dir.clone(),
-        prompt: resolved.prompts.first().cloned().unwrap_or_default(),
-        model: model.clone(),
-        base_url: base_url.clone(),
-        api_key: Secret::new(guest_token.clone()),
-        approval_mode: resolved.approval_mode,
-        max_turns: resolved.max_turns,
-        max_attempts: GUEST_MAX_ATTEMPTS,
-        host_env: std::env::vars_os().collect(),
-        host_mcp: host_mcp.clone(),
-        protocol: resolved.protocol,
-    })
-    .with_context(|| format!("preparing the run directory {}", run_dir.display()))?;
-    if let Some((point, state)) = &resolved.resume {
-        if state.is_dir() {
-            restore_session_state(state, &run_dir.join("home/.gemini"), &point.session_id)
-                .with_context(|| format!("restoring the session state from {}", state.display()))?;
-        } else {
-            // The guest's `session/load` fails then: the run's typed outcome says so.
-            eprintln!(
-                "switchyard: the saved state of session {} is missing ({})",
-                point.session_id,
-                state.display()
-            );
-        }
-    }
     let limits = RunLimits {
         timeout: resolved.timeout,
         inactivity: resolved.inactivity,
         ..Default::default()
     };
-    let started = RunStarted {
-        run_id: run_id.to_string(),
-        agent: "gemini-cli".into(),
-        agent_version: switchyard_backend::gemini::VERSION.into(),
-        workdir: launch.cwd.to_string_lossy().into_owned(),
-        model: Some(model.clone()),
-    };
-    let mut run_record = RunRecord {
-        argv: launch
-            .args
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-        settings_digest: hex::encode(Sha256::digest(launch.settings.to_string().as_bytes())),
-        workdir: launch.cwd.to_string_lossy().into_owned(),
-        upstream_model: Some(model),
-        ..RunRecord::begin(run_id, "gemini-cli", switchyard_backend::gemini::VERSION)
-    };
-    record(&recorder, RecordOp::UpsertRun(Box::new(run_record.clone()))).await;
     let (host_binding, finish_slot, mcp_server, host_events) = match host {
         Some(h) => (Some(h.binding), h.finish, h.server, Some(h.events)),
         None => (None, None, None, None),
     };
-    let runner = match resolved.protocol {
-        Protocol::Headless => {
-            let mut run = GeminiRun::start(&launch, &limits, started)?;
-            if let Some(events) = host_events {
-                run = run.with_host_events(events);
-            }
-            Runner::Headless(run)
-        }
-        Protocol::Acp => {
-            let plan = AcpPlan {
-                prompts: resolved.prompts.clone(),
-                more_prompts: resolved.prompts_stdin.then(stdin_prompts),
-                cwd: launch.cwd.clone(),
-                gateway_url: base_url.clone(),
-                gateway_key: Secret::new(guest_token.clone()),
-                mcp: host_mcp.clone(),
-                resume: resolved.resume.as_ref().map(|(p, _)| p.session_id.clone()),
-                startup_timeout: ACP_STARTUP,
-                cancel_grace: ACP_CANCEL_GRACE,
-                close_grace: ACP_CLOSE_GRACE,
+    let launched = match resolved.agent {
+        Agent::GeminiCli => launch_gemini(GeminiStart {
+            resolved: &resolved,
+            entry,
+            run_id,
+            run_dir: &run_dir,
+            base_url: &base_url,
+            model: &model,
+            guest_token: &guest_token,
+            host_mcp: host_mcp.clone(),
+            limits: &limits,
+            binding: host_binding.clone(),
+            host_events,
+        })?,
+        Agent::Opencode => {
+            let Some(gateway) = &gateway else {
+                bail!("an OpenCode run needs the gateway");
             };
-            let acp_host = Arc::new(PolicyHost {
+            super::run_opencode::launch(super::run_opencode::OpenCodeStart {
+                resolved: &resolved,
+                entry,
+                run_id,
+                run_dir: &run_dir,
+                provider: gateway.opencode_provider(
+                    &model,
+                    switchyard_backend::opencode::launch::GATEWAY_KEY_ENV,
+                ),
+                model: &model,
+                guest_token: &guest_token,
+                host_mcp: host_mcp.clone(),
+                limits: &limits,
                 binding: host_binding.clone(),
-                policy: resolved.permissions.clone(),
-            });
-            let mut run = AcpRun::start(&launch, &limits, started, plan, acp_host)?;
-            if let Some(events) = host_events {
-                run = run.with_host_events(events);
-            }
-            Runner::Acp(Box::new(run))
+                host_events,
+            })?
         }
     };
+    let Launched {
+        runner,
+        cwd,
+        argv,
+        settings,
+    } = launched;
+    let mut run_record = RunRecord {
+        argv,
+        settings_digest: hex::encode(Sha256::digest(settings.to_string().as_bytes())),
+        workdir: cwd.to_string_lossy().into_owned(),
+        upstream_model: Some(model),
+        ..RunRecord::begin(run_id, resolved.agent.name(), resolved.agent.pin().1)
+    };
+    record(&recorder, RecordOp::UpsertRun(Box::new(run_record.clone()))).await;
     let cancel = runner.cancel();
     let close_on_cancel = host_binding.clone();
     let signals = tokio::spawn(async move {
@@ -883,10 +915,14 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
         RunItem::RawStdin(line) => {
             record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Stdin, line).await;
         }
+        RunItem::RawEvent(line) => {
+            record_raw_line(&recorder, &mut raw_lines, run_id, RawStream::Events, line).await;
+        }
     };
     let report = match runner {
         Runner::Headless(run) => run.drive_concluding(sink, conclude).await,
         Runner::Acp(run) => (*run).drive_concluding(sink, conclude).await,
+        Runner::OpenCode(run) => (*run).drive_concluding(sink, conclude).await,
     };
     signals.abort();
     if let Some(server) = mcp_server {
@@ -905,16 +941,19 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
     run_record.raw_lines_truncated = raw_lines.truncated;
     // A session with a committed turn can be resumed later: keep the guest's session state
     // with the records (the run directory itself goes).
-    if let (Some(records), Some(session_id), Protocol::Acp) =
-        (&resolved.records, session.committed(), resolved.protocol)
-    {
+    if let (Some(records), Some(session_id), Protocol::Acp, Agent::GeminiCli) = (
+        &resolved.records,
+        session.committed(),
+        resolved.protocol,
+        resolved.agent,
+    ) {
         let state_dir = format!("sessions/{run_id}");
         match copy_session_state(&run_dir.join("home/.gemini"), &records.join(&state_dir)) {
             Ok(()) => {
                 run_record.resume = Some(ResumePoint {
                     protocol: "acp".into(),
                     session_id,
-                    workdir: launch.cwd.to_string_lossy().into_owned(),
+                    workdir: cwd.to_string_lossy().into_owned(),
                     state_dir,
                 });
             }
@@ -937,6 +976,129 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
     })
 }
 
+/// What an agent's launch hands back to [`execute`].
+pub(crate) struct Launched {
+    pub runner: Runner,
+    /// The workspace, canonical.
+    pub cwd: PathBuf,
+    /// The guest's argv (no secrets), for the run record.
+    pub argv: Vec<String>,
+    /// The guest's settings document, for the run record's digest.
+    pub settings: serde_json::Value,
+}
+
+/// What launching an agent needs from [`execute`].
+pub(crate) struct GeminiStart<'a> {
+    pub resolved: &'a ResolvedRun,
+    pub entry: PathBuf,
+    pub run_id: uuid::Uuid,
+    pub run_dir: &'a Path,
+    pub base_url: &'a str,
+    pub model: &'a str,
+    pub guest_token: &'a str,
+    pub host_mcp: Option<(String, Secret)>,
+    pub limits: &'a RunLimits,
+    pub binding: Option<HostBinding>,
+    pub host_events: Option<tokio::sync::mpsc::Receiver<Event>>,
+}
+
+/// Prepares and starts Gemini CLI, headless or over ACP.
+fn launch_gemini(start: GeminiStart<'_>) -> Result<Launched> {
+    let GeminiStart {
+        resolved,
+        entry,
+        run_id,
+        run_dir,
+        base_url,
+        model,
+        guest_token,
+        host_mcp,
+        limits,
+        binding,
+        host_events,
+    } = start;
+    let node = which("node").context("`node` (Node.js >= 20) must be on PATH to run Gemini CLI")?;
+    let launch = prepare(&GeminiLaunchConfig {
+        node,
+        entry,
+        workdir: resolved.workdir.clone(),
+        run_dir: run_dir.to_path_buf(),
+        prompt: resolved.prompts.first().cloned().unwrap_or_default(),
+        model: model.to_owned(),
+        base_url: base_url.to_owned(),
+        api_key: Secret::new(guest_token),
+        approval_mode: resolved.approval_mode,
+        max_turns: resolved.max_turns,
+        max_attempts: GUEST_MAX_ATTEMPTS,
+        host_env: std::env::vars_os().collect(),
+        host_mcp: host_mcp.clone(),
+        protocol: resolved.protocol,
+    })
+    .with_context(|| format!("preparing the run directory {}", run_dir.display()))?;
+    if let Some((point, state)) = &resolved.resume {
+        if state.is_dir() {
+            restore_session_state(state, &run_dir.join("home/.gemini"), &point.session_id)
+                .with_context(|| format!("restoring the session state from {}", state.display()))?;
+        } else {
+            // The guest's `session/load` fails then: the run's typed outcome says so.
+            eprintln!(
+                "switchyard: the saved state of session {} is missing ({})",
+                point.session_id,
+                state.display()
+            );
+        }
+    }
+    let started = RunStarted {
+        run_id: run_id.to_string(),
+        agent: Agent::GeminiCli.name().into(),
+        agent_version: switchyard_backend::gemini::VERSION.into(),
+        workdir: launch.cwd.to_string_lossy().into_owned(),
+        model: Some(model.to_owned()),
+    };
+    let runner = match resolved.protocol {
+        Protocol::Headless => {
+            let mut run = GeminiRun::start(&launch, limits, started)?;
+            if let Some(events) = host_events {
+                run = run.with_host_events(events);
+            }
+            Runner::Headless(run)
+        }
+        Protocol::Acp => {
+            let plan = AcpPlan {
+                prompts: resolved.prompts.clone(),
+                more_prompts: resolved.prompts_stdin.then(stdin_prompts),
+                cwd: launch.cwd.clone(),
+                gateway_url: base_url.to_owned(),
+                gateway_key: Secret::new(guest_token),
+                mcp: host_mcp,
+                resume: resolved.resume.as_ref().map(|(p, _)| p.session_id.clone()),
+                startup_timeout: ACP_STARTUP,
+                cancel_grace: ACP_CANCEL_GRACE,
+                close_grace: ACP_CLOSE_GRACE,
+            };
+            let acp_host = Arc::new(PolicyHost {
+                binding,
+                policy: resolved.permissions.clone(),
+            });
+            let mut run = AcpRun::start(&launch, limits, started, plan, acp_host)?;
+            if let Some(events) = host_events {
+                run = run.with_host_events(events);
+            }
+            Runner::Acp(Box::new(run))
+        }
+    };
+    Ok(Launched {
+        runner,
+        argv: launch
+            .args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        cwd: launch.cwd,
+        settings: launch.settings,
+    })
+}
+
 /// How long an ACP guest may take from `initialize` to an open session (a cold start of the CLI
 /// takes about 2 s).
 const ACP_STARTUP: Duration = Duration::from_secs(60);
@@ -946,9 +1108,10 @@ const ACP_CANCEL_GRACE: Duration = Duration::from_secs(5);
 const ACP_CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// The guest being driven.
-enum Runner {
+pub(crate) enum Runner {
     Headless(GeminiRun),
     Acp(Box<AcpRun>),
+    OpenCode(Box<switchyard_backend::opencode::run::OpenCodeRun>),
 }
 
 impl Runner {
@@ -960,6 +1123,10 @@ impl Runner {
                 Box::new(move || stop.cancel())
             }
             Runner::Acp(run) => {
+                let cancel = run.cancel_handle();
+                Box::new(move || cancel.cancel())
+            }
+            Runner::OpenCode(run) => {
                 let cancel = run.cancel_handle();
                 Box::new(move || cancel.cancel())
             }
@@ -1010,7 +1177,7 @@ const MAX_PROMPT_LINE: usize = 1024 * 1024;
 
 /// Prompts from stdin, one JSON line each, as they arrive. A line that is not a prompt, or is
 /// longer than [`MAX_PROMPT_LINE`], ends the input with a message (the prompts before it stand).
-fn stdin_prompts() -> tokio::sync::mpsc::Receiver<String> {
+pub(crate) fn stdin_prompts() -> tokio::sync::mpsc::Receiver<String> {
     use std::io::{BufRead, Read};
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     std::thread::spawn(move || {

@@ -246,7 +246,9 @@ fn check(name: &str, passed: bool, evidence: Value, why: impl FnOnce() -> String
 
 /// Entry point.
 pub async fn run(args: ValidateArgs) -> Result<u8> {
-    let Agent::GeminiCli = args.agent;
+    if args.agent != Agent::GeminiCli {
+        anyhow::bail!("switchyard validate drives gemini-cli only so far");
+    }
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
     let output = std::path::absolute(&args.output)?;

@@ -66,17 +66,7 @@ pub struct AcpPlan {
 /// `mcp_<server>_<tool>`).
 pub const MCP_SERVER_NAME: &str = super::settings::HOST_MCP_SERVER;
 
-/// A permission decision on a delivered call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PermissionRuling {
-    pub model_call_id: String,
-    pub tool: String,
-    /// The exact arguments the gateway delivered.
-    pub arguments: Value,
-    pub allow: bool,
-    /// The rule that decided.
-    pub rule: String,
-}
+pub use crate::permission::PermissionRuling;
 
 /// The host side of an ACP session: what the gateway delivered, and the permission policy.
 pub trait AcpHost: Send + Sync + 'static {

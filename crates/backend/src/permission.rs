@@ -1,0 +1,15 @@
+//! The host's answer to a guest's permission request, as every backend reports it.
+
+use serde_json::Value;
+
+/// A permission decision on a delivered call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermissionRuling {
+    pub model_call_id: String,
+    pub tool: String,
+    /// The exact arguments the gateway delivered.
+    pub arguments: Value,
+    pub allow: bool,
+    /// The rule that decided.
+    pub rule: String,
+}
