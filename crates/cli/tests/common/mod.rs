@@ -70,3 +70,49 @@ pub fn processes_in(dir: &Path) -> Vec<i32> {
         .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == dir))
         .collect()
 }
+
+/// The pinned OpenCode install, sealed (idempotent, like [`sealed_prefix`]).
+pub fn sealed_opencode() -> PathBuf {
+    use switchyard_backend::opencode::{PACKAGE, VERSION};
+    let prefix = switchyard_testkit::guest::opencode_prefix();
+    if switchyard_backend::install::verify(&prefix, PACKAGE, VERSION).is_err() {
+        switchyard_backend::install::seal(&prefix, PACKAGE, VERSION)
+            .expect("seal the test install");
+    }
+    prefix
+}
+
+/// `switchyard run --agent opencode` on `workdir` with `prompt`, through the embedded gateway
+/// to the scripted upstream at `upstream` (its base URL), printing JSONL events.
+pub fn opencode_run(workdir: &Path, upstream: &str, prompt: &str) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["run", "--agent", "opencode", "--prompt", prompt])
+        .arg("--workdir")
+        .arg(workdir)
+        .args([
+            "--upstream-url",
+            &format!("{upstream}/v1"),
+            "--upstream-model",
+            "scripted-model",
+        ])
+        .arg("--opencode-binary")
+        .arg(sealed_opencode())
+        .args(["--output", "jsonl", "--timeout", "120"])
+        .env("SWITCHYARD_UPSTREAM_KEY", "sk-live-test-key")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Events and stderr of a finished run, for failure messages.
+pub fn transcript(output: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// The events of `kind`.
+pub fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
