@@ -373,3 +373,101 @@ async fn a_policy_rule_allows_a_shell_command() {
     assert_eq!(r.of("permission")[0]["rule"], "rule 1");
     assert!(ws.path().join("made").exists());
 }
+
+/// The host-tool files of `tests/host_tools` in a fresh folder (the handler logs each call it
+/// runs to `ran.log` there).
+fn tools_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/host_tools");
+    for file in ["record.py", "tools.toml", "finish.json"] {
+        std::fs::copy(source.join(file), dir.path().join(file)).unwrap();
+    }
+    dir
+}
+
+const RECORD: &str = "switchyard_record";
+const FINISH: &str = "switchyard_finish";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_tools_run_once_per_call_and_finish_is_the_result() {
+    let ws = tempfile::tempdir().unwrap();
+    let tools = tools_dir();
+    let script = Script::new()
+        .then_when(
+            first_turn,
+            Reply::tool_calls_stream(
+                &[
+                    ("call_rec_a", RECORD, r#"{"nonce":"n-7"}"#),
+                    ("call_rec_b", RECORD, r#"{"nonce":"n-7"}"#),
+                ],
+                5,
+            ),
+        )
+        .then_when(
+            |r| r.tool_messages().len() == 2,
+            Reply::tool_calls_stream(&[("call_fin", FINISH, r#"{"colour":"green"}"#)], 5),
+        )
+        .then_when(after_tool, Reply::text_stream(["Done."]));
+    let tools_file = tools.path().join("tools.toml").to_string_lossy().into_owned();
+    let finish = tools.path().join("finish.json").to_string_lossy().into_owned();
+    let r = run(
+        script,
+        ws.path(),
+        "Record the nonce twice, then finish.",
+        &["--tools", &tools_file, "--finish-schema", &finish],
+    )
+    .await;
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.transcript());
+    let ran: Vec<Value> = std::fs::read_to_string(tools.path().join("ran.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        ran,
+        [json!({"nonce": "n-7"}), json!({"nonce": "n-7"})],
+        "{}",
+        r.transcript()
+    );
+    let mut admitted: Vec<&str> = r
+        .of("host_call")
+        .iter()
+        .filter(|e| e["decision"] == "admitted")
+        .map(|e| e["model_call_id"].as_str().unwrap())
+        .collect();
+    admitted.sort_unstable();
+    assert_eq!(admitted, ["call_fin", "call_rec_a", "call_rec_b"]);
+    let permissions = r.of("permission");
+    assert!(
+        permissions
+            .iter()
+            .all(|p| p["outcome"] == "allowed" && p["rule"] == "default: host tool"),
+        "{}",
+        r.transcript()
+    );
+    let done = r.finished();
+    assert_eq!(done["result"], json!({"colour": "green"}));
+    // The model never sees the identity the gateway adds to host-tool calls.
+    for request in r.upstream.requests() {
+        let body = request.json().to_string();
+        assert!(!body.contains("_switchyard_call"), "{body:.300}");
+    }
+    let last = r.upstream.requests().last().unwrap().json().to_string();
+    assert!(last.contains("recorded n-7"), "{last:.300}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_finish_call_the_run_has_no_result() {
+    let ws = tempfile::tempdir().unwrap();
+    let tools = tools_dir();
+    let finish = tools.path().join("finish.json").to_string_lossy().into_owned();
+    let r = run(
+        Script::new().then(Reply::text_stream(["I will not finish."])),
+        ws.path(),
+        "Finish.",
+        &["--finish-schema", &finish],
+    )
+    .await;
+    assert_eq!(r.output.status.code(), Some(11), "{}", r.transcript());
+    assert_eq!(r.finished()["error"]["kind"], "no_finish");
+}
