@@ -1,5 +1,5 @@
-//! `switchyard validate --agent gemini-cli` offline: the real, pinned Gemini CLI against the
-//! scripted model passes every check, and a scripted model broken on purpose fails with a report
+//! `switchyard validate` offline: the real, pinned Gemini CLI (headless and over ACP) and
+//! OpenCode against the scripted model pass every check, and a scripted model broken on purpose fails with a report
 //! that names the broken check.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,13 +15,19 @@ fn validate(extra: &[&str]) -> (Option<i32>, Value, String) {
 }
 
 fn validate_in(out: &tempfile::TempDir, extra: &[&str]) -> (Option<i32>, Value, String) {
-    let prefix = common::sealed_prefix();
-    let output = Command::new(BIN)
-        .args(["validate", "--agent", "gemini-cli", "--timeout", "120"])
+    let mut cmd = Command::new(BIN);
+    if extra.contains(&"opencode") {
+        cmd.args(["validate", "--timeout", "120"])
+            .arg("--opencode-binary")
+            .arg(common::sealed_opencode());
+    } else {
+        cmd.args(["validate", "--agent", "gemini-cli", "--timeout", "120"])
+            .arg("--gemini-binary")
+            .arg(common::sealed_prefix());
+    }
+    let output = cmd
         .arg("--output")
         .arg(out.path())
-        .arg("--gemini-binary")
-        .arg(&prefix)
         .args(extra)
         .stdin(Stdio::null())
         .output()
@@ -50,6 +56,11 @@ fn the_fixture_passes_offline_with_its_evidence() {
 #[test]
 fn over_acp_the_fixture_passes_offline_with_its_evidence() {
     passes_offline(&["--protocol", "acp"]);
+}
+
+#[test]
+fn with_opencode_the_fixture_passes_offline_with_its_evidence() {
+    passes_offline(&["--agent", "opencode"]);
 }
 
 fn passes_offline(extra: &[&str]) {

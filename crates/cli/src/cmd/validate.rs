@@ -48,6 +48,9 @@ pub struct ValidateArgs {
     /// A sealed Gemini CLI install (default: the one `switchyard install gemini-cli` made).
     #[arg(long)]
     pub gemini_binary: Option<PathBuf>,
+    /// A sealed OpenCode install (default: the one `switchyard install opencode` made).
+    #[arg(long)]
+    pub opencode_binary: Option<PathBuf>,
     /// A `switchyard run` config file for the provider's settings (`[translation]` with its
     /// `profile`, `[timeouts]`, `[retries]`); the fixture's own settings win.
     #[arg(long)]
@@ -138,10 +141,10 @@ impl HostTool for Record {
 
 /// The scripted model: observe, record twice (once with [`Fault::RecordOnce`]), finish with the
 /// colour it reads from the image in its own request, then a closing sentence.
-fn scripted_model(fault: Option<Fault>) -> Script {
-    let observe = format!("{HOST_TOOL_PREFIX}observe");
-    let record = format!("{HOST_TOOL_PREFIX}record");
-    let finish = format!("{HOST_TOOL_PREFIX}finish");
+fn scripted_model(fault: Option<Fault>, prefix: &str) -> Script {
+    let observe = format!("{prefix}observe");
+    let record = format!("{prefix}record");
+    let finish = format!("{prefix}finish");
     let reply = move |request: &RecordedRequest| -> Reply {
         let results = request.tool_messages();
         let text_of = |m: &Value| m["content"].to_string();
@@ -246,9 +249,6 @@ fn check(name: &str, passed: bool, evidence: Value, why: impl FnOnce() -> String
 
 /// Entry point.
 pub async fn run(args: ValidateArgs) -> Result<u8> {
-    if args.agent != Agent::GeminiCli {
-        anyhow::bail!("switchyard validate drives gemini-cli only so far");
-    }
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
     let output = std::path::absolute(&args.output)?;
@@ -288,14 +288,18 @@ pub async fn run(args: ValidateArgs) -> Result<u8> {
             args.upstream_model.clone().unwrap_or_default(),
         ),
         None => {
-            let scripted = ChatUpstream::start(scripted_model(args.scripted_fault)).await?;
+            let prefix = match args.agent {
+                Agent::GeminiCli => HOST_TOOL_PREFIX,
+                Agent::Opencode => super::run::OPENCODE_HOST_TOOL_PREFIX,
+            };
+            let scripted = ChatUpstream::start(scripted_model(args.scripted_fault, prefix)).await?;
             let url = format!("{}/v1", scripted.base_url());
             (Some(scripted), url, "scripted-validation-model".to_owned())
         }
     };
     let run_args = RunArgs {
         config: args.config.clone(),
-        agent: Some(Agent::GeminiCli),
+        agent: Some(args.agent),
         protocol: args.protocol,
         workdir: Some(workspace.clone()),
         prompt: vec![PROMPT.into()],
@@ -306,6 +310,7 @@ pub async fn run(args: ValidateArgs) -> Result<u8> {
         output: Some(OutputMode::Text),
         timeout: Some(args.timeout),
         gemini_binary: args.gemini_binary.clone(),
+        opencode_binary: args.opencode_binary.clone(),
         ..Default::default()
     };
     let (mut resolved, entry) = match super::run::checked(run_args) {
@@ -335,8 +340,8 @@ pub async fn run(args: ValidateArgs) -> Result<u8> {
     let passed = checks.iter().all(|c| c["passed"] == true);
     let report = json!({
         "passed": passed,
-        "agent": "gemini-cli",
-        "agent_version": switchyard_backend::gemini::VERSION,
+        "agent": args.agent.name(),
+        "agent_version": args.agent.pin().1,
         "upstream": if args.upstream_url.is_some() { "given" } else { "scripted" },
         "upstream_model": upstream_model,
         "run_id": executed.run_id.to_string(),
