@@ -408,8 +408,16 @@ async fn host_tools_run_once_per_call_and_finish_is_the_result() {
             Reply::tool_calls_stream(&[("call_fin", FINISH, r#"{"colour":"green"}"#)], 5),
         )
         .then_when(after_tool, Reply::text_stream(["Done."]));
-    let tools_file = tools.path().join("tools.toml").to_string_lossy().into_owned();
-    let finish = tools.path().join("finish.json").to_string_lossy().into_owned();
+    let tools_file = tools
+        .path()
+        .join("tools.toml")
+        .to_string_lossy()
+        .into_owned();
+    let finish = tools
+        .path()
+        .join("finish.json")
+        .to_string_lossy()
+        .into_owned();
     let r = run(
         script,
         ws.path(),
@@ -460,7 +468,11 @@ async fn host_tools_run_once_per_call_and_finish_is_the_result() {
 async fn without_a_finish_call_the_run_has_no_result() {
     let ws = tempfile::tempdir().unwrap();
     let tools = tools_dir();
-    let finish = tools.path().join("finish.json").to_string_lossy().into_owned();
+    let finish = tools
+        .path()
+        .join("finish.json")
+        .to_string_lossy()
+        .into_owned();
     let r = run(
         Script::new().then(Reply::text_stream(["I will not finish."])),
         ws.path(),

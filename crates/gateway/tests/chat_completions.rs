@@ -407,3 +407,68 @@ async fn a_png_reaches_the_upstream_as_lossless_webp() {
     assert_eq!(decoded.data, pixels, "lossless");
     gw.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn aliases_route_an_auxiliary_model_and_strict_models_refuse_the_rest() {
+    let script = Script::new().step(Step::once(Reply::text_stream(["ok"])).times(Times::Always));
+    let (upstream, gw) = start(script, |c| {
+        c.strict_models = true;
+        c.aliases
+            .insert("title-model".into(), "small-upstream".into());
+    })
+    .await;
+    let mut title = opencode_request("Generate a title for this conversation:\n");
+    title["model"] = json!("title-model");
+    title.as_object_mut().unwrap().remove("tools");
+    assert_eq!(
+        content(&chunks(&events(chat(&gw, &title).await).await)),
+        "ok"
+    );
+    assert_eq!(upstream.requests()[0].json()["model"], "small-upstream");
+    let mut other = opencode_request("hi");
+    other["model"] = json!("unknown-model");
+    let response = chat(&gw, &other).await;
+    assert_eq!(response.status(), 404);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert_eq!(upstream.requests().len(), 1);
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_chat_exchange_is_recorded_with_both_requests_and_the_answer_as_a_completion() {
+    use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore};
+    let records = tempfile::tempdir().unwrap();
+    let script = Script::new().then(Reply::tool_calls_stream(
+        &[("call_R", "read", r#"{"filePath":"x"}"#)],
+        3,
+    ));
+    let dir = records.path().to_path_buf();
+    let (_upstream, gw) = start(script, move |c| c.records_dir = Some(dir)).await;
+    let mut request = opencode_request("read x");
+    request["messages"][1]["content"][0]["text"] = json!(format!("read x, key {UPSTREAM_KEY}"));
+    let _ = events(chat(&gw, &request).await).await;
+    gw.shutdown().await.unwrap();
+    let store = SqliteStore::open(switchyard_records::store_path(records.path())).unwrap();
+    let exchanges = store.exchanges(ExchangeFilter::All).unwrap();
+    assert_eq!(exchanges.len(), 1);
+    let x = &exchanges[0];
+    assert_eq!(x.ingress_api, "openai.chatCompletions");
+    assert_eq!(x.requested_model, "fake-model");
+    assert_eq!(x.guest_request["model"], "fake-model");
+    assert_eq!(x.attempts[0].request["model"], UPSTREAM_MODEL);
+    let answer = x.guest_response.as_ref().unwrap();
+    assert_eq!(answer["object"], "chat.completion");
+    assert_eq!(
+        answer["choices"][0]["message"]["tool_calls"][0]["id"],
+        "call_R"
+    );
+    assert_eq!(x.function_calls[0].id, "call_R");
+    assert!(x.upstream_message.is_some());
+    assert_eq!(x.usage.input, 20);
+    let stored = serde_json::to_string(x).unwrap();
+    assert!(
+        !stored.contains(UPSTREAM_KEY),
+        "the provider key is redacted"
+    );
+}
