@@ -5,13 +5,15 @@
 //!   config directory, the config document with every setting and its reason, the server
 //!   password);
 //! - [`server`]: the HTTP client of the running server (Basic auth, bounded bodies and events);
-//! - [`run`]: one run: start-up budget, warm-up, session, prompts, permissions, abort, resync.
+//! - [`run`]: one run: start-up budget, warm-up, session, prompts, permissions, abort, resync;
+//! - [`notes`]: what a run observes and decides, and its deterministic mapping to events.
 //!
 //! The package's postinstall links the platform's Bun-compiled binary (`opencode-linux-x64`,
 //! an optional dependency) to `bin/opencode.exe`, the entry point of the sealed install (an
 //! executable, not a script).
 
 pub mod launch;
+pub mod notes;
 pub mod run;
 pub mod server;
 

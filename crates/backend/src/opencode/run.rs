@@ -20,14 +20,13 @@ use std::time::Duration;
 use chrono::Utc;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use switchyard_events::event::{
-    Permission, PermissionChoice, PermissionOutcome, RunStarted, SessionStarted, Warning,
-};
+use switchyard_events::event::{Permission, PermissionChoice, PermissionOutcome, RunStarted};
 use switchyard_events::opencode::OpenCodeNormalizer;
 use switchyard_events::{Envelope, ErrorKind, Event, OutcomeStatus, RunError, RunOutcome};
 use tokio::sync::{Notify, mpsc};
 
 use super::launch::{PreparedServe, SERVER_USER};
+use super::notes::{Note, apply};
 use super::server::{ServerClient, ServerError};
 use crate::gemini::run::{RunItem, RunLimits, RunReport, conclude_events, guest_exit};
 use crate::permission::PermissionRuling;
@@ -106,6 +105,28 @@ pub struct OpenCodeRun {
     inactivity: Option<Duration>,
     cancel: OpenCodeCancel,
     host_events: Option<mpsc::Receiver<Event>>,
+    transcript: Option<mpsc::UnboundedSender<Note>>,
+}
+
+/// Maps notes to events (the only way the guest's events are made), keeping the transcript
+/// when one is asked for.
+struct Mapper {
+    normalizer: OpenCodeNormalizer,
+    transcript: Option<mpsc::UnboundedSender<Note>>,
+}
+
+impl Mapper {
+    fn note(&mut self, note: Note, out: &mut Emitter) {
+        let events = apply(&mut self.normalizer, &note);
+        if let Some(transcript) = &self.transcript {
+            let _ = transcript.send(note);
+        }
+        out.events(events);
+    }
+
+    fn warn(&mut self, message: String, out: &mut Emitter) {
+        self.note(Note::Warning(message), out);
+    }
 }
 
 /// Why the run stopped before its prompts were done.
@@ -206,7 +227,14 @@ impl OpenCodeRun {
             inactivity: limits.inactivity,
             cancel,
             host_events: None,
+            transcript: None,
         })
+    }
+
+    /// Sends every [`Note`] of the run to `transcript` (fixture capture).
+    pub fn with_transcript(mut self, transcript: mpsc::UnboundedSender<Note>) -> Self {
+        self.transcript = Some(transcript);
+        self
     }
 
     /// Merges `events` (the host-tool binding's decisions) into the run's event sequence.
@@ -238,18 +266,22 @@ impl OpenCodeRun {
             raw_events: 0,
         };
         out.event(Event::RunStarted(self.started.clone()));
-        let mut normalizer = OpenCodeNormalizer::default();
-        let halt = self.session(&mut out, &mut normalizer, &mut sink).await;
+        let mut mapper = Mapper {
+            normalizer: OpenCodeNormalizer::default(),
+            transcript: self.transcript.take(),
+        };
+        let halt = self.session(&mut out, &mut mapper, &mut sink).await;
         let process_outcome = match halt {
             Halt::Exited(outcome) => outcome,
             Halt::Failed(status, error) => {
-                normalizer.fail(status, error);
+                mapper.note(Note::Failed(status, error), &mut out);
                 self.process.stop(StopReason::Closed);
                 self.finish_process(&mut out).await
             }
         };
         let exit = guest_exit(&process_outcome.termination, process_outcome.exit);
         let expected = u32::try_from(self.plan.prompts.len()).unwrap_or(u32::MAX);
+        let normalizer = mapper.normalizer;
         let unrecognized = normalizer.unrecognized();
         let hint = last_stderr_line(&process_outcome.stderr_tail);
         let (mut events, run_outcome) = normalizer.finish(expected, exit, hint.as_deref());
@@ -292,7 +324,7 @@ impl OpenCodeRun {
     async fn session(
         &mut self,
         out: &mut Emitter,
-        normalizer: &mut OpenCodeNormalizer,
+        m: &mut Mapper,
         sink: &mut impl AsyncFnMut(RunItem),
     ) -> Halt {
         let deadline = tokio::time::Instant::now() + self.plan.startup_timeout;
@@ -317,21 +349,20 @@ impl OpenCodeRun {
         // Loads the project instance and its plugins now, so the first prompt is not cold.
         for path in ["/config", "/agent", "/provider", "/mcp"] {
             if let Err(e) = client.get(path).await {
-                out.event(Event::Warning(Warning {
-                    message: format!("warm-up {path}: {e}"),
-                    derived: true,
-                }));
+                m.warn(format!("warm-up {path}: {e}"), out);
             }
         }
         let session = match client.create_session(&self.plan.title).await {
             Ok(id) => id,
             Err(e) => return setup_failure(format!("creating the session: {e}")),
         };
-        *normalizer = OpenCodeNormalizer::new(session.clone());
-        out.event(Event::SessionStarted(SessionStarted {
-            session_id: session.clone(),
-            model: self.plan.model.clone(),
-        }));
+        m.note(
+            Note::SessionStarted {
+                id: session.clone(),
+                model: self.plan.model.clone(),
+            },
+            out,
+        );
         let mut prompts: std::collections::VecDeque<String> =
             self.plan.prompts.iter().cloned().collect();
         let mut more = self.plan.more_prompts.take();
@@ -352,7 +383,7 @@ impl OpenCodeRun {
             if self.cancel.cancelled.load(Ordering::Acquire) {
                 break;
             }
-            out.event(normalizer.prompt_sent(&prompt));
+            m.note(Note::PromptSent(prompt.clone()), out);
             if let Err(e) = client
                 .prompt(&session, &prompt, &self.plan.provider, &self.plan.model)
                 .await
@@ -368,10 +399,7 @@ impl OpenCodeRun {
                 if self.cancel.cancelled.load(Ordering::Acquire) && !aborted {
                     aborted = true;
                     if let Err(e) = client.abort(&session).await {
-                        out.event(Event::Warning(Warning {
-                            message: format!("aborting the session: {e}"),
-                            derived: true,
-                        }));
+                        m.warn(format!("aborting the session: {e}"), out);
                     }
                 }
                 let inactivity = async {
@@ -399,8 +427,7 @@ impl OpenCodeRun {
                                 last_activity = tokio::time::Instant::now();
                             }
                             out.raw_event(&data, crate::process::Limits::default().max_line_bytes);
-                            self.on_event(&client, &session, &data, normalizer, out, &mut state)
-                                .await;
+                            self.on_event(&client, &session, data, m, out, &mut state).await;
                         }
                         Some(Err(e)) => {
                             // The stream broke: reopen it and read back what it missed.
@@ -408,15 +435,12 @@ impl OpenCodeRun {
                             if reconnects > MAX_RECONNECTS {
                                 return setup_failure(format!("the event stream kept failing: {e}"));
                             }
-                            out.event(Event::Warning(Warning {
-                                message: format!("event stream lost ({e}); reconnecting"),
-                                derived: true,
-                            }));
+                                                        m.warn(format!("event stream lost ({e}); reconnecting"), out);
                             let deadline = tokio::time::Instant::now() + self.plan.startup_timeout;
                             if let Err(e) = subscribe(&client, events_tx.clone(), &mut events, deadline).await {
                                 return setup_failure(e);
                             }
-                            self.resync(&client, &session, normalizer, out, &mut state).await;
+                            self.resync(&client, &session, m, out, &mut state).await;
                         }
                         None => return setup_failure("the event stream ended".to_owned()),
                     },
@@ -426,7 +450,7 @@ impl OpenCodeRun {
                     }
                 }
             }
-            out.events(normalizer.prompt_done());
+            m.note(Note::PromptDone, out);
             if aborted {
                 break;
             }
@@ -479,16 +503,13 @@ impl OpenCodeRun {
         &self,
         client: &ServerClient,
         session: &str,
-        data: &str,
-        normalizer: &mut OpenCodeNormalizer,
+        data: String,
+        m: &mut Mapper,
         out: &mut Emitter,
         state: &mut PromptState,
     ) {
-        let Ok(event) = serde_json::from_str::<Value>(data) else {
-            out.event(normalizer.unrecognized_payload(
-                "a server-sent event that is not JSON",
-                Value::String(data.to_owned()),
-            ));
+        let Ok(event) = serde_json::from_str::<Value>(&data) else {
+            m.note(Note::Event(data), out);
             return;
         };
         let kind = event
@@ -499,24 +520,26 @@ impl OpenCodeRun {
         let ours = properties.get("sessionID").and_then(Value::as_str) == Some(session);
         match kind {
             "permission.asked" if ours => {
-                let event = self.answer_permission(client, properties, normalizer).await;
-                out.event(event);
+                // The request as received first, then the answer it got.
+                m.note(Note::Event(data.clone()), out);
+                let permission = self.answer_permission(client, properties).await;
+                m.note(Note::Permission(Box::new(permission)), out);
+                return;
             }
             "question.asked" if ours => {
                 let id = properties
                     .get("id")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                let result = client.reject_question(id).await;
-                out.event(Event::Warning(Warning {
-                    message: match result {
-                        Ok(()) => format!(
-                            "question {id} rejected: an unattended run answers no questions"
-                        ),
-                        Err(e) => format!("rejecting question {id}: {e}"),
-                    },
-                    derived: true,
-                }));
+                let message = match client.reject_question(id).await {
+                    Ok(()) => {
+                        format!("question {id} rejected: an unattended run answers no questions")
+                    }
+                    Err(e) => format!("rejecting question {id}: {e}"),
+                };
+                m.note(Note::Event(data.clone()), out);
+                m.warn(message, out);
+                return;
             }
             "session.status" if ours => {
                 match properties.pointer("/status/type").and_then(Value::as_str) {
@@ -528,15 +551,10 @@ impl OpenCodeRun {
             "session.idle" if ours && state.busy => state.done = true,
             _ => {}
         }
-        out.events(normalizer.event(&event));
+        m.note(Note::Event(data), out);
     }
 
-    async fn answer_permission(
-        &self,
-        client: &ServerClient,
-        properties: &Value,
-        normalizer: &mut OpenCodeNormalizer,
-    ) -> Event {
+    async fn answer_permission(&self, client: &ServerClient, properties: &Value) -> Permission {
         let id = properties
             .get("id")
             .and_then(Value::as_str)
@@ -581,7 +599,7 @@ impl OpenCodeRun {
             (Ok(_), _) => None,
         };
         let ruling = ruling.ok();
-        normalizer.permission(Permission {
+        Permission {
             tool_call_id: id.to_owned(),
             model_call_id: ruling
                 .as_ref()
@@ -594,7 +612,7 @@ impl OpenCodeRun {
             rule: ruling.as_ref().map(|r| r.rule.clone()),
             option_id: Some(if allow { "once" } else { "reject" }.to_owned()),
             reason,
-        })
+        }
     }
 
     /// After a reconnect: the session's messages read back and fed as whole parts (what was
@@ -603,7 +621,7 @@ impl OpenCodeRun {
         &self,
         client: &ServerClient,
         session: &str,
-        normalizer: &mut OpenCodeNormalizer,
+        m: &mut Mapper,
         out: &mut Emitter,
         state: &mut PromptState,
     ) {
@@ -615,7 +633,7 @@ impl OpenCodeRun {
                     };
                     let updated = json!({"type": "message.updated",
                         "properties": {"sessionID": session, "info": info}});
-                    out.events(normalizer.event(&updated));
+                    m.note(Note::Event(updated.to_string()), out);
                     for part in message
                         .get("parts")
                         .and_then(Value::as_array)
@@ -624,17 +642,18 @@ impl OpenCodeRun {
                     {
                         let updated = json!({"type": "message.part.updated",
                             "properties": {"sessionID": session, "part": part}});
-                        out.events(normalizer.event(&updated));
+                        m.note(Note::Event(updated.to_string()), out);
                     }
                 }
             }
-            Ok(other) => out.event(
-                normalizer.unrecognized_payload("the session's messages are not a list", other),
+            Ok(other) => m.warn(
+                format!(
+                    "the session's messages are not a list: {}",
+                    other.to_string().chars().take(200).collect::<String>()
+                ),
+                out,
             ),
-            Err(e) => out.event(Event::Warning(Warning {
-                message: format!("reading the session back: {e}"),
-                derived: true,
-            })),
+            Err(e) => m.warn(format!("reading the session back: {e}"), out),
         }
         if let Ok(status) = client.get("/session/status").await {
             let idle = status
