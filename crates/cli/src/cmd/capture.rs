@@ -43,6 +43,12 @@ pub struct CaptureArgs {
     /// The sealed Gemini CLI install to capture from.
     #[arg(long)]
     pub gemini_prefix: Option<PathBuf>,
+    /// The guest to capture.
+    #[arg(long, value_enum, default_value = "gemini-cli")]
+    pub agent: super::run::Agent,
+    /// The sealed OpenCode install to capture from (`--agent opencode`).
+    #[arg(long)]
+    pub opencode_prefix: Option<PathBuf>,
 }
 
 /// One capture scenario.
@@ -165,6 +171,9 @@ pub fn scenarios() -> Vec<Scenario> {
 
 /// Entry point.
 pub async fn run(args: CaptureArgs) -> Result<u8> {
+    if args.agent == super::run::Agent::Opencode {
+        return run_opencode(args).await;
+    }
     if args.protocol == super::run::ProtocolArg::Acp {
         return run_acp(args).await;
     }
@@ -536,7 +545,50 @@ pub(super) fn node_version() -> Option<String> {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
 }
 
+/// `--agent opencode`: the OpenCode scenarios into `fixtures/opencode/VERSION/`.
+async fn run_opencode(args: CaptureArgs) -> Result<u8> {
+    let all = super::capture_opencode::scenarios();
+    if args.list {
+        for s in &all {
+            println!("{:<14} {}", s.name, s.about);
+        }
+        return Ok(0);
+    }
+    let (package, version) = super::run::Agent::Opencode.pin();
+    let prefix = args
+        .opencode_prefix
+        .clone()
+        .unwrap_or_else(|| super::install::Guest::Opencode.default_prefix());
+    let prefix = std::fs::canonicalize(&prefix)
+        .with_context(|| format!("OpenCode install {}", prefix.display()))?;
+    let install = switchyard_backend::install::verify(&prefix, package, version)
+        .with_context(|| format!("verifying the OpenCode install at {}", prefix.display()))?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(super::capture_opencode::DEFAULT_OUT));
+    let selected = select(&all, &args.scenarios, |s| s.name)?;
+    std::fs::create_dir_all(&out)?;
+    for s in selected {
+        eprintln!("capturing {} (opencode) ...", s.name);
+        let outcome =
+            super::capture_opencode::capture_one(s, &install.entry, &out.join(s.name)).await?;
+        eprintln!("  {outcome}");
+    }
+    write_index_of(&out, package, version)?;
+    Ok(0)
+}
+
 fn write_index(out: &Path) -> Result<()> {
+    write_index_of(
+        out,
+        switchyard_backend::gemini::PACKAGE,
+        switchyard_backend::gemini::VERSION,
+    )
+}
+
+/// `manifest.json` of a fixtures directory: the guest and every scenario in it.
+fn write_index_of(out: &Path, package: &str, version: &str) -> Result<()> {
     let mut scenarios = Vec::new();
     for entry in std::fs::read_dir(out)? {
         let entry = entry?;
@@ -548,7 +600,7 @@ fn write_index(out: &Path) -> Result<()> {
     }
     scenarios.sort_by(|a, b| a["scenario"].as_str().cmp(&b["scenario"].as_str()));
     let index = json!({
-        "cli": {"package": switchyard_backend::gemini::PACKAGE, "version": switchyard_backend::gemini::VERSION},
+                "cli": {"package": package, "version": version},
         "tool": "switchyard capture",
         "scenarios": scenarios,
     });

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod capture;
 pub mod capture_acp;
+pub mod capture_opencode;
 pub mod capture_upstream;
 pub mod demo;
 pub mod gateway;
