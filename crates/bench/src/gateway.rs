@@ -207,10 +207,21 @@ pub struct BenchReport {
     pub one_cpu_error: Option<String>,
     /// Records off vs on (same run).
     pub records: RecordsReport,
+    /// The Chat Completions ingress (OpenCode's request), direct vs through the gateway.
+    pub chat: ChatIngressReport,
     /// The gateway's own memory, measured in a separate process (when enabled).
     pub gateway_process: Option<ProcessMemory>,
     /// Why the separate-process measurement could not be made (the rest of the report stands).
     pub gateway_process_error: Option<String>,
+}
+
+/// The Chat Completions ingress with OpenCode 1.18.33's real first request: the same body
+/// sent straight to the upstream and to the gateway's `/v1/chat/completions`.
+#[derive(Debug, Clone, Default)]
+pub struct ChatIngressReport {
+    pub request_bytes: usize,
+    pub latency_unary: Pair<Percentiles>,
+    pub latency_stream: Pair<Percentiles>,
 }
 
 /// Resident memory of the gateway child process (KiB, from `/proc/<pid>/status`).
@@ -411,6 +422,18 @@ impl std::fmt::Display for BenchReport {
         }
         if let Some(e) = &self.gateway_process_error {
             writeln!(f, "gateway process alone: not measured ({e})")?;
+        }
+        writeln!(
+            f,
+            "Chat Completions ingress (OpenCode 1.18.33's first request, {} bytes; same body \
+             direct and through /v1/chat/completions)",
+            self.chat.request_bytes
+        )?;
+        for (name, pair) in [
+            ("chat latency unary (us)", &self.chat.latency_unary),
+            ("chat latency stream (us)", &self.chat.latency_stream),
+        ] {
+            write_percentile_rows(f, name, pair.direct, pair.gateway)?;
         }
         if let Some(one) = &self.one_cpu {
             writeln!(
@@ -647,6 +670,15 @@ impl Target {
     fn direct(base_url: &str, chat_body: Bytes) -> Self {
         Self {
             url: format!("{base_url}/chat/completions"),
+            body: chat_body,
+            records: None,
+        }
+    }
+
+    /// A Chat Completions request through the gateway's ingress at `base_url`.
+    fn chat_via_gateway(base_url: &str, chat_body: Bytes) -> Self {
+        Self {
+            url: format!("{base_url}/v1/chat/completions"),
             body: chat_body,
             records: None,
         }
@@ -1090,6 +1122,23 @@ async fn forward_delay(
     Ok(percentiles(out))
 }
 
+/// OpenCode's first request, streamed (as OpenCode sends it) or not.
+fn opencode_body(stream: bool) -> Result<Bytes, BenchError> {
+    let mut body: serde_json::Value =
+        serde_json::from_slice(switchyard_testkit::fixtures::OPENCODE_FIRST_REQUEST)
+            .map_err(|e| BenchError::Translate(e.to_string()))?;
+    body["model"] = BENCH_MODEL.into();
+    if !stream {
+        if let Some(object) = body.as_object_mut() {
+            object.remove("stream_options");
+            object.insert("stream".into(), false.into());
+        }
+    }
+    serde_json::to_vec(&body)
+        .map(Bytes::from)
+        .map_err(|e| BenchError::Translate(e.to_string()))
+}
+
 fn chat_body(stream: bool) -> Result<Bytes, BenchError> {
     let request = switchyard_translate::parse_request(GEMINI_CLI_FIRST_REQUEST)
         .map_err(|e| BenchError::Translate(e.to_string()))?;
@@ -1278,6 +1327,24 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         report.records.paced_stream =
             Some(paced_rounds(&client, &stream_via, &stream_recorded_via, &options).await?);
     }
+    eprintln!("bench: Chat Completions ingress (OpenCode's request)...");
+    report.chat.request_bytes = switchyard_testkit::fixtures::OPENCODE_FIRST_REQUEST.len();
+    for (stream, upstream, gateway) in [
+        (false, &unary_upstream, &unary_gateway),
+        (true, &stream_upstream, &stream_gateway),
+    ] {
+        let body = opencode_body(stream)?;
+        let direct = Target::direct(&upstream.base_url(), body.clone());
+        let via = Target::chat_via_gateway(&gateway.base_url(), body);
+        let [direct, gateway] = latency_rounds(&client, [&direct, &via], &options).await?;
+        let pair = Pair { direct, gateway };
+        if stream {
+            report.chat.latency_stream = pair;
+        } else {
+            report.chat.latency_unary = pair;
+        }
+    }
+
     for handle in [
         unary_gateway,
         stream_gateway,

@@ -23,10 +23,16 @@ async fn bench_runs_every_series() {
     .await
     .expect("bench runs");
     assert!(report.request_bytes > 40_000);
+    assert!(
+        report.chat.request_bytes > 20_000,
+        "OpenCode's first request"
+    );
     for pair in [
         report.latency_unary,
         report.latency_stream,
         report.forward_delay,
+        report.chat.latency_unary,
+        report.chat.latency_stream,
     ] {
         assert!(pair.direct.p50 > Duration::ZERO && pair.gateway.p50 > Duration::ZERO);
         assert!(pair.direct.p99 >= pair.direct.p50 && pair.gateway.p99 >= pair.gateway.p50);

@@ -5,6 +5,12 @@
 pub const GEMINI_CLI_FIRST_REQUEST: &[u8] =
     include_bytes!("../data/gemini-cli-0.61.0-first-request.json");
 
+/// The first Chat Completions request OpenCode 1.18.33 sent in a captured run (~30 KB: the
+/// system prompt and 11 tool declarations), as `switchyard capture --agent opencode` recorded
+/// it (`fixtures/opencode/1.18.33/text/requests.jsonl`).
+pub const OPENCODE_FIRST_REQUEST: &[u8] =
+    include_bytes!("../data/opencode-1.18.33-first-request.json");
+
 /// An 8-bit RGB PNG of `pixels` (3 bytes each, row by row).
 pub fn rgb_png(width: u32, height: u32, pixels: &[u8]) -> Result<Vec<u8>, png::EncodingError> {
     let mut out = Vec::new();
