@@ -37,6 +37,12 @@ pub struct RunBenchArgs {
     /// A sealed Gemini CLI install.
     #[arg(long)]
     pub gemini_binary: Option<PathBuf>,
+    /// The guest: `gemini-cli`, or `opencode` (against `opencode serve` driven directly).
+    #[arg(long, value_enum, default_value = "gemini-cli")]
+    pub agent: super::run::Agent,
+    /// A sealed OpenCode install (`--agent opencode`).
+    #[arg(long)]
+    pub opencode_binary: Option<PathBuf>,
 }
 
 /// `switchyard bench gateway` flags.
@@ -77,13 +83,16 @@ pub async fn run(command: BenchCommand) -> Result<u8> {
     }
 }
 
-struct Sample {
-    wall: Duration,
-    peak_rss_kib: Option<u64>,
+pub(super) struct Sample {
+    pub wall: Duration,
+    pub peak_rss_kib: Option<u64>,
 }
 
 async fn bench_run(args: RunBenchArgs) -> Result<u8> {
     ensure!(args.iterations >= 1, "--iterations must be at least 1");
+    if args.agent == super::run::Agent::Opencode {
+        return super::bench_opencode::bench_run(&args).await;
+    }
     let prefix = match &args.gemini_binary {
         Some(p) => super::run::find_sealed_prefix(p)?,
         None => super::default_gemini_prefix(),
@@ -226,22 +235,28 @@ fn run_direct(
 /// `switchyard run` on the same task (`target` selects the model endpoint), sampling its own
 /// VmHWM while it runs.
 fn run_hosted(exe: &Path, prefix: &Path, ws: &Path, target: &[&str]) -> Result<Sample> {
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "run",
+        "--prompt",
+        "Please do the task",
+        "--upstream-model",
+        "gemini-2.5-flash",
+        "--output",
+        "jsonl",
+    ])
+    .arg("--workdir")
+    .arg(ws)
+    .arg("--gemini-binary")
+    .arg(prefix)
+    .args(target);
+    timed_run(cmd)
+}
+
+/// Runs `cmd` (a `switchyard run`) to its end, sampling its own VmHWM while it runs.
+pub(super) fn timed_run(mut cmd: Command) -> Result<Sample> {
     let start = Instant::now();
-    let mut child = Command::new(exe)
-        .args([
-            "run",
-            "--prompt",
-            "Please do the task",
-            "--upstream-model",
-            "gemini-2.5-flash",
-            "--output",
-            "jsonl",
-        ])
-        .arg("--workdir")
-        .arg(ws)
-        .arg("--gemini-binary")
-        .arg(prefix)
-        .args(target)
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -1,6 +1,7 @@
 //! One module per subcommand, plus what they share (exit codes, logging, install lookup).
 
 pub mod bench;
+pub mod bench_opencode;
 pub mod capture;
 pub mod capture_acp;
 pub mod capture_opencode;
