@@ -1128,11 +1128,9 @@ fn opencode_body(stream: bool) -> Result<Bytes, BenchError> {
         serde_json::from_slice(switchyard_testkit::fixtures::OPENCODE_FIRST_REQUEST)
             .map_err(|e| BenchError::Translate(e.to_string()))?;
     body["model"] = BENCH_MODEL.into();
-    if !stream {
-        if let Some(object) = body.as_object_mut() {
-            object.remove("stream_options");
-            object.insert("stream".into(), false.into());
-        }
+    if !stream && let Some(object) = body.as_object_mut() {
+        object.remove("stream_options");
+        object.insert("stream".into(), false.into());
     }
     serde_json::to_vec(&body)
         .map(Bytes::from)

@@ -16,6 +16,7 @@ use switchyard_testkit::chat_upstream::{
 mod common;
 
 /// `switchyard gateway` in front of `upstream`; its child, the OpenCode snippet and the key.
+#[allow(clippy::zombie_processes)] // the caller kills and waits for the child
 fn gateway(upstream: &str) -> (std::process::Child, Value, String) {
     let mut child = Command::new(common::BIN)
         .args([
@@ -41,9 +42,11 @@ fn gateway(upstream: &str) -> (std::process::Child, Value, String) {
             key = Some(value.trim_matches('"').to_owned());
             continue;
         }
-        if key.is_some() && line.starts_with('{') {
+        if let Some(key) = &key
+            && line.starts_with('{')
+        {
             let snippet = serde_json::from_str(&line).unwrap();
-            return (child, snippet, key.unwrap());
+            return (child, snippet, key.clone());
         }
     }
 }

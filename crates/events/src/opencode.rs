@@ -151,16 +151,16 @@ impl OpenCodeNormalizer {
     /// Switchyard's answer to a `permission.asked`. A rejected call's result is an error of
     /// kind `permission_rejected`.
     pub fn permission(&mut self, permission: Permission) -> Event {
-        if permission.outcome == crate::event::PermissionOutcome::Rejected
-            || permission.outcome == crate::event::PermissionOutcome::Refused
-        {
-            if let Some(id) = &permission.model_call_id {
-                let why = permission
-                    .reason
-                    .clone()
-                    .unwrap_or_else(|| "rejected by the permission policy".to_owned());
-                self.rejected.insert(id.clone(), why);
-            }
+        let refused = matches!(
+            permission.outcome,
+            crate::event::PermissionOutcome::Rejected | crate::event::PermissionOutcome::Refused
+        );
+        if refused && let Some(id) = &permission.model_call_id {
+            let why = permission
+                .reason
+                .clone()
+                .unwrap_or_else(|| "rejected by the permission policy".to_owned());
+            self.rejected.insert(id.clone(), why);
         }
         Event::Permission(Box::new(permission))
     }

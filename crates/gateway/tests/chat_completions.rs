@@ -1,6 +1,8 @@
 //! The Chat Completions ingress (`POST /v1/chat/completions`, what OpenCode speaks) against a
 //! scripted upstream: the same guarantees as the GenerateContent path, in OpenAI's shapes.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{UPSTREAM_KEY, UPSTREAM_MODEL, client, start, within};
