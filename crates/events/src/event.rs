@@ -94,10 +94,10 @@ pub struct RunStarted {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionStarted {
     /// Source: stream-json `init.session_id`; ACP: the `session/new` answer's `sessionId` (or
-    /// the `--resume`d session's).
+    /// the `--resume`d session's); OpenCode: the `POST /session` answer's `id`.
     pub session_id: String,
-    /// Source: stream-json `init.model` (the configured model, not the routed one); ACP:
-    /// Derived, the model the run asked for.
+    /// Source: stream-json `init.model` (the configured model, not the routed one); ACP and
+    /// OpenCode: Derived, the model the run asked for.
     pub model: String,
 }
 
@@ -105,7 +105,7 @@ pub struct SessionStarted {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserMessage {
     /// Source: stream-json `message.content` with `role:"user"`; ACP: Derived, the text
-    /// Switchyard sent in `session/prompt`.
+    /// Switchyard sent in `session/prompt`; OpenCode: Derived, the text sent in `prompt_async`.
     pub text: String,
 }
 
@@ -113,7 +113,8 @@ pub struct UserMessage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AssistantDelta {
     /// Source: stream-json `message.content` with `role:"assistant"`, `delta:true`; ACP:
-    /// `agent_message_chunk.content.text`.
+    /// `agent_message_chunk.content.text`; OpenCode: `message.part.delta.delta` of a `text`
+    /// part, or the part of a `message.part.updated` text the deltas had not carried.
     pub text: String,
     /// Derived: 0-based model turn (a turn ends when tool results go back to the model).
     pub turn: u32,
@@ -133,7 +134,7 @@ pub struct AssistantMessage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Thought {
     /// Source: ACP `agent_thought_chunk.content.text` (Gemini CLI writes
-    /// `**<subject>**\n<description>`).
+    /// `**<subject>**\n<description>`); OpenCode: the deltas (and rest) of a `reasoning` part.
     pub text: String,
     /// Derived: 0-based model turn.
     pub turn: u32,
@@ -143,19 +144,21 @@ pub struct Thought {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     /// Source: stream-json `tool_use.tool_id` (`<name>__<id>`); ACP: `tool_call.toolCallId`, or
-    /// the permission request's `toolCall.toolCallId` (a call that asks has no `tool_call`).
-    /// Pairs with [`ToolResult::call_id`].
+    /// the permission request's `toolCall.toolCallId` (a call that asks has no `tool_call`);
+    /// OpenCode: the tool part's `callID` (the model's call id). Pairs with
+    /// [`ToolResult::call_id`].
     pub call_id: String,
     /// Derived: `call_id` without the `<name>__` prefix: the `functionCall.id` the model (or the
-    /// gateway) sent, or the CLI's synthesized `<name>_<epochMs>_<n>`.
+    /// gateway) sent, or the CLI's synthesized `<name>_<epochMs>_<n>`; OpenCode: `call_id`.
     pub model_call_id: String,
     /// Source: stream-json `tool_use.tool_name`; ACP: Derived from `call_id`, checked against
-    /// the gateway's delivered call.
+    /// the gateway's delivered call; OpenCode: the tool part's `tool`.
     pub tool_name: String,
     /// Derived: exact-whitelist category of `tool_name`.
     pub category: ToolCategory,
     /// Source: stream-json `tool_use.parameters`, verbatim; ACP: Derived, the arguments the
-    /// gateway delivered (`null` without the gateway: ACP does not carry them).
+    /// gateway delivered (`null` without the gateway: ACP does not carry them); OpenCode: the
+    /// tool part's `state.input` once it runs.
     pub arguments: Value,
     /// Derived: 0-based model turn.
     pub turn: u32,
@@ -172,20 +175,24 @@ pub enum ToolStatus {
 /// The outcome of a tool call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
-    /// Source: stream-json `tool_result.tool_id`; ACP: `tool_call_update.toolCallId`.
+    /// Source: stream-json `tool_result.tool_id`; ACP: `tool_call_update.toolCallId`; OpenCode:
+    /// the tool part's `callID`.
     pub call_id: String,
     /// Derived: the tool name of the matching [`ToolCall`]; `None` if no call had this id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_name: Option<String>,
-    /// Source: stream-json `tool_result.status`; ACP: `status` `completed` or `failed`.
+    /// Source: stream-json `tool_result.status`; ACP: `status` `completed` or `failed`;
+    /// OpenCode: `state.status` `completed` or `error`.
     pub status: ToolStatus,
     /// Source: stream-json `tool_result.output` (only present for string displays; the headless
-    /// transport is lossy here); ACP: the text items of `content`, joined.
+    /// transport is lossy here); ACP: the text items of `content`, joined; OpenCode:
+    /// `state.output`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
     /// Source: stream-json `tool_result.error.{type,message}`; for ACP, Derived from a failed
     /// `tool_call_update`'s text (kind `failed`) or from a rejected permission (kind
-    /// `permission_rejected`).
+    /// `permission_rejected`); OpenCode: `state.error` as the message, the kind Derived
+    /// (`permission_rejected`, `interrupted` for `metadata.interrupted`, else `failed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ToolError>,
     /// Source: ACP `tool_call_update.content`, verbatim (text, `diff` with `path`, `oldText`,
@@ -262,10 +269,12 @@ pub struct PermissionChoice {
     pub name: String,
 }
 
-/// Derived: the unattended policy's answer to one ACP `session/request_permission`.
+/// Derived: the unattended policy's answer to one ACP `session/request_permission` or
+/// OpenCode `permission.asked`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Permission {
-    /// Source: `toolCall.toolCallId` (`<name>__<model call id>`).
+    /// Source: ACP `toolCall.toolCallId` (`<name>__<model call id>`); OpenCode: the request's
+    /// `id` (`per_…`).
     pub tool_call_id: String,
     /// Derived: the delivered call it named (absent when refused as not delivered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -276,7 +285,8 @@ pub struct Permission {
     /// Derived: the delivered call's exact arguments (what the policy decided on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
-    /// Source: `options`.
+    /// Source: ACP `options`; OpenCode: Derived, its three replies (`once`, `always`,
+    /// `reject`).
     pub options: Vec<PermissionChoice>,
     pub outcome: PermissionOutcome,
     /// Derived: the policy rule that decided (`rule 2`, `default: file read`, ...).
@@ -296,7 +306,8 @@ pub struct PromptFinished {
     /// Derived: 0-based index of the prompt in the run.
     pub prompt: u32,
     /// Source: the result's `stopReason` (`end_turn`, `cancelled`, `max_turn_requests`,
-    /// `max_tokens`, `refusal`); absent when the prompt failed with a JSON-RPC error.
+    /// `max_tokens`, `refusal`); absent when the prompt failed with a JSON-RPC error; OpenCode:
+    /// the last assistant message's `finish` (`stop`, `tool-calls`, `length`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
     /// Derived: the typed failure (a JSON-RPC error whose code is an HTTP status is the model
@@ -342,7 +353,8 @@ pub struct Warning {
 /// A runtime error the guest surfaced; the run may still continue or finish.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorReport {
-    /// Source: stream-json `error.message` with `severity:"error"`.
+    /// Source: stream-json `error.message` with `severity:"error"`; OpenCode: Derived from
+    /// `session.error` (`<name>: <data.message>`).
     pub message: String,
 }
 
@@ -351,11 +363,13 @@ pub struct ErrorReport {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     /// Source: `result.stats.input_tokens` (prompt tokens, cached included); ACP:
-    /// `_meta.quota.token_count.input_tokens`.
+    /// `_meta.quota.token_count.input_tokens`; OpenCode: the sum of `step-finish` parts'
+    /// `tokens.input + tokens.cache.read`.
     pub input_tokens: u64,
-    /// Source: `result.stats.cached`.
+    /// Source: `result.stats.cached`; OpenCode: `step-finish` `tokens.cache.read`.
     pub cached_tokens: u64,
-    /// Source: `result.stats.output_tokens`; ACP: `_meta.quota.token_count.output_tokens`.
+    /// Source: `result.stats.output_tokens`; ACP: `_meta.quota.token_count.output_tokens`;
+    /// OpenCode: `step-finish` `tokens.output`.
     pub output_tokens: u64,
     /// Source: `result.stats.total_tokens`.
     pub total_tokens: u64,

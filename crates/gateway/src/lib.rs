@@ -1,8 +1,11 @@
 //! # switchyard-gateway
 //!
-//! A model gateway: serves Google's GenerateContent API (what Gemini CLI speaks) on loopback and
-//! forwards every request to an OpenAI-compatible Chat Completions upstream, translating both ways
-//! with `switchyard-translate` and recording each exchange with `switchyard-records`.
+//! A model gateway: serves Google's GenerateContent API (what Gemini CLI speaks) and OpenAI's Chat
+//! Completions API (`POST /v1/chat/completions`, what OpenCode speaks) on loopback and forwards
+//! every request to an OpenAI-compatible Chat Completions upstream, translating both ways with
+//! `switchyard-translate` and recording each exchange with `switchyard-records`. Both guest APIs
+//! share the whole exchange; only the framing of the answer and the shape of errors differ
+//! (`dialect`; the Chat Completions ingress is described in the crate's README).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), switchyard_gateway::GatewayError> {
