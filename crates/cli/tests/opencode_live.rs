@@ -483,3 +483,18 @@ async fn without_a_finish_call_the_run_has_no_result() {
     assert_eq!(r.output.status.code(), Some(11), "{}", r.transcript());
     assert_eq!(r.finished()["error"]["kind"], "no_finish");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_timeout_stops_a_hanging_turn_with_its_own_exit_code() {
+    let upstream = ChatUpstream::start(Script::always(Reply::Hang))
+        .await
+        .unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let cmd = common::opencode_run_within(ws.path(), &upstream.base_url(), "hang", 15);
+    let output = output_of(cmd).await;
+    let events = events(&output);
+    assert_eq!(output.status.code(), Some(7), "{}", transcript(&output));
+    assert_eq!(events.last().unwrap()["status"], "timed_out");
+    let left = common::processes_in(ws.path());
+    assert!(left.is_empty(), "processes left: {left:?}");
+}

@@ -85,6 +85,11 @@ pub fn sealed_opencode() -> PathBuf {
 /// `switchyard run --agent opencode` on `workdir` with `prompt`, through the embedded gateway
 /// to the scripted upstream at `upstream` (its base URL), printing JSONL events.
 pub fn opencode_run(workdir: &Path, upstream: &str, prompt: &str) -> Command {
+    opencode_run_within(workdir, upstream, prompt, 120)
+}
+
+/// [`opencode_run`] with `--timeout SECS`.
+pub fn opencode_run_within(workdir: &Path, upstream: &str, prompt: &str, secs: u64) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.args(["run", "--agent", "opencode", "--prompt", prompt])
         .arg("--workdir")
@@ -97,7 +102,7 @@ pub fn opencode_run(workdir: &Path, upstream: &str, prompt: &str) -> Command {
         ])
         .arg("--opencode-binary")
         .arg(sealed_opencode())
-        .args(["--output", "jsonl", "--timeout", "120"])
+        .args(["--output", "jsonl", "--timeout", &secs.to_string()])
         .env("SWITCHYARD_UPSTREAM_KEY", "sk-live-test-key")
         .stdin(Stdio::null());
     cmd
