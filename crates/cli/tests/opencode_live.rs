@@ -498,3 +498,63 @@ async fn the_run_timeout_stops_a_hanging_turn_with_its_own_exit_code() {
     let left = common::processes_in(ws.path());
     assert!(left.is_empty(), "processes left: {left:?}");
 }
+
+/// The text of the request's last user message.
+fn last_user_text(r: &RecordedRequest) -> String {
+    let body = r.json();
+    let last = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .cloned()
+        .unwrap_or_default();
+    match &last["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_from_stdin_continue_the_session_until_it_ends() {
+    use std::io::Write;
+    let upstream = ChatUpstream::start(Script::always(Reply::Dynamic(std::sync::Arc::new(|r| {
+        Reply::text_stream([format!("You said: {}", last_user_text(r).trim())])
+    }))))
+    .await
+    .unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let mut cmd = opencode_run(ws.path(), &upstream.base_url(), "alpha");
+    cmd.arg("--prompts-stdin")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"\"beta\"\n{\"prompt\": \"gamma\"}\n")
+        .unwrap();
+    drop(stdin);
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
+    let events = events(&output);
+    let answers: Vec<&str> = of_kind(&events, "prompt_finished")
+        .iter()
+        .map(|p| p["final_text"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        answers,
+        ["You said: alpha", "You said: beta", "You said: gamma"],
+        "{}",
+        transcript(&output)
+    );
+    assert_eq!(of_kind(&events, "session_started").len(), 1);
+}

@@ -375,7 +375,10 @@ impl OpenCodeRun {
             let prompt = match prompts.pop_front() {
                 Some(p) => Some(p),
                 None => match &mut more {
-                    Some(rx) => rx.recv().await,
+                    Some(rx) => match self.next_prompt(rx, out).await {
+                        Ok(p) => p,
+                        Err(halt) => return halt,
+                    },
                     None => None,
                 },
             };
@@ -461,6 +464,27 @@ impl OpenCodeRun {
         // Every prompt answered: the server's work is done.
         self.process.stop(StopReason::Closed);
         Halt::Exited(self.finish_process(out).await)
+    }
+
+    /// The next prompt from `more`, while the server stays watched: `None` when the channel
+    /// closes or the run is cancelled; the halt when the server ends meanwhile.
+    async fn next_prompt(
+        &mut self,
+        more: &mut mpsc::Receiver<String>,
+        out: &mut Emitter,
+    ) -> Result<Option<String>, Halt> {
+        loop {
+            tokio::select! {
+                prompt = more.recv() => return Ok(prompt),
+                () = self.cancel.wake.notified() => return Ok(None),
+                event = self.process.next_event() => match event {
+                    Some(ProcessEvent::Stdout(line)) => out.items.push(RunItem::RawStdout(line)),
+                    Some(ProcessEvent::Stderr(line)) => out.items.push(RunItem::RawStderr(line)),
+                    Some(ProcessEvent::Finished(outcome)) => return Err(Halt::Exited(outcome)),
+                    None => return Err(Halt::Exited(crate::process::Outcome::supervisor_lost())),
+                },
+            }
+        }
     }
 
     /// Waits for the readiness line; returns the server's base URL.
