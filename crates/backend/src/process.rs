@@ -52,6 +52,7 @@
 //!    session escapes all of this; Gemini CLI does not, relaunched or not (the Gemini launcher
 //!    sets `GEMINI_CLI_NO_RELAUNCH=true` anyway, so it runs as a single node process).
 
+pub mod cancel;
 pub mod lines;
 pub mod ring;
 mod supervisor;

@@ -17,8 +17,8 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// Host environment variables passed through when set. Everything else is dropped.
-pub const PASSTHROUGH_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
+pub use crate::isolation::PASSTHROUGH_ENV;
+use crate::isolation::{passthrough_env, workspace_and_run_dir};
 
 /// `general.maxAttempts` Switchyard gives the guest: one retry of its own. The gateway retries
 /// upstream failures itself (within its budget), so guest retries are kept to a minimum and the
@@ -84,15 +84,7 @@ pub struct PreparedLaunch {
 
 /// Creates the run directory and files, and returns the launch.
 pub fn prepare(config: &GeminiLaunchConfig) -> io::Result<PreparedLaunch> {
-    let workdir = std::fs::canonicalize(&config.workdir)?;
-    std::fs::create_dir_all(&config.run_dir)?;
-    let run_dir = std::fs::canonicalize(&config.run_dir)?;
-    if workdir.starts_with(&run_dir) || run_dir.starts_with(&workdir) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the run directory and the workspace must not contain each other",
-        ));
-    }
+    let (workdir, run_dir) = workspace_and_run_dir(&config.workdir, &config.run_dir)?;
     let home = run_dir.join("home");
     let gemini_dir = home.join(".gemini");
     let tmp = run_dir.join("tmp");
@@ -123,12 +115,7 @@ pub fn prepare(config: &GeminiLaunchConfig) -> io::Result<PreparedLaunch> {
     let system_defaults = run_dir.join("system-defaults.json");
     write_private(&system_defaults, b"{}")?;
 
-    let mut env: Vec<(OsString, OsString)> = config
-        .host_env
-        .iter()
-        .filter(|(k, _)| PASSTHROUGH_ENV.iter().any(|p| k == p))
-        .cloned()
-        .collect();
+    let mut env = passthrough_env(&config.host_env);
     let mut set = |k: &str, v: &Path| env.push((k.into(), v.as_os_str().to_owned()));
     set("HOME", &home);
     set("GEMINI_CLI_HOME", &home);

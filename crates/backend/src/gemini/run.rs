@@ -221,19 +221,37 @@ pub(crate) fn conclude_events(events: &mut [Event], outcome: &RunOutcome) -> Opt
 
 /// The managed-process spec of a prepared launch under `limits`.
 pub(crate) fn process_spec(launch: &PreparedLaunch, limits: &RunLimits) -> ProcessSpec {
+    guest_spec(
+        &launch.program,
+        &launch.args,
+        &launch.env,
+        &launch.cwd,
+        limits,
+    )
+}
+
+/// The managed-process spec of a guest: `program args` in `cwd` with exactly `env`, under
+/// `limits` (line cap, watchdogs, stop policy).
+pub(crate) fn guest_spec(
+    program: &std::path::Path,
+    args: &[std::ffi::OsString],
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+    cwd: &std::path::Path,
+    limits: &RunLimits,
+) -> ProcessSpec {
     let mut process_limits = Limits::default();
     if let Some(max) = limits.max_line_bytes {
         process_limits.max_line_bytes = max;
     }
-    let spec = ProcessSpec::new(&launch.program, &launch.cwd)
-        .args(launch.args.iter().cloned())
+    let spec = ProcessSpec::new(program, cwd)
+        .args(args.iter().cloned())
         .limits(process_limits)
         .watchdogs(Watchdogs {
             overall_timeout: limits.timeout,
             inactivity_timeout: limits.inactivity,
         })
         .stop_policy(limits.stop_policy.clone());
-    launch.env.iter().fold(spec, |spec, (k, v)| spec.env(k, v))
+    env.iter().fold(spec, |spec, (k, v)| spec.env(k, v))
 }
 
 /// Maps the process manager's termination (and the leader's raw status) to the canonical

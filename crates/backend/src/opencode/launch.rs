@@ -56,8 +56,8 @@ use switchyard_events::tools::OPENCODE_HOST_SERVER;
 
 use crate::secret::Secret;
 
-/// Host environment variables passed through when set. Everything else is dropped.
-pub const PASSTHROUGH_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
+pub use crate::isolation::PASSTHROUGH_ENV;
+use crate::isolation::{passthrough_env, workspace_and_run_dir};
 
 /// The provider id of the gateway in the config (the gateway's snippet names it so).
 pub const PROVIDER: &str = "switchyard";
@@ -159,15 +159,7 @@ pub struct PreparedServe {
 
 /// Creates the run directory (seeded config directory included) and returns the launch.
 pub fn prepare(config: &OpenCodeLaunchConfig) -> io::Result<PreparedServe> {
-    let workdir = std::fs::canonicalize(&config.workdir)?;
-    std::fs::create_dir_all(&config.run_dir)?;
-    let run_dir = std::fs::canonicalize(&config.run_dir)?;
-    if workdir.starts_with(&run_dir) || run_dir.starts_with(&workdir) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the run directory and the workspace must not contain each other",
-        ));
-    }
+    let (workdir, run_dir) = workspace_and_run_dir(&config.workdir, &config.run_dir)?;
     let dir = |name: &str| -> io::Result<PathBuf> {
         let path = run_dir.join(name);
         std::fs::create_dir_all(&path)?;
@@ -181,12 +173,7 @@ pub fn prepare(config: &OpenCodeLaunchConfig) -> io::Result<PreparedServe> {
     let tmp = dir("tmp")?;
     seed_config_dir(&xdg_config.join("opencode"))?;
 
-    let mut env: Vec<(OsString, OsString)> = config
-        .host_env
-        .iter()
-        .filter(|(k, _)| PASSTHROUGH_ENV.iter().any(|p| k == p))
-        .cloned()
-        .collect();
+    let mut env = passthrough_env(&config.host_env);
     for (key, path) in [
         ("HOME", &home),
         ("XDG_CONFIG_HOME", &xdg_config),

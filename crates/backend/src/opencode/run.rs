@@ -14,7 +14,6 @@
 //!   which a server does not write to.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::Utc;
@@ -23,16 +22,15 @@ use serde_json::{Value, json};
 use switchyard_events::event::{Permission, PermissionChoice, PermissionOutcome, RunStarted};
 use switchyard_events::opencode::OpenCodeNormalizer;
 use switchyard_events::{Envelope, ErrorKind, Event, OutcomeStatus, RunError, RunOutcome};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 
 use super::launch::{PreparedServe, SERVER_USER};
 use super::notes::{Note, apply};
 use super::server::{ServerClient, ServerError};
-use crate::gemini::run::{RunItem, RunLimits, RunReport, conclude_events, guest_exit};
+use crate::gemini::run::{RunItem, RunLimits, RunReport, conclude_events, guest_exit, guest_spec};
 use crate::permission::PermissionRuling;
 use crate::process::{
-    Limits, Line, ManagedProcess, ProcessEvent, ProcessSpec, SpawnError, StopHandle, StopReason,
-    Watchdogs,
+    Limits, Line, ManagedProcess, ProcessEvent, SpawnError, StopReason, Watchdogs,
 };
 
 /// The line `opencode serve` prints once it listens.
@@ -72,27 +70,7 @@ pub trait OpenCodeHost: Send + Sync + 'static {
 }
 
 /// Cancels a run: the session is aborted, and the server stopped after the plan's grace.
-#[derive(Clone)]
-pub struct OpenCodeCancel {
-    cancelled: Arc<AtomicBool>,
-    wake: Arc<Notify>,
-    stop: StopHandle,
-    grace: Duration,
-}
-
-impl OpenCodeCancel {
-    pub fn cancel(&self) {
-        if self.cancelled.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        self.wake.notify_one();
-        let (stop, grace) = (self.stop.clone(), self.grace);
-        tokio::spawn(async move {
-            tokio::time::sleep(grace).await;
-            stop.cancel();
-        });
-    }
-}
+pub type OpenCodeCancel = crate::process::cancel::GracefulCancel;
 
 /// A started run.
 pub struct OpenCodeRun {
@@ -103,6 +81,8 @@ pub struct OpenCodeRun {
     password: crate::secret::Secret,
     directory: String,
     inactivity: Option<Duration>,
+    /// Longest event data kept in the raw record (the run's line cap).
+    max_raw_event: usize,
     cancel: OpenCodeCancel,
     host_events: Option<mpsc::Receiver<Event>>,
     transcript: Option<mpsc::UnboundedSender<Note>>,
@@ -196,27 +176,20 @@ impl OpenCodeRun {
         plan: OpenCodePlan,
         host: Arc<dyn OpenCodeHost>,
     ) -> Result<Self, SpawnError> {
-        let mut process_limits = Limits::default();
-        if let Some(max) = limits.max_line_bytes {
-            process_limits.max_line_bytes = max;
-        }
-        let spec = ProcessSpec::new(&launch.program, &launch.cwd)
-            .args(launch.args.iter().cloned())
-            .limits(process_limits)
-            .watchdogs(Watchdogs {
-                overall_timeout: limits.timeout,
-                // The server's stdout is quiet by design: inactivity is measured on events.
-                inactivity_timeout: None,
-            })
-            .stop_policy(limits.stop_policy.clone());
-        let spec = launch.env.iter().fold(spec, |spec, (k, v)| spec.env(k, v));
+        let spec = guest_spec(
+            &launch.program,
+            &launch.args,
+            &launch.env,
+            &launch.cwd,
+            limits,
+        )
+        .watchdogs(Watchdogs {
+            overall_timeout: limits.timeout,
+            // The server's stdout is quiet by design: inactivity is measured on events.
+            inactivity_timeout: None,
+        });
         let process = ManagedProcess::spawn(spec)?;
-        let cancel = OpenCodeCancel {
-            cancelled: Arc::default(),
-            wake: Arc::default(),
-            stop: process.stop_handle(),
-            grace: plan.cancel_grace,
-        };
+        let cancel = OpenCodeCancel::new(process.stop_handle(), plan.cancel_grace);
         Ok(Self {
             process,
             started,
@@ -225,6 +198,9 @@ impl OpenCodeRun {
             password: launch.password.clone(),
             directory: launch.cwd.to_string_lossy().into_owned(),
             inactivity: limits.inactivity,
+            max_raw_event: limits
+                .max_line_bytes
+                .unwrap_or(Limits::default().max_line_bytes),
             cancel,
             host_events: None,
             transcript: None,
@@ -383,7 +359,7 @@ impl OpenCodeRun {
                 },
             };
             let Some(prompt) = prompt else { break };
-            if self.cancel.cancelled.load(Ordering::Acquire) {
+            if self.cancel.is_cancelled() {
                 break;
             }
             m.note(Note::PromptSent(prompt.clone()), out);
@@ -399,7 +375,7 @@ impl OpenCodeRun {
                 for item in out.items.drain(..) {
                     sink(item).await;
                 }
-                if self.cancel.cancelled.load(Ordering::Acquire) && !aborted {
+                if self.cancel.is_cancelled() && !aborted {
                     aborted = true;
                     if let Err(e) = client.abort(&session).await {
                         m.warn(format!("aborting the session: {e}"), out);
@@ -419,7 +395,7 @@ impl OpenCodeRun {
                         Some(ProcessEvent::Finished(outcome)) => return Halt::Exited(outcome),
                         None => return Halt::Exited(crate::process::Outcome::supervisor_lost()),
                     },
-                    () = self.cancel.wake.notified(), if !aborted => {}
+                    () = self.cancel.notified(), if !aborted => {}
                     host_event = recv_host(&mut self.host_events) => match host_event {
                         Some(event) => out.event(event),
                         None => self.host_events = None,
@@ -429,7 +405,7 @@ impl OpenCodeRun {
                             if !data.contains("\"server.heartbeat\"") {
                                 last_activity = tokio::time::Instant::now();
                             }
-                            out.raw_event(&data, crate::process::Limits::default().max_line_bytes);
+                            out.raw_event(&data, self.max_raw_event);
                             self.on_event(&client, &session, data, m, out, &mut state).await;
                         }
                         Some(Err(e)) => {
@@ -476,7 +452,7 @@ impl OpenCodeRun {
         loop {
             tokio::select! {
                 prompt = more.recv() => return Ok(prompt),
-                () = self.cancel.wake.notified() => return Ok(None),
+                () = self.cancel.notified() => return Ok(None),
                 event = self.process.next_event() => match event {
                     Some(ProcessEvent::Stdout(line)) => out.items.push(RunItem::RawStdout(line)),
                     Some(ProcessEvent::Stderr(line)) => out.items.push(RunItem::RawStderr(line)),
@@ -684,7 +660,7 @@ impl OpenCodeRun {
                 .pointer(&format!("/{session}/type"))
                 .and_then(Value::as_str)
                 .is_none_or(|t| t == "idle");
-            if idle && (state.busy || !state.done) {
+            if idle {
                 state.done = true;
             }
         }

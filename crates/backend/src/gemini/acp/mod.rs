@@ -17,7 +17,6 @@
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agent_client_protocol::Lines;
@@ -29,11 +28,11 @@ use switchyard_events::event::RunStarted;
 use switchyard_events::gemini::StderrSummary;
 use switchyard_events::{Envelope, Event, RunOutcome};
 use tokio::io::AsyncWriteExt;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 
 use super::launch::{PreparedLaunch, Secret};
 use super::run::{RunItem, RunLimits, RunReport, guest_exit};
-use crate::process::{Line, ManagedProcess, ProcessEvent, SpawnError, StopHandle, StopReason};
+use crate::process::{Line, ManagedProcess, ProcessEvent, SpawnError, StopReason};
 
 /// The protocol version Gemini CLI 0.61.0 answers.
 pub const PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion::V1;
@@ -79,27 +78,7 @@ pub trait AcpHost: Send + Sync + 'static {
 
 /// Cancels an ACP session: `session/cancel`, open permission requests answered `cancelled`,
 /// then, after the plan's grace, INT → TERM → KILL to the process group.
-#[derive(Clone)]
-pub struct AcpCancel {
-    cancelled: Arc<AtomicBool>,
-    wake: Arc<Notify>,
-    stop: StopHandle,
-    grace: Duration,
-}
-
-impl AcpCancel {
-    pub fn cancel(&self) {
-        if self.cancelled.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        self.wake.notify_one();
-        let (stop, grace) = (self.stop.clone(), self.grace);
-        tokio::spawn(async move {
-            tokio::time::sleep(grace).await;
-            stop.cancel();
-        });
-    }
-}
+pub type AcpCancel = crate::process::cancel::GracefulCancel;
 
 type Notes = mpsc::UnboundedSender<Note>;
 
@@ -135,12 +114,7 @@ impl AcpRun {
                 "the guest's stdin is not piped",
             )));
         };
-        let cancel = AcpCancel {
-            cancelled: Arc::new(AtomicBool::new(false)),
-            wake: Arc::new(Notify::new()),
-            stop: process.stop_handle(),
-            grace: plan.cancel_grace,
-        };
+        let cancel = AcpCancel::new(process.stop_handle(), plan.cancel_grace);
         Ok(Self {
             process,
             stdin,
@@ -257,7 +231,7 @@ impl AcpRun {
                 note = notes.recv(), if notes_open => match note {
                     Some(Note::Done) => {
                         // The session is over: EOF on stdin, and a bound for the guest to go.
-                        if !self.cancel.cancelled.load(Ordering::Acquire) {
+                        if !self.cancel.is_cancelled() {
                             let (stop, grace) = (stop.clone(), close_grace);
                             tokio::spawn(async move {
                                 tokio::time::sleep(grace).await;

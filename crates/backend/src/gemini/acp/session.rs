@@ -37,7 +37,7 @@ pub(super) async fn control(
     let handler = Handler {
         notes: notes.clone(),
         host,
-        cancelled: cancel.cancelled.clone(),
+        cancelled: cancel.flag(),
         session: session.clone(),
     };
     let done = notes.clone();
@@ -123,13 +123,13 @@ async fn run_session(
                         Some(prompt) => prompt,
                         None => return,
                     },
-                    () = cancel.wake.notified() => return,
+                    () = cancel.notified() => return,
                 },
                 None => return,
             },
         };
         let prompt = &prompt;
-        if cancel.cancelled.load(Ordering::Acquire) {
+        if cancel.is_cancelled() {
             return;
         }
         let _ = notes.send(Note::PromptSent(prompt.clone()));
@@ -141,7 +141,7 @@ async fn run_session(
         tokio::pin!(answer);
         let answer = tokio::select! {
             answer = &mut answer => answer,
-            () = cancel.wake.notified() => {
+                        () = cancel.notified() => {
                 let _ = cx.send_notification(CancelNotification::new(session_id.clone()));
                 answer.await
             }
