@@ -107,7 +107,7 @@ impl ServerClient {
                 .await
                 .map_err(|e| ServerError::Connect(e.to_string()))?;
             let status = response.status().as_u16();
-            let bytes = read_bounded(response, MAX_BODY).await?;
+            let bytes = read_bounded(response, MAX_BODY, path).await?;
             if !(200..300).contains(&status) {
                 let text: String = String::from_utf8_lossy(&bytes).chars().take(2000).collect();
                 return Err(ServerError::Status {
@@ -257,14 +257,18 @@ impl ServerClient {
     }
 }
 
-async fn read_bounded(response: reqwest::Response, max: usize) -> Result<Vec<u8>, ServerError> {
+async fn read_bounded(
+    response: reqwest::Response,
+    max: usize,
+    path: &str,
+) -> Result<Vec<u8>, ServerError> {
     let mut body = Vec::new();
     let mut stream = response.bytes_stream();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| ServerError::Connect(e.to_string()))?;
         if body.len() + chunk.len() > max {
             return Err(ServerError::Invalid {
-                path: String::new(),
+                path: path.to_owned(),
                 reason: format!("a body over {max} bytes"),
             });
         }

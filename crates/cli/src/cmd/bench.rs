@@ -141,11 +141,7 @@ async fn bench_run(args: RunBenchArgs) -> Result<u8> {
         eprint!(".");
     }
     eprintln!();
-    let stats = |xs: &[Sample]| {
-        let mut w: Vec<Duration> = xs.iter().map(|s| s.wall).collect();
-        w.sort();
-        (w[w.len() / 2], w[(w.len() * 9 / 10).min(w.len() - 1)])
-    };
+    let stats = median_p90;
     let (d50, d90) = stats(&direct);
     let (h50, h90) = stats(&hosted);
     let (g50, g90) = stats(&gatewayed);
@@ -188,6 +184,18 @@ async fn bench_run(args: RunBenchArgs) -> Result<u8> {
     }
     chat.stop().await;
     Ok(0)
+}
+
+/// The median and p90 wall time of `samples` (at least one).
+pub(super) fn median_p90(samples: &[Sample]) -> (Duration, Duration) {
+    let mut w: Vec<Duration> = samples.iter().map(|s| s.wall).collect();
+    w.sort();
+    let at = |i: usize| {
+        w.get(i.min(w.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
+    };
+    (at(w.len() / 2), at(w.len() * 9 / 10))
 }
 
 /// The pinned CLI started directly with exactly the launch Switchyard would build.

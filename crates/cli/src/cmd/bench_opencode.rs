@@ -22,7 +22,7 @@ use switchyard_backend::opencode::server::ServerClient;
 use switchyard_testkit::chat_upstream::{ChatUpstream, Reply, Script};
 use tokio::io::AsyncBufReadExt;
 
-use super::bench::{RunBenchArgs, Sample, timed_run};
+use super::bench::{RunBenchArgs, Sample, median_p90, timed_run};
 
 const MODEL: &str = "scripted-model";
 const PROMPT: &str = "Please do the task";
@@ -68,11 +68,7 @@ pub(super) async fn bench_run(args: &RunBenchArgs) -> Result<u8> {
         eprint!(".");
     }
     eprintln!();
-    let stats = |xs: &[Sample]| {
-        let mut w: Vec<Duration> = xs.iter().map(|s| s.wall).collect();
-        w.sort();
-        (w[w.len() / 2], w[(w.len() * 9 / 10).min(w.len() - 1)])
-    };
+    let stats = median_p90;
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let (d50, d90) = stats(&direct);
     let (h50, h90) = stats(&hosted);

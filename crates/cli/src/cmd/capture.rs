@@ -321,6 +321,41 @@ pub(super) const WS: &str = "/capture/ws";
 pub(super) const RUN: &str = "/capture/run";
 pub(super) const GUEST_PREFIX: &str = "/capture/gemini-cli";
 
+/// The replayed events of a note transcript as JSON, once they are checked to be the live
+/// run's (after its `run_started`, which is the backend's, and redacted like the transcript)
+/// and the replayed outcome the live one.
+pub(super) fn replayed_as_live(
+    live: &[Event],
+    replayed: &[Event],
+    live_outcome: &RunOutcome,
+    outcome: &RunOutcome,
+    redact_json: &dyn Fn(&Value) -> Result<Value>,
+) -> Result<Vec<Value>> {
+    let live: Vec<Value> = live
+        .iter()
+        .skip(1)
+        .map(|e| redact_json(&serde_json::to_value(e)?))
+        .collect::<Result<_>>()?;
+    let again: Vec<Value> = replayed
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()?;
+    if let Some((l, r)) = live.iter().zip(&again).find(|(l, r)| l != r) {
+        anyhow::bail!("a replayed event differs from the live run's:\nlive:   {l}\nreplay: {r}");
+    }
+    anyhow::ensure!(
+        live.len() == again.len(),
+        "replayed events ({}) differ from the live run ({})",
+        again.len(),
+        live.len()
+    );
+    anyhow::ensure!(
+        redact_json(&serde_json::to_value(live_outcome)?)? == serde_json::to_value(outcome)?,
+        "replayed outcome differs from the live one"
+    );
+    Ok(again)
+}
+
 /// A capture's scratch directory: the workspace `ws/` (holding `a.txt` to read) and the run
 /// directory `run/` below it.
 pub(super) fn scratch() -> Result<(tempfile::TempDir, PathBuf)> {

@@ -13,7 +13,7 @@
 //! There is no gateway here, so no delivered calls: every permission request is answered by the
 //! scenario's fixed decision. Before writing, the redacted notes must replay to the live events.
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
@@ -30,7 +30,7 @@ use switchyard_events::event::RunStarted;
 use switchyard_events::gemini::StderrSummary;
 use switchyard_testkit::genai_upstream::{GenaiScenario, GenaiUpstream};
 
-use super::capture::{Fixture, Redaction, WS, scratch, write_lines};
+use super::capture::{Fixture, Redaction, WS, replayed_as_live, scratch, write_lines};
 
 /// One ACP capture scenario.
 pub struct AcpScenario {
@@ -248,28 +248,7 @@ pub async fn capture_one(s: &AcpScenario, entry: &Path, dir: &Path) -> Result<St
         exit,
         summary.message().as_deref(),
     );
-    let live: Vec<Value> = live
-        .iter()
-        .skip(1) // RunStarted is the backend's, not the notes'
-        .map(|e| redact_json(&serde_json::to_value(e)?))
-        .collect::<Result<_>>()?;
-    let again: Vec<Value> = replayed
-        .iter()
-        .map(serde_json::to_value)
-        .collect::<Result<_, _>>()?;
-    if let Some((l, r)) = live.iter().zip(&again).find(|(l, r)| l != r) {
-        anyhow::bail!("a replayed event differs from the live run's:\nlive:   {l}\nreplay: {r}");
-    }
-    ensure!(
-        live.len() == again.len(),
-        "replayed events ({}) differ from the live run ({})",
-        again.len(),
-        live.len()
-    );
-    ensure!(
-        redact_json(&serde_json::to_value(&report.outcome)?)? == serde_json::to_value(&outcome)?,
-        "replayed outcome differs from the live one"
-    );
+    let again = replayed_as_live(&live, &replayed, &report.outcome, &outcome, &redact_json)?;
 
     let stdout: Vec<String> = stdout.iter().map(|l| redact(l)).collect();
     Fixture {

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use switchyard_backend::gemini::launch::Secret;
 use switchyard_backend::gemini::run::{RunItem, RunLimits};
@@ -33,10 +33,11 @@ use switchyard_backend::opencode::run::{OpenCodeHost, OpenCodePlan, OpenCodeRun}
 use switchyard_backend::permission::PermissionRuling;
 use switchyard_events::event::RunStarted;
 use switchyard_gateway::{Gateway, GatewayConfig, GatewayDeps};
-use switchyard_testkit::chat_upstream::{ChatUpstream, RecordedRequest, Reply, Script, chunk};
-use switchyard_testkit::chat_upstream::{StreamEvent, StreamReply};
+use switchyard_testkit::chat_upstream::{
+    ChatUpstream, RecordedRequest, Reply, Script, StreamEvent, StreamReply, chunk,
+};
 
-use super::capture::{RUN, WS, scratch, write_lines};
+use super::capture::{RUN, WS, replayed_as_live, scratch, write_lines};
 
 /// The fixtures' OpenCode version directory.
 pub const DEFAULT_OUT: &str = "fixtures/opencode/1.18.33";
@@ -130,10 +131,7 @@ fn script(upstream: Upstream, ws: &Path) -> Script {
     let read = |name: &str| json!({"filePath": ws.join(name)}).to_string();
     let then_text = Reply::text_stream(["Done", " with the task."]);
     match upstream {
-        Upstream::Text => Script::new().step(
-            switchyard_testkit::chat_upstream::Step::once(Reply::text_stream(["Hello", " there."]))
-                .times(switchyard_testkit::chat_upstream::Times::Always),
-        ),
+        Upstream::Text => Script::always(Reply::text_stream(["Hello", " there."])),
         Upstream::ReadThenText => Script::new()
             .then_when(
                 first,
@@ -298,28 +296,7 @@ pub async fn capture_one(s: &OpenCodeScenario, entry: &Path, dir: &Path) -> Resu
     let hint = stderr.iter().rev().find(|l| !l.trim().is_empty()).cloned();
     let expected = u32::try_from(s.prompts.len()).unwrap_or(u32::MAX);
     let (replayed, outcome) = replay(notes.iter().cloned(), expected, exit, hint.as_deref());
-    let live: Vec<Value> = live
-        .iter()
-        .skip(1) // RunStarted is the backend's, not the notes'
-        .map(|e| redact_json(&serde_json::to_value(e)?))
-        .collect::<Result<_>>()?;
-    let again: Vec<Value> = replayed
-        .iter()
-        .map(serde_json::to_value)
-        .collect::<Result<_, _>>()?;
-    if let Some((l, r)) = live.iter().zip(&again).find(|(l, r)| l != r) {
-        anyhow::bail!("a replayed event differs from the live run's:\nlive:   {l}\nreplay: {r}");
-    }
-    ensure!(
-        live.len() == again.len(),
-        "replayed events ({}) differ from the live run ({})",
-        again.len(),
-        live.len()
-    );
-    ensure!(
-        redact_json(&serde_json::to_value(&report.outcome)?)? == serde_json::to_value(&outcome)?,
-        "replayed outcome differs from the live one"
-    );
+    let again = replayed_as_live(&live, &replayed, &report.outcome, &outcome, &redact_json)?;
 
     std::fs::create_dir_all(dir)?;
     let lines = |items: &[Value]| -> Vec<String> { items.iter().map(Value::to_string).collect() };

@@ -799,40 +799,29 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
         Some(h) => (Some(h.binding), h.finish, h.server, Some(h.events)),
         None => (None, None, None, None),
     };
+    let start = Start {
+        resolved: &resolved,
+        entry,
+        run_id,
+        run_dir: &run_dir,
+        model: &model,
+        guest_token: &guest_token,
+        host_mcp: host_mcp.clone(),
+        limits: &limits,
+        binding: host_binding.clone(),
+        host_events,
+    };
     let launched = match resolved.agent {
-        Agent::GeminiCli => launch_gemini(GeminiStart {
-            resolved: &resolved,
-            entry,
-            run_id,
-            run_dir: &run_dir,
-            base_url: &base_url,
-            model: &model,
-            guest_token: &guest_token,
-            host_mcp: host_mcp.clone(),
-            limits: &limits,
-            binding: host_binding.clone(),
-            host_events,
-        })?,
+        Agent::GeminiCli => launch_gemini(start, &base_url)?,
         Agent::Opencode => {
             let Some(gateway) = &gateway else {
                 bail!("an OpenCode run needs the gateway");
             };
-            super::run_opencode::launch(super::run_opencode::OpenCodeStart {
-                resolved: &resolved,
-                entry,
-                run_id,
-                run_dir: &run_dir,
-                provider: gateway.opencode_provider(
-                    &model,
-                    switchyard_backend::opencode::launch::GATEWAY_KEY_ENV,
-                ),
-                model: &model,
-                guest_token: &guest_token,
-                host_mcp: host_mcp.clone(),
-                limits: &limits,
-                binding: host_binding.clone(),
-                host_events,
-            })?
+            let provider = gateway.opencode_provider(
+                &model,
+                switchyard_backend::opencode::launch::GATEWAY_KEY_ENV,
+            );
+            super::run_opencode::launch(start, provider)?
         }
     };
     let Launched {
@@ -987,13 +976,13 @@ pub(crate) struct Launched {
     pub settings: serde_json::Value,
 }
 
-/// What launching an agent needs from [`execute`].
-pub(crate) struct GeminiStart<'a> {
+/// What launching any agent needs from [`execute`].
+pub(crate) struct Start<'a> {
     pub resolved: &'a ResolvedRun,
+    /// The verified install's entry point.
     pub entry: PathBuf,
     pub run_id: uuid::Uuid,
     pub run_dir: &'a Path,
-    pub base_url: &'a str,
     pub model: &'a str,
     pub guest_token: &'a str,
     pub host_mcp: Option<(String, Secret)>,
@@ -1002,14 +991,13 @@ pub(crate) struct GeminiStart<'a> {
     pub host_events: Option<tokio::sync::mpsc::Receiver<Event>>,
 }
 
-/// Prepares and starts Gemini CLI, headless or over ACP.
-fn launch_gemini(start: GeminiStart<'_>) -> Result<Launched> {
-    let GeminiStart {
+/// Prepares and starts Gemini CLI, headless or over ACP, its model calls going to `base_url`.
+fn launch_gemini(start: Start<'_>, base_url: &str) -> Result<Launched> {
+    let Start {
         resolved,
         entry,
         run_id,
         run_dir,
-        base_url,
         model,
         guest_token,
         host_mcp,

@@ -3,25 +3,24 @@
 //! exact call the gateway delivered).
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde_json::Value;
 use switchyard_backend::gemini::launch::Secret;
-use switchyard_backend::gemini::run::RunLimits;
 use switchyard_backend::opencode::launch::{
     ConfigInput, MANAGED_CONFIG_DIR, OpenCodeLaunchConfig, PROVIDER, config_document, prepare,
 };
 use switchyard_backend::opencode::run::{OpenCodeHost, OpenCodePlan, OpenCodeRun};
 use switchyard_backend::permission::PermissionRuling;
 use switchyard_binding::{Decision, HostBinding, Policy};
+use switchyard_events::ToolCategory;
 use switchyard_events::event::RunStarted;
 use switchyard_events::tools::opencode_tool_category;
-use switchyard_events::{Event, ToolCategory};
 
-use super::run::{Agent, Launched, ResolvedRun, Runner, random_token};
+use super::run::{Agent, Launched, Runner, Start, random_token};
 
 /// Start-up budget: readiness line, health and the event subscription (a cold start takes
 /// 3–5 s here).
@@ -29,30 +28,13 @@ const STARTUP: Duration = Duration::from_secs(60);
 /// After an abort, how long the session has to go idle before the server is stopped.
 const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
-/// What launching OpenCode needs.
-pub(crate) struct OpenCodeStart<'a> {
-    pub resolved: &'a ResolvedRun,
-    pub entry: PathBuf,
-    pub run_id: uuid::Uuid,
-    pub run_dir: &'a Path,
-    /// The gateway's provider snippet.
-    pub provider: Value,
-    pub model: &'a str,
-    pub guest_token: &'a str,
-    pub host_mcp: Option<(String, Secret)>,
-    pub limits: &'a RunLimits,
-    pub binding: Option<HostBinding>,
-    pub host_events: Option<tokio::sync::mpsc::Receiver<Event>>,
-}
-
-/// Prepares and starts `opencode serve`.
-pub(crate) fn launch(start: OpenCodeStart<'_>) -> Result<Launched> {
-    let OpenCodeStart {
+/// Prepares and starts `opencode serve`, its provider the gateway's snippet `provider`.
+pub(crate) fn launch(start: Start<'_>, provider: Value) -> Result<Launched> {
+    let Start {
         resolved,
         entry,
         run_id,
         run_dir,
-        provider,
         model,
         guest_token,
         host_mcp,
