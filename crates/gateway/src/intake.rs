@@ -118,6 +118,13 @@ impl BodyBudget {
 }
 
 impl Intake {
+    /// [`Intake::read`] of a request's body, its declared length the exact size hyper gives
+    /// it (hyper checked `Content-Length` against the body; none for a chunked body).
+    pub async fn read_request(&self, body: Body) -> Result<GuestBody, IntakeError> {
+        let declared = http_body::Body::size_hint(&body).exact();
+        self.read(body, declared).await
+    }
+
     /// Reads the whole body once its size is reserved. `declared` is the request's
     /// `Content-Length`, if any (hyper makes sure the body has exactly that length).
     pub async fn read(&self, body: Body, declared: Option<u64>) -> Result<GuestBody, IntakeError> {

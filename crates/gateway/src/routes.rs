@@ -56,8 +56,7 @@ pub(crate) async fn chat_completions(
         Ok(session) => session,
         Err(message) => return chat_error(400, &message),
     };
-    let declared_length = http_body::Body::size_hint(&body).exact();
-    let guest = match state.intake.read(body, declared_length).await {
+    let guest = match state.intake.read_request(body).await {
         Ok(guest) => guest,
         Err(e) => return chat_error(e.status(), &e.to_string()),
     };
@@ -130,9 +129,7 @@ pub(crate) async fn models(
             );
         }
     };
-    // hyper checked `Content-Length` and gives it as the body's exact size (none: chunked).
-    let declared_length = http_body::Body::size_hint(&body).exact();
-    let guest = match state.intake.read(body, declared_length).await {
+    let guest = match state.intake.read_request(body).await {
         Ok(guest) => guest,
         Err(e) => return error_response(e.status(), &e.to_string()),
     };

@@ -62,33 +62,30 @@ impl ChatRenderer {
         if has_content || finish.is_some() {
             self.role_sent = true;
             let finish = finish.map(|f| finish_reason(f, has_calls));
-            out.push(
-                json!({
-                    "id": self.id,
-                    "object": "chat.completion.chunk",
-                    "created": self.created,
-                    "model": model,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-                })
-                .to_string(),
-            );
+            let choice = json!({"index": 0, "delta": delta, "finish_reason": finish});
+            out.push(self.chunk_json(model, vec![choice], None));
         }
         if self.include_usage
             && let Some(usage) = &chunk.usage_metadata
         {
-            out.push(
-                json!({
-                    "id": self.id,
-                    "object": "chat.completion.chunk",
-                    "created": self.created,
-                    "model": model,
-                    "choices": [],
-                    "usage": usage_json(usage),
-                })
-                .to_string(),
-            );
+            out.push(self.chunk_json(model, Vec::new(), Some(usage_json(usage))));
         }
         out
+    }
+
+    /// One `chat.completion.chunk` of this turn.
+    fn chunk_json(&self, model: &str, choices: Vec<Value>, usage: Option<Value>) -> String {
+        let mut chunk = json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": model,
+            "choices": choices,
+        });
+        if let Some(usage) = usage {
+            chunk["usage"] = usage;
+        }
+        chunk.to_string()
     }
 
     /// The whole turn as one `chat.completion` JSON text.
