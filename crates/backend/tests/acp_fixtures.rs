@@ -3,38 +3,17 @@
 //! mapping, and asserts the exact canonical sequence and typed outcome of every scenario.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use switchyard_backend::gemini::acp::{Note, replay};
 use switchyard_events::event::PermissionOutcome;
 use switchyard_events::gemini::StderrSummary;
-use switchyard_events::{ErrorKind, Event, GuestExit, OutcomeStatus, RunOutcome};
+use switchyard_events::{ErrorKind, Event, GuestExit, OutcomeStatus};
+
+mod fixture_support;
+use fixture_support::{Replayed, json, lines, parsed};
 
 fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/gemini-cli/0.61.0/acp")
-}
-
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
-fn json(path: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
-struct Replayed {
-    events: Vec<Event>,
-    outcome: RunOutcome,
-}
-
-impl Replayed {
-    fn of<'a, T>(&'a self, pick: impl Fn(&'a Event) -> Option<&'a T>) -> Vec<&'a T> {
-        self.events.iter().filter_map(pick).collect()
-    }
+    fixture_support::fixtures("gemini-cli/0.61.0/acp")
 }
 
 /// Replays one scenario and checks it against its stored expectation, exactly.
@@ -44,10 +23,7 @@ fn replay_scenario(name: &str) -> Replayed {
     assert_eq!(manifest["cli"]["version"], "0.61.0");
     assert_eq!(manifest["scenario"], name);
     assert_eq!(manifest["protocol"], "acp");
-    let notes: Vec<Note> = lines(&dir.join("notes.jsonl"))
-        .iter()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let notes: Vec<Note> = parsed(&dir.join("notes.jsonl"));
     let exit: GuestExit = serde_json::from_value(json(&dir.join("exit.json"))).unwrap();
     let mut stderr = StderrSummary::default();
     for line in lines(&dir.join("stderr.txt")) {
@@ -61,18 +37,7 @@ fn replay_scenario(name: &str) -> Replayed {
         exit,
         stderr.message().as_deref(),
     );
-    let got: Vec<Value> = events
-        .iter()
-        .map(|e| serde_json::to_value(e).unwrap())
-        .collect();
-    let expected: Vec<Value> = lines(&dir.join("expected.jsonl"))
-        .iter()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(got, expected, "{name}: canonical sequence differs");
-    let stored: RunOutcome = serde_json::from_value(json(&dir.join("outcome.json"))).unwrap();
-    assert_eq!(outcome, stored, "{name}: outcome differs");
-    Replayed { events, outcome }
+    Replayed { events, outcome }.checked(&dir, name)
 }
 
 #[test]

@@ -3,38 +3,18 @@
 //! mapping, and asserts the exact canonical sequence and typed outcome of every scenario.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 use switchyard_backend::opencode::notes::{Note, replay};
 use switchyard_events::event::PermissionOutcome;
-use switchyard_events::{ErrorKind, Event, GuestExit, OutcomeStatus, RunOutcome};
+use switchyard_events::{ErrorKind, Event, GuestExit, OutcomeStatus};
+
+mod fixture_support;
+use fixture_support::{Replayed, json, lines, parsed};
 
 fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/opencode/1.18.33")
-}
-
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
-fn json(path: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
-struct Replayed {
-    events: Vec<Event>,
-    outcome: RunOutcome,
-}
-
-impl Replayed {
-    fn of<'a, T>(&'a self, pick: impl Fn(&'a Event) -> Option<&'a T>) -> Vec<&'a T> {
-        self.events.iter().filter_map(pick).collect()
-    }
+    fixture_support::fixtures("opencode/1.18.33")
 }
 
 fn replay_scenario(name: &str) -> Replayed {
@@ -42,10 +22,7 @@ fn replay_scenario(name: &str) -> Replayed {
     let manifest = json(&dir.join("manifest.json"));
     assert_eq!(manifest["cli"]["version"], "1.18.33");
     assert_eq!(manifest["scenario"], name);
-    let notes: Vec<Note> = lines(&dir.join("notes.jsonl"))
-        .iter()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let notes: Vec<Note> = parsed(&dir.join("notes.jsonl"));
     // The raw event data are exactly the notes' events (those read back after a reconnect
     // aside, which these captures have none of).
     let raw = lines(&dir.join("events.jsonl"));
@@ -70,18 +47,7 @@ fn replay_scenario(name: &str) -> Replayed {
         exit,
         hint.as_deref(),
     );
-    let got: Vec<Value> = events
-        .iter()
-        .map(|e| serde_json::to_value(e).unwrap())
-        .collect();
-    let expected: Vec<Value> = lines(&dir.join("expected.jsonl"))
-        .iter()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(got, expected, "{name}: canonical sequence differs");
-    let stored: RunOutcome = serde_json::from_value(json(&dir.join("outcome.json"))).unwrap();
-    assert_eq!(outcome, stored, "{name}: outcome differs");
-    Replayed { events, outcome }
+    Replayed { events, outcome }.checked(&dir, name)
 }
 
 #[test]
@@ -208,10 +174,7 @@ fn two_prompts_finish_in_turn() {
 #[test]
 fn parts_read_back_after_a_lost_stream_complete_the_answer_once() {
     let dir = fixtures_dir().join("tool_read");
-    let notes: Vec<Note> = lines(&dir.join("notes.jsonl"))
-        .iter()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let notes: Vec<Note> = parsed(&dir.join("notes.jsonl"));
     let kind = |n: &Note| match n {
         Note::Event(data) => serde_json::from_str::<Value>(data).unwrap()["type"]
             .as_str()

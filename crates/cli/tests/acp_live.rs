@@ -9,20 +9,9 @@ use std::process::{Command, Output};
 use switchyard_testkit::chat_upstream::{ChatUpstream, RecordedRequest, Reply, Script};
 
 mod common;
-use common::{events, gemini_run, output_of};
+use common::{events, gemini_run, last_user_text, of_kind, output_of, transcript};
 
 /// The latest user text the upstream was sent.
-fn last_user_text(r: &RecordedRequest) -> String {
-    r.json()["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .rev()
-        .filter(|m| m["role"] == "user")
-        .find_map(|m| m["content"].as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
 fn acp_run(workdir: &Path, upstream: &ChatUpstream, prompts: &[&str]) -> Command {
     let mut cmd = gemini_run(workdir, &upstream.base_url(), prompts[0]);
     for p in &prompts[1..] {
@@ -30,18 +19,6 @@ fn acp_run(workdir: &Path, upstream: &ChatUpstream, prompts: &[&str]) -> Command
     }
     cmd.args(["--protocol", "acp", "--timeout", "120"]);
     cmd
-}
-
-fn transcript(output: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["type"] == kind).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,7 +32,7 @@ async fn two_prompts_in_one_session_each_get_their_answer() {
     let output = output_of(acp_run(ws.path(), &upstream, &["alpha", "beta"])).await;
     let events = events(&output);
     assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
-    let prompts = of_type(&events, "prompt_finished");
+    let prompts = of_kind(&events, "prompt_finished");
     assert_eq!(prompts.len(), 2, "{}", transcript(&output));
     assert_eq!(prompts[0]["stop_reason"], "end_turn");
     assert!(
@@ -64,7 +41,7 @@ async fn two_prompts_in_one_session_each_get_their_answer() {
         prompts[0]
     );
     assert!(prompts[1]["final_text"].as_str().unwrap().contains("beta"));
-    let sessions = of_type(&events, "session_started");
+    let sessions = of_kind(&events, "session_started");
     assert_eq!(sessions.len(), 1, "one session for both prompts");
     let done = events.last().unwrap();
     assert_eq!(done["type"], "run_finished");
@@ -115,16 +92,16 @@ async fn the_answer_depends_on_a_file_the_cli_read() {
     let output = output_of(acp_run(ws.path(), &upstream, &["What is the word?"])).await;
     let events = events(&output);
     assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
-    let call = of_type(&events, "tool_call")[0];
+    let call = of_kind(&events, "tool_call")[0];
     assert_eq!(call["tool_name"], "read_file");
     assert_eq!(call["model_call_id"], "call_read_1");
     assert_eq!(
         call["arguments"]["file_path"], "notes.txt",
         "the delivered arguments"
     );
-    assert_eq!(of_type(&events, "tool_result")[0]["status"], "success");
+    assert_eq!(of_kind(&events, "tool_result")[0]["status"], "success");
     assert!(
-        of_type(&events, "permission").is_empty(),
+        of_kind(&events, "permission").is_empty(),
         "a read does not ask"
     );
     assert_eq!(events.last().unwrap()["final_text"], "The word is wombat.");
@@ -186,7 +163,7 @@ async fn the_policy_rejects_a_shell_call_and_allows_a_write_and_the_run_goes_on(
         std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),
         "written through the policy\n"
     );
-    let permissions = of_type(&events, "permission");
+    let permissions = of_kind(&events, "permission");
     assert_eq!(permissions.len(), 2, "{}", transcript(&output));
     assert_eq!(permissions[0]["outcome"], "rejected");
     assert_eq!(permissions[0]["rule"], "default");
@@ -196,7 +173,7 @@ async fn the_policy_rejects_a_shell_call_and_allows_a_write_and_the_run_goes_on(
     assert_eq!(permissions[1]["outcome"], "allowed");
     assert_eq!(permissions[1]["rule"], "rule 1");
     assert_eq!(permissions[1]["option_id"], "proceed_once");
-    let results = of_type(&events, "tool_result");
+    let results = of_kind(&events, "tool_result");
     assert_eq!(results[0]["error"]["kind"], "permission_rejected");
     assert_eq!(results[1]["status"], "success");
     assert_eq!(events.last().unwrap()["final_text"], "Done.");
@@ -236,12 +213,7 @@ async fn the_policy_rejects_a_shell_call_and_allows_a_write_and_the_run_goes_on(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_upstream_fails_fast_as_a_model_api_failure() {
-    // A port nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::closed_port();
     let ws = tempfile::tempdir().unwrap();
     let mut cmd = gemini_run(ws.path(), &format!("http://127.0.0.1:{port}"), "hello");
     cmd.args(["--protocol", "acp", "--timeout", "120"]);
@@ -251,7 +223,7 @@ async fn a_dead_upstream_fails_fast_as_a_model_api_failure() {
     assert_eq!(output.status.code(), Some(4), "{}", transcript(&output));
     let done = events.last().unwrap();
     assert_eq!(done["error"]["kind"], "api", "{done}");
-    let prompt = of_type(&events, "prompt_finished")[0];
+    let prompt = of_kind(&events, "prompt_finished")[0];
     assert_eq!(prompt["error"]["kind"], "api");
     assert!(
         started.elapsed() < std::time::Duration::from_secs(60),
@@ -289,7 +261,7 @@ async fn sigint_mid_turn_cancels_the_session_and_leaves_no_process() {
     let done = events.last().unwrap();
     assert_eq!(done["status"], "cancelled", "{done}");
     // The guest answered the cancel itself (the prompt's own stop reason).
-    let prompt = of_type(&events, "prompt_finished");
+    let prompt = of_kind(&events, "prompt_finished");
     assert_eq!(prompt.len(), 1, "{}", transcript(&output));
     assert_eq!(prompt[0]["stop_reason"], "cancelled");
     let left = common::processes_in(ws.path());
@@ -331,7 +303,7 @@ async fn permission_for_a_call_never_delivered_is_refused_and_recorded() {
     let output = output_of(cmd).await;
     let events = events(&output);
     assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
-    let permissions = of_type(&events, "permission");
+    let permissions = of_kind(&events, "permission");
     assert_eq!(permissions.len(), 2, "{}", transcript(&output));
     for p in &permissions {
         assert_eq!(p["outcome"], "refused", "{p}");
@@ -357,7 +329,7 @@ async fn permission_for_a_call_never_delivered_is_refused_and_recorded() {
         "answers: -32602 -32602"
     );
     // What has no mapping is kept and counted.
-    let unrecognized = of_type(&events, "unrecognized");
+    let unrecognized = of_kind(&events, "unrecognized");
     assert_eq!(unrecognized.len(), 2, "{}", transcript(&output));
     assert_eq!(events.last().unwrap()["unrecognized_lines"], 2);
 }
@@ -388,7 +360,7 @@ async fn resume_continues_the_session_after_the_first_process_exited() {
     assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
     let first_events = events(&output);
     let run_id = first_events[0]["run_id"].as_str().unwrap().to_owned();
-    let session = of_type(&first_events, "session_started")[0]["session_id"].clone();
+    let session = of_kind(&first_events, "session_started")[0]["session_id"].clone();
     assert!(
         common::processes_in(ws.path()).is_empty(),
         "the first guest is gone"
@@ -403,7 +375,7 @@ async fn resume_continues_the_session_after_the_first_process_exited() {
     assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
     let events = events(&output);
     assert_eq!(
-        of_type(&events, "session_started")[0]["session_id"],
+        of_kind(&events, "session_started")[0]["session_id"],
         session
     );
     // The upstream saw the first run's prompt in the second run's history.
@@ -433,7 +405,6 @@ fn events_of(output: &Output) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompts_from_stdin_continue_the_session_until_it_ends() {
-    use std::io::Write;
     let upstream = ChatUpstream::start(Script::always(Reply::Dynamic(std::sync::Arc::new(|r| {
         Reply::text_stream([format!("You said: {}", last_user_text(r).trim())])
     }))))
@@ -441,29 +412,18 @@ async fn prompts_from_stdin_continue_the_session_until_it_ends() {
     .unwrap();
     let ws = tempfile::tempdir().unwrap();
     let mut cmd = acp_run(ws.path(), &upstream, &["alpha"]);
-    cmd.arg("--prompts-stdin")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin
-        .write_all(b"\"beta\"\n{\"prompt\": \"gamma\"}\n")
-        .unwrap();
-    drop(stdin);
-    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
-        .await
-        .unwrap();
+    cmd.arg("--prompts-stdin");
+    let output = common::output_with_stdin(cmd, b"\"beta\"\n{\"prompt\": \"gamma\"}\n").await;
     assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
     let events = events(&output);
-    let answers: Vec<&str> = of_type(&events, "prompt_finished")
+    let answers: Vec<&str> = of_kind(&events, "prompt_finished")
         .iter()
         .map(|p| p["final_text"].as_str().unwrap())
         .collect();
     assert_eq!(answers.len(), 3, "{}", transcript(&output));
     assert!(answers[0].ends_with("alpha"), "{answers:?}");
     assert_eq!(answers[1..], ["You said: beta", "You said: gamma"]);
-    assert_eq!(of_type(&events, "session_started").len(), 1);
+    assert_eq!(of_kind(&events, "session_started").len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

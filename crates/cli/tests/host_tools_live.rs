@@ -9,18 +9,7 @@ use std::process::Output;
 use switchyard_testkit::chat_upstream::{ChatUpstream, RecordedRequest, Reply, Script};
 
 mod common;
-use common::{events, gemini_run, output_of};
-
-/// A folder with the tools file, its handler and the finish schema; the handler logs every
-/// call it runs to `ran.log` there.
-fn tools_dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/host_tools");
-    for file in ["record.py", "tools.toml", "finish.json"] {
-        std::fs::copy(source.join(file), dir.path().join(file)).unwrap();
-    }
-    dir
-}
+use common::{events, gemini_run, output_of, tools_dir};
 
 fn ran(tools: &Path) -> Vec<Value> {
     std::fs::read_to_string(tools.join("ran.log"))

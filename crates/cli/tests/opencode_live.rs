@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use switchyard_testkit::chat_upstream::{ChatUpstream, RecordedRequest, Reply, Script};
 
 mod common;
-use common::{events, of_kind, opencode_run, output_of, transcript};
+use common::{events, last_user_text, of_kind, opencode_run, output_of, tools_dir, transcript};
 
 /// The request's last message is a tool result.
 fn after_tool(r: &RecordedRequest) -> bool {
@@ -143,22 +143,9 @@ async fn the_answer_depends_on_a_tool_result() {
     assert_eq!(permission[0]["rule"], "default: file read");
     let result = r.of("tool_result");
     assert_eq!(result[0]["status"], "success");
-    assert!(
-        result[0]["output"]
-            .as_str()
-            .unwrap()
-            .contains(&nonce_of(&r))
-    );
-    assert_eq!(
-        r.finished()["final_text"],
-        format!("The secret is {}", nonce_of(&r))
-    );
+    assert!(result[0]["output"].as_str().unwrap().contains(&nonce));
+    assert_eq!(r.finished()["final_text"], format!("The secret is {nonce}"));
     assert_eq!(r.upstream.requests().len(), 2);
-}
-
-fn nonce_of(r: &Run) -> String {
-    let text = r.of("assistant_message")[0]["text"].as_str().unwrap();
-    text.trim_start_matches("The secret is ").to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -248,11 +235,7 @@ async fn an_image_read_by_a_native_tool_reaches_the_upstream_as_lossless_webp() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_upstream_fails_fast_without_guest_retries() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::closed_port();
     let ws = tempfile::tempdir().unwrap();
     let records = tempfile::tempdir().unwrap();
     let mut cmd = opencode_run(ws.path(), &format!("http://127.0.0.1:{port}"), "hello");
@@ -374,17 +357,6 @@ async fn a_policy_rule_allows_a_shell_command() {
     assert!(ws.path().join("made").exists());
 }
 
-/// The host-tool files of `tests/host_tools` in a fresh folder (the handler logs each call it
-/// runs to `ran.log` there).
-fn tools_dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/host_tools");
-    for file in ["record.py", "tools.toml", "finish.json"] {
-        std::fs::copy(source.join(file), dir.path().join(file)).unwrap();
-    }
-    dir
-}
-
 const RECORD: &str = "switchyard_record";
 const FINISH: &str = "switchyard_finish";
 
@@ -499,31 +471,8 @@ async fn the_run_timeout_stops_a_hanging_turn_with_its_own_exit_code() {
     assert!(left.is_empty(), "processes left: {left:?}");
 }
 
-/// The text of the request's last user message.
-fn last_user_text(r: &RecordedRequest) -> String {
-    let body = r.json();
-    let last = body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .cloned()
-        .unwrap_or_default();
-    match &last["content"] {
-        Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(""),
-        _ => String::new(),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompts_from_stdin_continue_the_session_until_it_ends() {
-    use std::io::Write;
     let upstream = ChatUpstream::start(Script::always(Reply::Dynamic(std::sync::Arc::new(|r| {
         Reply::text_stream([format!("You said: {}", last_user_text(r).trim())])
     }))))
@@ -531,19 +480,8 @@ async fn prompts_from_stdin_continue_the_session_until_it_ends() {
     .unwrap();
     let ws = tempfile::tempdir().unwrap();
     let mut cmd = opencode_run(ws.path(), &upstream.base_url(), "alpha");
-    cmd.arg("--prompts-stdin")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin
-        .write_all(b"\"beta\"\n{\"prompt\": \"gamma\"}\n")
-        .unwrap();
-    drop(stdin);
-    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
-        .await
-        .unwrap();
+    cmd.arg("--prompts-stdin");
+    let output = common::output_with_stdin(cmd, b"\"beta\"\n{\"prompt\": \"gamma\"}\n").await;
     assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
     let events = events(&output);
     let answers: Vec<&str> = of_kind(&events, "prompt_finished")

@@ -255,15 +255,7 @@ async fn unknown_fields_are_refused_before_anything_goes_upstream() {
 
 #[tokio::test]
 async fn a_dead_upstream_fails_fast_with_an_error_opencode_does_not_retry() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut config =
-        switchyard_gateway::GatewayConfig::new(format!("http://127.0.0.1:{port}/v1"), "m");
-    config.retries.initial_backoff_ms = 10;
-    let gw = switchyard_gateway::Gateway::start(config).await.unwrap();
+    let gw = common::dead_upstream_gateway().await;
     let response = chat(&gw, &opencode_request("hi")).await;
     assert_eq!(response.status(), 424);
     let text = response.text().await.unwrap();

@@ -310,16 +310,7 @@ async fn persistent_rate_limits_fail_fast_with_a_terminal_quota_error_and_retry_
 
 #[tokio::test]
 async fn a_dead_upstream_is_a_503_after_bounded_retries() {
-    // Bind and drop a listener: nothing listens on that port any more.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut config =
-        switchyard_gateway::GatewayConfig::new(format!("http://127.0.0.1:{port}/v1"), "m");
-    config.retries.initial_backoff_ms = 10;
-    let gw = switchyard_gateway::Gateway::start(config).await.unwrap();
+    let gw = dead_upstream_gateway().await;
     let response = post(&gw, "m", "streamGenerateContent", &user_request("hi")).await;
     assert_eq!(response.status(), 503);
     let body: Value = response.json().await.unwrap();

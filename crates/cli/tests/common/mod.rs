@@ -121,3 +121,56 @@ pub fn transcript(output: &Output) -> String {
 pub fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == kind).collect()
 }
+
+/// A loopback port nothing listens on (bound, then released).
+pub fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The host-tool files of `tests/host_tools` in a fresh folder (the handler logs each call it
+/// runs to `ran.log` there).
+pub fn tools_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/host_tools");
+    for file in ["record.py", "tools.toml", "finish.json"] {
+        std::fs::copy(source.join(file), dir.path().join(file)).unwrap();
+    }
+    dir
+}
+
+/// The text of a Chat Completions request's last user message (a string, or its text parts).
+pub fn last_user_text(r: &switchyard_testkit::chat_upstream::RecordedRequest) -> String {
+    let body = r.json();
+    let last = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .rev()
+        .find(|m| m["role"] == "user");
+    match last.map(|m| &m["content"]) {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+        _ => String::new(),
+    }
+}
+
+/// Runs `cmd` with `input` written to its stdin (then closed), to completion.
+pub async fn output_with_stdin(mut cmd: Command, input: &'static [u8]) -> Output {
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap()
+}

@@ -170,3 +170,16 @@ pub fn text_of(frames: &[Value]) -> String {
         .filter_map(|p| p.get("text").and_then(Value::as_str).map(str::to_string))
         .collect()
 }
+
+/// A gateway whose upstream is a loopback port nothing listens on (bound, then released),
+/// with short backoffs.
+pub async fn dead_upstream_gateway() -> GatewayHandle {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("a free port")
+        .local_addr()
+        .expect("its address")
+        .port();
+    let mut config = GatewayConfig::new(format!("http://127.0.0.1:{port}/v1"), "m");
+    config.retries.initial_backoff_ms = 10;
+    Gateway::start(config).await.expect("gateway starts")
+}
