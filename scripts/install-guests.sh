@@ -1,22 +1,35 @@
 #!/usr/bin/env bash
 # Installs the pinned guest CLIs that the tests drive, into .cache/guests/ (ignored by git).
 # Idempotent: an install whose package.json already names the pinned version is kept.
+# Each install is made in a staging folder and renamed into place once npm has finished, so a
+# prefix that exists is complete: a test that finds it never seals a half-built install (npm
+# extracts the package before native dependencies such as node-pty have finished building).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GEMINI_VERSION="0.61.0"
 OPENCODE_VERSION="1.18.33"
-prefix=".cache/guests/gemini-cli-${GEMINI_VERSION}"
 mkdir -p .cache/guests
 # Tests may call this concurrently (testkit installs on demand): one installer at a time.
 exec 9>.cache/guests/.install.lock
 flock 9
+
+# install PREFIX SPEC: npm install SPEC into a staging folder, then rename it to PREFIX.
+install() {
+  local prefix="$1" spec="$2" staging="$1.staging"
+  rm -rf "$staging"
+  mkdir -p "$staging"
+  npm install --prefix "$staging" --no-audit --no-fund --loglevel=error "$spec"
+  rm -rf "$prefix"
+  mv "$staging" "$prefix"
+  echo "installed $spec in $prefix"
+}
+
+prefix=".cache/guests/gemini-cli-${GEMINI_VERSION}"
 pkg="$prefix/node_modules/@google/gemini-cli/package.json"
 if [ -f "$pkg" ] && grep -q "\"version\": \"${GEMINI_VERSION}\"" "$pkg"; then
   echo "gemini-cli ${GEMINI_VERSION} already installed in $prefix"
 else
-  mkdir -p "$prefix"
-  npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "@google/gemini-cli@${GEMINI_VERSION}"
-  echo "installed gemini-cli ${GEMINI_VERSION} in $prefix"
+  install "$prefix" "@google/gemini-cli@${GEMINI_VERSION}"
 fi
 # OpenCode: its npm postinstall links the platform binary to bin/opencode.exe.
 oc_prefix=".cache/guests/opencode-${OPENCODE_VERSION}"
@@ -24,7 +37,5 @@ oc_pkg="$oc_prefix/node_modules/opencode-ai/package.json"
 if [ -f "$oc_pkg" ] && grep -q "\"version\": \"${OPENCODE_VERSION}\"" "$oc_pkg" && [ -x "$oc_prefix/node_modules/opencode-ai/bin/opencode.exe" ]; then
   echo "opencode ${OPENCODE_VERSION} already installed in $oc_prefix"
 else
-  mkdir -p "$oc_prefix"
-  npm install --prefix "$oc_prefix" --no-audit --no-fund --loglevel=error "opencode-ai@${OPENCODE_VERSION}"
-  echo "installed opencode ${OPENCODE_VERSION} in $oc_prefix"
+  install "$oc_prefix" "opencode-ai@${OPENCODE_VERSION}"
 fi

@@ -60,16 +60,78 @@ pub struct Install {
     pub entry: PathBuf,
 }
 
-/// Runs `npm install --prefix PREFIX --no-audit --no-fund [--offline] PACKAGE@VERSION` with an
-/// environment of only `PATH`, `HOME` and the proxy/CA variables in `NETWORK_ENV`, then
-/// [`seal`]s the prefix.
+/// Runs `npm install --prefix STAGING --no-audit --no-fund [--offline] PACKAGE@VERSION` with an
+/// environment of only `PATH`, `HOME` and the proxy/CA variables in `NETWORK_ENV`, [`seal`]s
+/// the staging folder, then renames it to `prefix` (replacing an install already there). The
+/// prefix is visible only once the install is complete and sealed: npm extracts the package
+/// before native dependencies have finished building, so a reader of a half-made prefix would
+/// see (and could seal) a tree that is still changing.
 pub fn install_npm(
     package: &str,
     version: &str,
     prefix: &Path,
     options: &NpmInstallOptions,
 ) -> Result<Install, InstallError> {
-    std::fs::create_dir_all(prefix).map_err(|e| InstallError::io(prefix, e))?;
+    let staging = sibling(prefix, "staging");
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging).map_err(|e| InstallError::io(&staging, e))?;
+    let result = npm_install_sealed(package, version, &staging, options)
+        .and_then(|manifest| replace_dir(&staging, prefix).map(|()| manifest));
+    let manifest = match result {
+        Ok(manifest) => manifest,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(e);
+        }
+    };
+    Ok(Install {
+        prefix: prefix.to_path_buf(),
+        entry: prefix.join(&manifest.entry),
+        manifest,
+    })
+}
+
+/// `prefix` with `.{what}-{pid}-{nanos}` appended to its last component: a folder beside it, on
+/// the same file system (so a rename is atomic), unique to this call.
+fn sibling(prefix: &Path, what: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut name = prefix.file_name().map(OsString::from).unwrap_or_default();
+    name.push(format!(".{what}-{}-{nanos}", std::process::id()));
+    prefix.with_file_name(name)
+}
+
+/// Moves the folder `from` to `to`; an existing `to` is moved aside first and removed after.
+fn replace_dir(from: &Path, to: &Path) -> Result<(), InstallError> {
+    if let Some(parent) = to.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| InstallError::io(parent, e))?;
+    }
+    let old = sibling(to, "old");
+    let had_old = match std::fs::rename(to, &old) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(InstallError::io(to, e)),
+    };
+    if let Err(e) = std::fs::rename(from, to) {
+        if had_old {
+            let _ = std::fs::rename(&old, to);
+        }
+        return Err(InstallError::io(to, e));
+    }
+    if had_old {
+        let _ = std::fs::remove_dir_all(&old);
+    }
+    Ok(())
+}
+
+/// The npm install into `prefix` and its seal.
+fn npm_install_sealed(
+    package: &str,
+    version: &str,
+    prefix: &Path,
+    options: &NpmInstallOptions,
+) -> Result<Manifest, InstallError> {
     let spec = format!("{package}@{version}");
     let mut command = Command::new(&options.npm);
     command.arg("install").arg("--prefix").arg(prefix).args([
@@ -122,10 +184,5 @@ pub fn install_npm(
             output_tail: combined[tail_start..].to_owned(),
         });
     }
-    let manifest = seal(prefix, package, version)?;
-    Ok(Install {
-        prefix: prefix.to_path_buf(),
-        entry: prefix.join(&manifest.entry),
-        manifest,
-    })
+    seal(prefix, package, version)
 }
