@@ -5,9 +5,14 @@
 //! ([`IDENTITY_ARG`]) and enters the batch in the ledger ([`HostBinding::offer`]); the returned
 //! [`Delivery`] confirms the batch once the response was fully sent and revokes it otherwise.
 //! A callback ([`HostBinding::callback`]) is admitted only by the ledger, waits for the calls
-//! before it in its batch to return (the model's order), then runs its host tool once. Every
-//! decision and result becomes a canonical event on the run's event channel.
+//! before it in its batch to return (the model's order), then runs its host tool once. A call
+//! the guest does not send within [`BindingLimits::batch_wait`] is abandoned, so it holds no
+//! later call back; a call the permission policy rejected is never admitted
+//! ([`HostBinding::reject`]); a repeated callback of a completed call (a guest's retry) gets the
+//! result the tool returned, without running it again. Every decision and result becomes a
+//! canonical event on the run's event channel.
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -32,22 +37,32 @@ pub const IDENTITY_ARG: &str = "_switchyard_call";
 /// callback body is already bounded by the MCP server, their number is not).
 pub const MAX_REFUSALS_WITH_ARGUMENTS: u64 = 256;
 
+/// Results of completed calls kept to answer a repeated callback; older ones are forgotten
+/// (a guest repeats a callback right after it failed to get the answer, never much later).
+pub const KEPT_RESULTS: usize = 64;
+
 /// How long waits inside a callback may last.
 #[derive(Debug, Clone, Copy)]
 pub struct BindingLimits {
     /// A callback whose call is entered but not yet confirmed (its response still being sent)
     /// waits this long for the confirmation.
     pub delivery_wait: Duration,
-    /// A callback waits this long for the host calls before it in its batch to return; then it
-    /// runs anyway and the run gets a warning.
-    pub order_wait: Duration,
+    /// A callback waits this long for the guest to send the host calls before it in its batch;
+    /// one not sent by then is abandoned (recorded, never run) and the callback goes on. Calls
+    /// already running are waited for until they return.
+    pub batch_wait: Duration,
 }
+
+/// The default [`BindingLimits::batch_wait`]: a guest sends a batch's callbacks together
+/// (Gemini CLI) or one after another as each returns (OpenCode), so a call still missing this
+/// long after a later one arrived is one the guest skipped.
+pub const DEFAULT_BATCH_WAIT: Duration = Duration::from_secs(10);
 
 impl Default for BindingLimits {
     fn default() -> Self {
         Self {
             delivery_wait: Duration::from_secs(10),
-            order_wait: Duration::from_secs(30),
+            batch_wait: DEFAULT_BATCH_WAIT,
         }
     }
 }
@@ -79,6 +94,8 @@ struct Shared {
     next_delivery: std::sync::atomic::AtomicU64,
     /// Refused callbacks so far.
     refused: std::sync::atomic::AtomicU64,
+    /// What the latest completed calls returned, by model call id (at most [`KEPT_RESULTS`]).
+    results: Mutex<KeptResults>,
     /// Bumped on every ledger change a waiting callback may care about.
     changed: watch::Sender<u64>,
     events: mpsc::Sender<Event>,
@@ -126,6 +143,7 @@ impl HostBinding {
             delivered: Mutex::new(DeliveredCalls::default()),
             next_delivery: std::sync::atomic::AtomicU64::new(0),
             refused: std::sync::atomic::AtomicU64::new(0),
+            results: Mutex::default(),
             changed: watch::channel(0).0,
             events,
             limits,
@@ -211,6 +229,18 @@ impl HostBinding {
         self.delivered().decide(tool_call_id)
     }
 
+    /// The permission policy rejected the delivered call `model_call_id`: when it is a host-tool
+    /// call, no callback of it will ever run (the guest was told not to run it; a callback
+    /// anyway, e.g. from the guest's shell with the identity read from its home, is refused).
+    /// Returns whether a host-tool call was rejected.
+    pub fn reject(&self, model_call_id: &str) -> bool {
+        let rejected = self.ledger().reject(model_call_id);
+        if rejected {
+            self.bump();
+        }
+        rejected
+    }
+
     /// The delivered call `model_call_id` and the number of the response that carried it, if
     /// it was delivered.
     pub fn delivered_call(&self, model_call_id: &str) -> Option<(DeliveredCall, u64)> {
@@ -268,6 +298,11 @@ impl HostBinding {
         let admitted = self.admit(tool, &arguments, identity.as_deref()).await;
         let admission = match admitted {
             Ok(admission) => admission,
+            Err(Refusal::AlreadyClaimed { model_call_id, .. })
+                if identity.is_some() && self.is_same_call(identity.as_deref(), tool, &arguments) =>
+            {
+                return self.repeat(tool, &model_call_id, arguments).await;
+            }
             Err(refusal) => {
                 // A guest that keeps forging callbacks cannot grow the run's record without
                 // bound: past the first refusals, their arguments are no longer kept.
@@ -280,17 +315,7 @@ impl HostBinding {
                 } else {
                     Value::Null
                 };
-                self.emit(Event::HostCall(HostCall {
-                    tool: tool.to_owned(),
-                    decision: HostDecision::Refused,
-                    model_call_id: refusal.model_call_id().map(str::to_owned),
-                    batch: None,
-                    position: None,
-                    arguments,
-                    reason: Some(refusal.reason().to_owned()),
-                    message: Some(refusal.to_string()),
-                }))
-                .await;
+                self.emit(refused_event(tool, &refusal, arguments)).await;
                 return CallbackOutcome::Refused(refusal);
             }
         };
@@ -313,6 +338,7 @@ impl HostBinding {
         let id = admission.model_call_id.clone();
         let task = tokio::spawn(async move {
             let result = this.shared.registry.call(&name, arguments).await;
+            this.keep_result(&id, &result);
             this.ledger().complete(&id);
             this.bump();
             this.emit(Event::HostResult(host_result(&name, &id, &result)))
@@ -327,6 +353,7 @@ impl HostBinding {
                 self.ledger().complete(&admission.model_call_id);
                 self.bump();
                 let result = Err(ToolError::Failed(format!("the host tool failed: {e}")));
+                self.keep_result(&admission.model_call_id, &result);
                 self.emit(Event::HostResult(host_result(
                     tool,
                     &admission.model_call_id,
@@ -365,34 +392,157 @@ impl HostBinding {
         }
     }
 
-    /// Waits until every host call before `admission` in its batch has returned (bounded).
+    /// Waits until every host call before `admission` in its batch has returned. A call the
+    /// guest has not sent by the batch wait is abandoned (recorded; it will never run), so it
+    /// holds nothing back; calls already running are waited for.
     async fn await_turn(&self, admission: &Admission) {
         let mut changed = self.shared.changed.subscribe();
-        let deadline = tokio::time::Instant::now() + self.shared.limits.order_wait;
+        let deadline = tokio::time::Instant::now() + self.shared.limits.batch_wait;
+        let mut past_deadline = false;
         loop {
             let earlier = self
                 .ledger()
                 .earlier_in_batch(admission.batch, admission.position);
-            if earlier
-                .iter()
-                .all(|s| matches!(s, CallState::Completed | CallState::Revoked))
-            {
+            if earlier.iter().all(|(_, state)| state.is_settled()) {
                 return;
+            }
+            if past_deadline {
+                let unsent: Vec<String> = earlier
+                    .into_iter()
+                    .filter(|(_, state)| {
+                        matches!(state, CallState::Offered | CallState::Delivered)
+                    })
+                    .map(|(id, _)| id)
+                    .collect();
+                for id in unsent {
+                    if self.ledger().abandon(&id) {
+                        self.bump();
+                        self.emit(Event::Warning(Warning {
+                            message: format!(
+                                "host call {id} abandoned: the guest did not send it within \
+                                 {:?} while the later call {} of its batch waited; it will \
+                                 not run",
+                                self.shared.limits.batch_wait, admission.model_call_id
+                            ),
+                            derived: true,
+                        }))
+                        .await;
+                    }
+                }
+                // Only running calls are left: their end is the next change.
+                if changed.changed().await.is_err() {
+                    return;
+                }
+                continue;
             }
             let waited = tokio::time::timeout_at(deadline, changed.changed()).await;
-            if !waited.is_ok_and(|r| r.is_ok()) {
-                self.emit(Event::Warning(Warning {
-                    message: format!(
-                        "host call {} ran before an earlier call of its batch returned: the \
-                         guest did not call it within {:?}",
-                        admission.model_call_id, self.shared.limits.order_wait
-                    ),
-                    derived: true,
-                }))
-                .await;
-                return;
+            match waited {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return,
+                Err(_) => past_deadline = true,
             }
         }
+    }
+
+    /// Whether `identity` names a call of `tool` with these arguments (a repeated callback).
+    fn is_same_call(&self, identity: Option<&str>, tool: &str, arguments: &Value) -> bool {
+        let ledger = self.ledger();
+        identity
+            .and_then(|identity| ledger.named(identity))
+            .is_some_and(|(call, _)| {
+                call.tool == tool && crate::values::same_value(&call.arguments, arguments)
+            })
+    }
+
+    fn keep_result(&self, model_call_id: &str, result: &Result<ToolOutput, ToolError>) {
+        self.shared
+            .results
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keep(model_call_id, result.clone());
+    }
+
+    /// A repeated callback of the claimed call `model_call_id` (a guest retrying after it lost
+    /// the answer): once the call has returned, its result, without running the tool again.
+    async fn repeat(&self, tool: &str, model_call_id: &str, arguments: Value) -> CallbackOutcome {
+        let mut changed = self.shared.changed.subscribe();
+        while self.ledger().state(model_call_id) == Some(CallState::Claimed) {
+            if changed.changed().await.is_err() {
+                break;
+            }
+        }
+        let kept = self
+            .shared
+            .results
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(model_call_id);
+        let Some(result) = kept else {
+            let refusal = Refusal::AlreadyClaimed {
+                tool: tool.to_owned(),
+                model_call_id: model_call_id.to_owned(),
+            };
+            self.emit(refused_event(tool, &refusal, arguments)).await;
+            return CallbackOutcome::Refused(refusal);
+        };
+        self.emit(Event::HostCall(HostCall {
+            tool: tool.to_owned(),
+            decision: HostDecision::Repeated,
+            model_call_id: Some(model_call_id.to_owned()),
+            batch: None,
+            position: None,
+            arguments,
+            reason: Some("repeated".to_owned()),
+            message: Some(
+                "a repeated callback of a completed call: answered with the result it \
+                 returned; the tool did not run again"
+                    .to_owned(),
+            ),
+        }))
+        .await;
+        CallbackOutcome::Ran(result)
+    }
+}
+
+/// The event of a refused callback.
+fn refused_event(tool: &str, refusal: &Refusal, arguments: Value) -> Event {
+    Event::HostCall(HostCall {
+        tool: tool.to_owned(),
+        decision: HostDecision::Refused,
+        model_call_id: refusal.model_call_id().map(str::to_owned),
+        batch: None,
+        position: None,
+        arguments,
+        reason: Some(refusal.reason().to_owned()),
+        message: Some(refusal.to_string()),
+    })
+}
+
+/// The latest completed calls' results, oldest first out.
+#[derive(Default)]
+struct KeptResults {
+    order: VecDeque<String>,
+    results: HashMap<String, Result<ToolOutput, ToolError>>,
+}
+
+impl KeptResults {
+    fn keep(&mut self, model_call_id: &str, result: Result<ToolOutput, ToolError>) {
+        if self
+            .results
+            .insert(model_call_id.to_owned(), result)
+            .is_none()
+        {
+            self.order.push_back(model_call_id.to_owned());
+        }
+        while self.order.len() > KEPT_RESULTS {
+            if let Some(oldest) = self.order.pop_front() {
+                self.results.remove(&oldest);
+            }
+        }
+    }
+
+    fn get(&self, model_call_id: &str) -> Option<Result<ToolOutput, ToolError>> {
+        self.results.get(model_call_id).cloned()
     }
 }
 

@@ -51,7 +51,7 @@ fn binding(delay: Duration) -> (HostBinding, Arc<Mutex<Vec<Value>>>, mpsc::Recei
         .unwrap();
     let limits = BindingLimits {
         delivery_wait: Duration::from_millis(300),
-        order_wait: Duration::from_secs(5),
+        batch_wait: Duration::from_millis(400),
     };
     let (binding, events) = HostBinding::new(registry, "mcp_sy_", limits);
     (binding, log, events)
@@ -102,10 +102,11 @@ async fn identical_calls_run_twice_each_claiming_its_own_model_call() {
             CallbackOutcome::Ran(Ok(_))
         ));
     }
-    // The same callback again is refused, and the tool did not run a third time.
+    // The same callback again (a guest's retry) gets the result the call returned, and the
+    // tool did not run a third time.
     assert!(matches!(
         b.callback("record", with_identity("n", &ids[0])).await,
-        CallbackOutcome::Refused(Refusal::AlreadyClaimed { .. })
+        CallbackOutcome::Ran(Ok(ref output)) if output.text.contains("\"n\"")
     ));
     assert_eq!(log.lock().unwrap().len(), 2);
     // The tool saw the arguments without the identity.
@@ -117,6 +118,131 @@ async fn identical_calls_run_twice_each_claiming_its_own_model_call() {
         }
     }
     assert_eq!(claimed, ["c1", "c2"]);
+}
+
+#[tokio::test]
+async fn a_repeat_with_other_arguments_is_still_refused() {
+    let (b, log, mut events) = binding(Duration::ZERO);
+    let delivery = b.offer("s", vec![offered("c1", "n")]).unwrap();
+    let id = delivery.identities()[0].clone();
+    delivery.confirm();
+    assert!(matches!(
+        b.callback("record", with_identity("n", &id)).await,
+        CallbackOutcome::Ran(Ok(_))
+    ));
+    assert!(matches!(
+        b.callback("record", with_identity("other", &id)).await,
+        CallbackOutcome::Refused(Refusal::WrongIdentity { .. })
+    ));
+    assert_eq!(log.lock().unwrap().len(), 1);
+    let mut repeated = 0;
+    while let Ok(e) = events.try_recv() {
+        repeated += usize::from(matches!(e, Event::HostCall(c) if c.decision == HostDecision::Repeated));
+    }
+    assert_eq!(repeated, 0);
+}
+
+#[tokio::test]
+async fn numbers_are_matched_by_value_as_a_guest_reencodes_them() {
+    let mut registry = ToolRegistry::new();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    registry
+        .add(Arc::new(Logged {
+            name: "record",
+            schema: json!({"type": "object"}),
+            log: log.clone(),
+            delay: Duration::ZERO,
+        }))
+        .unwrap();
+    let (b, _events) = HostBinding::new(registry, "mcp_sy_", BindingLimits::default());
+    let model_args: Value = serde_json::from_str(r#"{"angle": 90.0, "scale": 1.0}"#).unwrap();
+    let delivery = b
+        .offer(
+            "s",
+            vec![OfferedCall {
+                model_call_id: "c1".into(),
+                tool: "record".into(),
+                arguments: model_args,
+            }],
+        )
+        .unwrap();
+    let id = delivery.identities()[0].clone();
+    delivery.confirm();
+    // What a JavaScript guest sends back: `JSON.stringify(90.0)` is `90`.
+    let mut args: Map<String, Value> =
+        serde_json::from_str(r#"{"angle": 90, "scale": 1}"#).unwrap();
+    args.insert(IDENTITY_ARG.into(), json!(id));
+    assert!(matches!(
+        b.callback("record", args).await,
+        CallbackOutcome::Ran(Ok(_))
+    ));
+    assert_eq!(log.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_rejected_call_is_never_admitted() {
+    let (b, log, _events) = binding(Duration::ZERO);
+    let delivery = b.offer("s", vec![offered("c1", "a")]).unwrap();
+    let id = delivery.identities()[0].clone();
+    delivery.confirm();
+    assert!(b.reject("c1"));
+    assert!(!b.reject("c1"), "rejected once");
+    assert!(!b.reject("no-such-call"));
+    // The guest's shell, with the token and the identity read from the guest's files.
+    assert!(matches!(
+        b.callback("record", with_identity("a", &id)).await,
+        CallbackOutcome::Refused(Refusal::Rejected { .. })
+    ));
+    assert!(log.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_call_the_guest_skips_is_abandoned_and_holds_nothing_back() {
+    let (b, log, mut events) = binding(Duration::ZERO);
+    let delivery = b
+        .offer(
+            "s",
+            vec![
+                offered("c1", "skipped"),
+                offered("c2", "second"),
+                offered("c3", "third"),
+            ],
+        )
+        .unwrap();
+    let ids = delivery.identities().to_vec();
+    delivery.confirm();
+    // The guest never sends c1; c2 waits the batch wait (400 ms here), then goes ahead.
+    assert!(matches!(
+        b.callback("record", with_identity("second", &ids[1])).await,
+        CallbackOutcome::Ran(Ok(_))
+    ));
+    // c3 does not wait again: c1 is abandoned, c2 returned.
+    let third = tokio::time::timeout(
+        Duration::from_millis(300),
+        b.callback("record", with_identity("third", &ids[2])),
+    )
+    .await
+    .expect("the third call does not wait for the abandoned one");
+    assert!(matches!(third, CallbackOutcome::Ran(Ok(_))));
+    // A late callback of the abandoned call would break the model's order: refused.
+    assert!(matches!(
+        b.callback("record", with_identity("skipped", &ids[0])).await,
+        CallbackOutcome::Refused(Refusal::Abandoned { .. })
+    ));
+    assert_eq!(
+        log.lock().unwrap().clone(),
+        [json!({"nonce": "second"}), json!({"nonce": "third"})]
+    );
+    let mut abandoned = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        if let Event::Warning(w) = e
+            && w.message.contains("abandoned")
+        {
+            abandoned.push(w.message);
+        }
+    }
+    assert_eq!(abandoned.len(), 1, "{abandoned:?}");
+    assert!(abandoned[0].contains("c1"), "{abandoned:?}");
 }
 
 #[tokio::test]

@@ -39,6 +39,22 @@ pub enum CallState {
     Completed,
     /// Its response never fully reached the guest.
     Revoked,
+    /// The host's permission policy rejected it: the guest was told not to run it, so no
+    /// callback of it may run either.
+    Rejected,
+    /// The guest did not call it back while a later call of its batch waited for it: the later
+    /// calls went ahead, and it can no longer run (it would break the model's order).
+    Abandoned,
+}
+
+impl CallState {
+    /// The call will never run (again): later calls of its batch need not wait for it.
+    pub fn is_settled(self) -> bool {
+        matches!(
+            self,
+            CallState::Completed | CallState::Revoked | CallState::Rejected | CallState::Abandoned
+        )
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -103,6 +119,16 @@ pub enum Refusal {
     #[error("the call {model_call_id} of {tool} was already claimed")]
     AlreadyClaimed { tool: String, model_call_id: String },
     #[error(
+        "the call {model_call_id} of {tool} was rejected by the host's permission policy; it \
+         cannot run"
+    )]
+    Rejected { tool: String, model_call_id: String },
+    #[error(
+        "the call {model_call_id} of {tool} was abandoned: the guest did not send it while a \
+         later call of its batch waited, and the later calls went ahead"
+    )]
+    Abandoned { tool: String, model_call_id: String },
+    #[error(
         "the identity names the call {model_call_id}, which is not a call of {tool} with these \
          arguments"
     )]
@@ -119,6 +145,8 @@ impl Refusal {
             Refusal::NotYetDelivered { .. } => "not_yet_delivered",
             Refusal::Revoked { .. } => "revoked",
             Refusal::AlreadyClaimed { .. } => "already_claimed",
+            Refusal::Rejected { .. } => "rejected",
+            Refusal::Abandoned { .. } => "abandoned",
             Refusal::WrongIdentity { .. } => "wrong_identity",
         }
     }
@@ -129,6 +157,8 @@ impl Refusal {
             Refusal::NotYetDelivered { model_call_id, .. }
             | Refusal::Revoked { model_call_id, .. }
             | Refusal::AlreadyClaimed { model_call_id, .. }
+            | Refusal::Rejected { model_call_id, .. }
+            | Refusal::Abandoned { model_call_id, .. }
             | Refusal::WrongIdentity { model_call_id, .. } => Some(model_call_id),
             Refusal::Closed | Refusal::MissingIdentity { .. } | Refusal::NotDelivered { .. } => {
                 None
@@ -241,7 +271,7 @@ impl Ledger {
         };
         let entry = &mut self.entries[index];
         let model_call_id = entry.call.model_call_id.clone();
-        if entry.call.tool != tool || entry.call.arguments != *arguments {
+        if entry.call.tool != tool || !crate::values::same_value(&entry.call.arguments, arguments) {
             return Err(Refusal::WrongIdentity {
                 tool: tool.to_owned(),
                 model_call_id,
@@ -258,6 +288,14 @@ impl Ledger {
                 model_call_id,
             }),
             CallState::Claimed | CallState::Completed => Err(Refusal::AlreadyClaimed {
+                tool,
+                model_call_id,
+            }),
+            CallState::Rejected => Err(Refusal::Rejected {
+                tool,
+                model_call_id,
+            }),
+            CallState::Abandoned => Err(Refusal::Abandoned {
                 tool,
                 model_call_id,
             }),
@@ -285,6 +323,33 @@ impl Ledger {
         }
     }
 
+    /// The permission policy rejected the delivered call `model_call_id`: it can never be
+    /// claimed. Returns whether a claimable call was rejected (a call already claimed, or one
+    /// that is not a host-tool call, is left as it is).
+    pub fn reject(&mut self, model_call_id: &str) -> bool {
+        self.settle_one(model_call_id, CallState::Rejected)
+    }
+
+    /// The delivered call `model_call_id` was not called back in time: it can never be
+    /// claimed. Returns whether it was still waiting to be claimed.
+    pub fn abandon(&mut self, model_call_id: &str) -> bool {
+        self.settle_one(model_call_id, CallState::Abandoned)
+    }
+
+    fn settle_one(&mut self, model_call_id: &str, to: CallState) -> bool {
+        match self
+            .entries
+            .iter_mut()
+            .find(|e| e.call.model_call_id == model_call_id)
+        {
+            Some(entry) if matches!(entry.state, CallState::Offered | CallState::Delivered) => {
+                entry.state = to;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Claimed calls whose host tool has not returned yet (model call ids).
     pub fn running(&self) -> Vec<String> {
         self.entries
@@ -302,13 +367,20 @@ impl Ledger {
             .map(|e| e.state)
     }
 
-    /// The states of the calls of `batch` before `position`, in order.
-    pub fn earlier_in_batch(&self, batch: u64, position: usize) -> Vec<CallState> {
+    /// The calls of `batch` before `position` (model call ids and states), in order.
+    pub fn earlier_in_batch(&self, batch: u64, position: usize) -> Vec<(String, CallState)> {
         self.entries
             .iter()
             .filter(|e| e.batch == batch && e.position < position)
-            .map(|e| e.state)
+            .map(|e| (e.call.model_call_id.clone(), e.state))
             .collect()
+    }
+
+    /// The call a callback's identity names, if it names one, with its state; whatever the
+    /// callback's tool and arguments (see [`Ledger::claim`] for what admits it).
+    pub fn named(&self, identity: &str) -> Option<(&OfferedCall, CallState)> {
+        let &index = self.by_identity.get(identity)?;
+        self.entries.get(index).map(|e| (&e.call, e.state))
     }
 }
 

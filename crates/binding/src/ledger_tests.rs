@@ -116,7 +116,7 @@ fn identical_calls_are_two_claims_each_by_its_identity() {
     assert_eq!((second.model_call_id.as_str(), second.position), ("c2", 1));
     assert_eq!(
         ledger.earlier_in_batch(first.batch, 1),
-        vec![CallState::Claimed]
+        vec![("c1".to_owned(), CallState::Claimed)]
     );
 }
 
@@ -219,4 +219,60 @@ fn a_refusal_names_itself_as_its_serialized_reason() {
             refusal.model_call_id()
         );
     }
+}
+
+#[test]
+fn a_rejected_or_abandoned_call_is_settled_and_never_claimed() {
+    let mut ledger = Ledger::new();
+    let ticket = ledger
+        .offer(
+            "s",
+            vec![
+                call("c1", "record", nonce("a")),
+                call("c2", "record", nonce("b")),
+                call("c3", "record", nonce("c")),
+            ],
+        )
+        .unwrap();
+    ledger.confirm(ticket);
+    assert!(ledger.reject("c1"));
+    assert!(ledger.abandon("c2"));
+    ledger.claim("record", &nonce("c"), Some(&ident("c3"))).unwrap();
+    // Only a call still waiting to be claimed can be rejected or abandoned.
+    assert!(!ledger.reject("c3"));
+    assert!(!ledger.abandon("c1"));
+    assert_eq!(
+        ledger.claim("record", &nonce("a"), Some(&ident("c1"))),
+        Err(Refusal::Rejected {
+            tool: "record".into(),
+            model_call_id: "c1".into()
+        })
+    );
+    assert_eq!(
+        ledger
+            .claim("record", &nonce("b"), Some(&ident("c2")))
+            .map_err(|r| r.reason()),
+        Err("abandoned")
+    );
+    let settled: Vec<bool> = ledger
+        .earlier_in_batch(0, 2)
+        .into_iter()
+        .map(|(_, state)| state.is_settled())
+        .collect();
+    assert_eq!(settled, [true, true]);
+}
+
+#[test]
+fn arguments_match_as_values() {
+    let mut ledger = Ledger::new();
+    let model: Value = serde_json::from_str(r#"{"x": 1.0, "big": 12345678901234567890}"#).unwrap();
+    let ticket = ledger.offer("s", vec![call("c1", "record", model)]).unwrap();
+    ledger.confirm(ticket);
+    let rounded: Value = serde_json::from_str(r#"{"x": 1, "big": 12345678901234567000}"#).unwrap();
+    assert!(matches!(
+        ledger.claim("record", &rounded, Some(&ident("c1"))),
+        Err(Refusal::WrongIdentity { .. })
+    ));
+    let reencoded: Value = serde_json::from_str(r#"{"big": 12345678901234567890, "x": 1}"#).unwrap();
+    assert!(ledger.claim("record", &reencoded, Some(&ident("c1"))).is_ok());
 }

@@ -25,9 +25,10 @@ pub mod mcp;
 pub mod permissions;
 pub mod tool;
 pub mod tools_file;
+pub mod values;
 
 pub use binding::{
-    BindingLimits, CallbackOutcome, Delivery, DrainReport, HostBinding, IDENTITY_ARG,
+    BindingLimits, CallbackOutcome, DEFAULT_BATCH_WAIT, Delivery, DrainReport, HostBinding, IDENTITY_ARG,
     schema_with_identity,
 };
 pub use delivered::{DeliveredCall, PermissionRefusal};

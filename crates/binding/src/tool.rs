@@ -68,6 +68,12 @@ pub enum RegistryError {
     BadSchema { tool: String, reason: String },
     #[error("the input schema of {0} must describe an object (\"type\": \"object\")")]
     NotAnObject(String),
+    #[error(
+        "the input schema of {0} declares `{arg}`, which Switchyard reserves for the identity \
+         of each delivered call; rename that argument",
+        arg = crate::binding::IDENTITY_ARG
+    )]
+    ReservedArgument(String),
 }
 
 struct Registered {
@@ -114,6 +120,18 @@ impl ToolRegistry {
         let schema = tool.input_schema();
         if schema.get("type").and_then(Value::as_str) != Some("object") {
             return Err(RegistryError::NotAnObject(name));
+        }
+        let reserved = crate::binding::IDENTITY_ARG;
+        let declared = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| p.contains_key(reserved))
+            || schema
+                .get("required")
+                .and_then(Value::as_array)
+                .is_some_and(|r| r.iter().any(|n| n.as_str() == Some(reserved)));
+        if declared {
+            return Err(RegistryError::ReservedArgument(name));
         }
         let validator =
             jsonschema::validator_for(schema).map_err(|e| RegistryError::BadSchema {

@@ -157,7 +157,7 @@ async fn the_guest_sees_the_tools_with_the_optional_identity() {
 }
 
 #[tokio::test]
-async fn a_forged_callback_is_refused_and_a_delivered_one_runs_once() {
+async fn a_forged_callback_is_refused_and_a_delivered_one_runs_once_and_a_repeat_is_answered() {
     let mut s = server().await;
     s.initialized().await;
     // The right token, but no delivered call (e.g. the guest's own shell tool).
@@ -187,31 +187,38 @@ async fn a_forged_callback_is_refused_and_a_delivered_one_runs_once() {
         .await;
     assert_eq!(ok["result"]["content"][0]["text"], "recorded", "{ok}");
     assert_ne!(ok["result"]["isError"], true);
+    // A guest retrying the same call gets the same answer; the tool does not run again.
     let repeated = s
-        .call(4, json!({"nonce": "n", IDENTITY_ARG: identity}))
+        .call(4, json!({"nonce": "n", IDENTITY_ARG: identity.clone()}))
+        .await;
+    assert_eq!(repeated["result"], ok["result"], "{repeated}");
+    // The same identity with other arguments is no repeat.
+    let other = s
+        .call(5, json!({"nonce": "other", IDENTITY_ARG: identity}))
         .await;
     assert!(
-        repeated["error"]["message"]
+        other["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("already claimed"),
-        "{repeated}"
+            .contains("not a call of record with these"),
+        "{other}"
     );
     assert_eq!(*s.log.lock().unwrap(), [json!({"nonce": "n"})]);
-    // Every decision is an event: refused, admitted (+ its result), refused.
+    // Every decision is an event: refused, admitted (+ its result), repeated, refused.
     let mut decisions = Vec::new();
     while let Ok(event) = s.events.try_recv() {
         if let switchyard_events::Event::HostCall(call) = event {
             decisions.push((call.decision, call.reason));
         }
     }
-    use switchyard_events::event::HostDecision::{Admitted, Refused};
+    use switchyard_events::event::HostDecision::{Admitted, Refused, Repeated};
     assert_eq!(
         decisions,
         [
             (Refused, Some("missing_identity".into())),
             (Admitted, None),
-            (Refused, Some("already_claimed".into()))
+            (Repeated, Some("repeated".into())),
+            (Refused, Some("wrong_identity".into()))
         ]
     );
 }

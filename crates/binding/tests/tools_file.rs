@@ -213,6 +213,12 @@ fn bad_tools_files_get_clear_errors() {
             ),
             "letters, digits",
         ),
+        (
+            format!(
+                "{head}input_schema = {{ type = \"object\", properties = {{ _switchyard_call = {{ type = \"string\" }} }} }}\ncommand = [\"a\"]\n"
+            ),
+            "reserves for the identity",
+        ),
         ("[[tool]\n".to_owned(), "invalid tools file"),
     ] {
         let message = load(&text);

@@ -216,6 +216,9 @@ pub struct ToolError {
 pub enum HostDecision {
     Admitted,
     Refused,
+    /// A repeated callback of a call that already ran (the guest retried after losing the
+    /// answer): answered with the result the tool returned, without running it again.
+    Repeated,
 }
 
 /// Derived: the binding's decision on one MCP `tools/call` of a host tool.

@@ -225,6 +225,11 @@ pub struct RunArgs {
     /// run's structured result (and required for success).
     #[arg(long)]
     pub finish_schema: Option<PathBuf>,
+    /// How long a host-tool callback waits for the guest to send the calls before it in its
+    /// model batch, in milliseconds; a call not sent by then is abandoned (recorded, never
+    /// run) and the later calls go ahead (default 10000).
+    #[arg(long)]
+    pub host_batch_wait_ms: Option<u64>,
 }
 
 /// `--protocol` values.
@@ -275,6 +280,8 @@ pub struct ResolvedRun {
     pub keep_run_dir: bool,
     /// The host tools of `--tools` and `--finish-schema`, loaded and checked once.
     pub host_tools: Option<HostTools>,
+    /// How the binding waits for the calls of a batch.
+    pub binding_limits: BindingLimits,
 }
 
 /// The host tools of a run: the registry, and where a finish result lands when the run has a
@@ -373,7 +380,8 @@ impl RunArgs {
             keep_run_dir,
             guest_base_url,
             tools,
-            finish_schema
+            finish_schema,
+            host_batch_wait_ms
         ))
     }
 
@@ -486,6 +494,12 @@ impl RunArgs {
             approval_mode: a.approval_mode.map(Into::into).unwrap_or_default(),
             keep_run_dir: a.keep_run_dir.unwrap_or(false),
             host_tools,
+            binding_limits: BindingLimits {
+                batch_wait: a
+                    .host_batch_wait_ms
+                    .map_or(switchyard_binding::DEFAULT_BATCH_WAIT, Duration::from_millis),
+                ..BindingLimits::default()
+            },
         })
     }
 }
@@ -738,7 +752,7 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
                 Agent::GeminiCli => switchyard_backend::gemini::settings::HOST_TOOL_PREFIX,
                 Agent::Opencode => OPENCODE_HOST_TOOL_PREFIX,
             };
-            let (binding, events) = HostBinding::new(registry, prefix, BindingLimits::default());
+            let (binding, events) = HostBinding::new(registry, prefix, resolved.binding_limits);
             let token = random_token();
             recorder.add_secret(token.clone());
             let server = match serve {
@@ -1150,6 +1164,10 @@ impl AcpHost for PolicyHost {
             .map_err(|refusal| refusal.to_string())?;
         let host_tool = binding.host_tool(&call.tool).is_some();
         let ruling = self.policy.decide(&call.tool, &call.arguments, host_tool);
+        if ruling.decision != switchyard_binding::Decision::Allow {
+            // The guest is told not to run it; no callback of it may run either.
+            binding.reject(&call.model_call_id);
+        }
         Ok(PermissionRuling {
             model_call_id: call.model_call_id,
             tool: call.tool,

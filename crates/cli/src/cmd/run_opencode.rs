@@ -152,6 +152,10 @@ impl OpenCodeHost for OpenCodePolicy {
         let ruling = self
             .policy
             .decide_as(&tool, &category, &call.arguments, host_tool);
+        if ruling.decision != Decision::Allow {
+            // The guest is told not to run it; no callback of it may run either.
+            binding.reject(&call.model_call_id);
+        }
         Ok(PermissionRuling {
             model_call_id: call.model_call_id,
             tool,
