@@ -316,9 +316,27 @@ pub enum SpawnError {
 #[derive(Debug, Clone)]
 pub struct StopHandle {
     request: Arc<watch::Sender<Option<StopReason>>>,
+    activity: Arc<supervisor::Activity>,
 }
 
 impl StopHandle {
+    /// Pauses the inactivity watchdog: the guest owes nothing while the host owes it the next
+    /// prompt.
+    pub fn pause_inactivity(&self) {
+        self.activity.pause();
+    }
+
+    /// Resumes the inactivity watchdog, its clock starting now (a prompt was just sent).
+    pub fn resume_inactivity(&self) {
+        self.activity.resume();
+    }
+
+    /// Counts as activity now (protocol activity a controller saw besides stdout, e.g. a
+    /// server's events).
+    pub fn touch(&self) {
+        self.activity.touch();
+    }
+
     /// Requests a stop. The first reason wins; later calls do nothing.
     pub fn stop(&self, reason: StopReason) {
         self.request.send_if_modified(|current| {

@@ -144,3 +144,51 @@ async fn spawning_from_a_short_lived_thread_does_not_kill_the_guest() {
         Termination::Exited { code: 0 }
     );
 }
+
+#[tokio::test]
+async fn a_descendant_that_left_the_group_is_ended_and_cannot_hold_the_run() {
+    // `setsid` puts the sleep in a session (and group) of its own, holding stdout open: the
+    // group kill misses it, the mark finds it, and the run ends at once instead of waiting for
+    // the pipe. The control: the same setsid sleep started outside the guest (no mark) stays.
+    let control = Command::new("setsid")
+        .args(["-f", "sh", "-c", "echo $$ > \"$0\"; exec sleep 1000"])
+        .arg(std::env::temp_dir().join(format!("sy-control-{}.pid", std::process::id())))
+        .spawn()
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(control.success());
+    let control_file = std::env::temp_dir().join(format!("sy-control-{}.pid", std::process::id()));
+    assert!(wait_until(BOUND, || std::fs::read_to_string(&control_file)
+        .is_ok_and(|t| t.ends_with('\n'))));
+    let control_pid: i32 = std::fs::read_to_string(&control_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+
+    let started = std::time::Instant::now();
+    let mut process =
+        ManagedProcess::spawn(sh("setsid -f sh -c 'echo $$; exec sleep 1000'; sleep 0.2")).unwrap();
+    let escaped: i32 = first_stdout_line(&mut process).await.parse().unwrap();
+    assert!(
+        !is_dead(escaped),
+        "the escaped sleep runs while the guest does"
+    );
+    let outcome = process.wait().await;
+    assert_eq!(outcome.termination, Termination::Exited { code: 0 });
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the run waited for the escaped pipe holder"
+    );
+    assert!(
+        wait_until(BOUND, || is_dead(escaped)),
+        "{escaped} outlived the run"
+    );
+    assert!(!is_dead(control_pid), "an unmarked process is left alone");
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(control_pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let _ = std::fs::remove_file(control_file);
+}

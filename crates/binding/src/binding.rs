@@ -25,6 +25,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::delivered::{DeliveredCall, DeliveredCalls, PermissionRefusal};
 use crate::ledger::{Admission, BatchTicket, CallState, Ledger, OfferError, OfferedCall, Refusal};
+
 use crate::tool::{ToolError, ToolOutput, ToolRegistry};
 
 /// The private argument that carries a delivered call's identity from the gateway, through the
@@ -229,23 +230,23 @@ impl HostBinding {
         self.delivered().decide(tool_call_id)
     }
 
-    /// The permission policy rejected the delivered call `model_call_id`: when it is a host-tool
+    /// The permission policy rejected the delivered call `call_id`: when it is a host-tool
     /// call, no callback of it will ever run (the guest was told not to run it; a callback
     /// anyway, e.g. from the guest's shell with the identity read from its home, is refused).
     /// Returns whether a host-tool call was rejected.
-    pub fn reject(&self, model_call_id: &str) -> bool {
-        let rejected = self.ledger().reject(model_call_id);
+    pub fn reject(&self, call_id: &str) -> bool {
+        let rejected = self.ledger().reject(call_id);
         if rejected {
             self.bump();
         }
         rejected
     }
 
-    /// The delivered call `model_call_id` and the number of the response that carried it, if
+    /// The delivered call `call_id` and the number of the response that carried it, if
     /// it was delivered.
-    pub fn delivered_call(&self, model_call_id: &str) -> Option<(DeliveredCall, u64)> {
+    pub fn delivered_call(&self, call_id: &str) -> Option<(DeliveredCall, u64)> {
         self.delivered()
-            .get(model_call_id)
+            .get(call_id)
             .map(|(call, batch)| (call.clone(), batch))
     }
 
@@ -298,10 +299,10 @@ impl HostBinding {
         let admitted = self.admit(tool, &arguments, identity.as_deref()).await;
         let admission = match admitted {
             Ok(admission) => admission,
-            Err(Refusal::AlreadyClaimed { model_call_id, .. })
-                if identity.is_some() && self.is_same_call(identity.as_deref(), tool, &arguments) =>
+            Err(Refusal::AlreadyClaimed { .. })
+                if let Some(call) = self.same_call(identity.as_deref(), tool, &arguments) =>
             {
-                return self.repeat(tool, &model_call_id, arguments).await;
+                return self.repeat(tool, &call, arguments).await;
             }
             Err(refusal) => {
                 // A guest that keeps forging callbacks cannot grow the run's record without
@@ -315,7 +316,11 @@ impl HostBinding {
                 } else {
                     Value::Null
                 };
-                self.emit(refused_event(tool, &refusal, arguments)).await;
+                let model_call_id = refusal
+                    .call_id()
+                    .and_then(|id| self.ledger().model_call_id(id));
+                self.emit(refused_event(tool, &refusal, model_call_id, arguments))
+                    .await;
                 return CallbackOutcome::Refused(refusal);
             }
         };
@@ -323,6 +328,7 @@ impl HostBinding {
             tool: tool.to_owned(),
             decision: HostDecision::Admitted,
             model_call_id: Some(admission.model_call_id.clone()),
+            call_id: Some(admission.call_id.clone()),
             batch: Some(admission.batch),
             position: Some(admission.position),
             arguments: arguments.clone(),
@@ -335,13 +341,13 @@ impl HostBinding {
         // cancel a host operation halfway, and its end is still recorded.
         let this = self.clone();
         let name = tool.to_owned();
-        let id = admission.model_call_id.clone();
+        let ids = (admission.call_id.clone(), admission.model_call_id.clone());
         let task = tokio::spawn(async move {
             let result = this.shared.registry.call(&name, arguments).await;
-            this.keep_result(&id, &result);
-            this.ledger().complete(&id);
+            this.keep_result(&ids.0, &result);
+            this.ledger().complete(&ids.0);
             this.bump();
-            this.emit(Event::HostResult(host_result(&name, &id, &result)))
+            this.emit(Event::HostResult(host_result(&name, &ids, &result)))
                 .await;
             result
         });
@@ -350,16 +356,13 @@ impl HostBinding {
             Err(e) => {
                 // The tool panicked: its call stays claimed (never run twice) and is completed,
                 // and its end is recorded like any other.
-                self.ledger().complete(&admission.model_call_id);
+                self.ledger().complete(&admission.call_id);
                 self.bump();
                 let result = Err(ToolError::Failed(format!("the host tool failed: {e}")));
-                self.keep_result(&admission.model_call_id, &result);
-                self.emit(Event::HostResult(host_result(
-                    tool,
-                    &admission.model_call_id,
-                    &result,
-                )))
-                .await;
+                self.keep_result(&admission.call_id, &result);
+                let ids = (admission.call_id.clone(), admission.model_call_id.clone());
+                self.emit(Event::HostResult(host_result(tool, &ids, &result)))
+                    .await;
                 CallbackOutcome::Ran(result)
             }
         }
@@ -409,9 +412,7 @@ impl HostBinding {
             if past_deadline {
                 let unsent: Vec<String> = earlier
                     .into_iter()
-                    .filter(|(_, state)| {
-                        matches!(state, CallState::Offered | CallState::Delivered)
-                    })
+                    .filter(|(_, state)| matches!(state, CallState::Offered | CallState::Delivered))
                     .map(|(id, _)| id)
                     .collect();
                 for id in unsent {
@@ -422,7 +423,7 @@ impl HostBinding {
                                 "host call {id} abandoned: the guest did not send it within \
                                  {:?} while the later call {} of its batch waited; it will \
                                  not run",
-                                self.shared.limits.batch_wait, admission.model_call_id
+                                self.shared.limits.batch_wait, admission.call_id
                             ),
                             derived: true,
                         }))
@@ -444,29 +445,37 @@ impl HostBinding {
         }
     }
 
-    /// Whether `identity` names a call of `tool` with these arguments (a repeated callback).
-    fn is_same_call(&self, identity: Option<&str>, tool: &str, arguments: &Value) -> bool {
+    /// The call `identity` names, when it is a call of `tool` with these arguments (a repeated
+    /// callback).
+    fn same_call(
+        &self,
+        identity: Option<&str>,
+        tool: &str,
+        arguments: &Value,
+    ) -> Option<OfferedCall> {
         let ledger = self.ledger();
         identity
             .and_then(|identity| ledger.named(identity))
-            .is_some_and(|(call, _)| {
+            .filter(|(call, _)| {
                 call.tool == tool && crate::values::same_value(&call.arguments, arguments)
             })
+            .map(|(call, _)| call.clone())
     }
 
-    fn keep_result(&self, model_call_id: &str, result: &Result<ToolOutput, ToolError>) {
+    fn keep_result(&self, call_id: &str, result: &Result<ToolOutput, ToolError>) {
         self.shared
             .results
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .keep(model_call_id, result.clone());
+            .keep(call_id, result.clone());
     }
 
-    /// A repeated callback of the claimed call `model_call_id` (a guest retrying after it lost
-    /// the answer): once the call has returned, its result, without running the tool again.
-    async fn repeat(&self, tool: &str, model_call_id: &str, arguments: Value) -> CallbackOutcome {
+    /// A repeated callback of the claimed `call` (a guest retrying after it lost the answer):
+    /// once the call has returned, its result, without running the tool again.
+    async fn repeat(&self, tool: &str, call: &OfferedCall, arguments: Value) -> CallbackOutcome {
+        let call_id = call.call_id.as_str();
         let mut changed = self.shared.changed.subscribe();
-        while self.ledger().state(model_call_id) == Some(CallState::Claimed) {
+        while self.ledger().state(call_id) == Some(CallState::Claimed) {
             if changed.changed().await.is_err() {
                 break;
             }
@@ -476,19 +485,22 @@ impl HostBinding {
             .results
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(model_call_id);
+            .get(call_id);
         let Some(result) = kept else {
             let refusal = Refusal::AlreadyClaimed {
                 tool: tool.to_owned(),
-                model_call_id: model_call_id.to_owned(),
+                call_id: call_id.to_owned(),
             };
-            self.emit(refused_event(tool, &refusal, arguments)).await;
+            let model_call_id = Some(call.model_call_id.clone());
+            self.emit(refused_event(tool, &refusal, model_call_id, arguments))
+                .await;
             return CallbackOutcome::Refused(refusal);
         };
         self.emit(Event::HostCall(HostCall {
             tool: tool.to_owned(),
             decision: HostDecision::Repeated,
-            model_call_id: Some(model_call_id.to_owned()),
+            model_call_id: Some(call.model_call_id.clone()),
+            call_id: Some(call_id.to_owned()),
             batch: None,
             position: None,
             arguments,
@@ -504,12 +516,19 @@ impl HostBinding {
     }
 }
 
-/// The event of a refused callback.
-fn refused_event(tool: &str, refusal: &Refusal, arguments: Value) -> Event {
+/// The event of a refused callback (`model_call_id`: the model's id of the call its identity
+/// named, if it named one).
+fn refused_event(
+    tool: &str,
+    refusal: &Refusal,
+    model_call_id: Option<String>,
+    arguments: Value,
+) -> Event {
     Event::HostCall(HostCall {
         tool: tool.to_owned(),
         decision: HostDecision::Refused,
-        model_call_id: refusal.model_call_id().map(str::to_owned),
+        model_call_id,
+        call_id: refusal.call_id().map(str::to_owned),
         batch: None,
         position: None,
         arguments,
@@ -526,13 +545,9 @@ struct KeptResults {
 }
 
 impl KeptResults {
-    fn keep(&mut self, model_call_id: &str, result: Result<ToolOutput, ToolError>) {
-        if self
-            .results
-            .insert(model_call_id.to_owned(), result)
-            .is_none()
-        {
-            self.order.push_back(model_call_id.to_owned());
+    fn keep(&mut self, call_id: &str, result: Result<ToolOutput, ToolError>) {
+        if self.results.insert(call_id.to_owned(), result).is_none() {
+            self.order.push_back(call_id.to_owned());
         }
         while self.order.len() > KEPT_RESULTS {
             if let Some(oldest) = self.order.pop_front() {
@@ -541,12 +556,17 @@ impl KeptResults {
         }
     }
 
-    fn get(&self, model_call_id: &str) -> Option<Result<ToolOutput, ToolError>> {
-        self.results.get(model_call_id).cloned()
+    fn get(&self, call_id: &str) -> Option<Result<ToolOutput, ToolError>> {
+        self.results.get(call_id).cloned()
     }
 }
 
-fn host_result(tool: &str, id: &str, result: &Result<ToolOutput, ToolError>) -> HostResult {
+/// The result event of a call; `ids`: its delivered and model ids.
+fn host_result(
+    tool: &str,
+    ids: &(String, String),
+    result: &Result<ToolOutput, ToolError>,
+) -> HostResult {
     let (status, text, images) = match result {
         Ok(output) => (
             ToolStatus::Success,
@@ -564,7 +584,8 @@ fn host_result(tool: &str, id: &str, result: &Result<ToolOutput, ToolError>) -> 
     };
     HostResult {
         tool: tool.to_owned(),
-        model_call_id: id.to_owned(),
+        model_call_id: ids.1.clone(),
+        call_id: Some(ids.0.clone()),
         status,
         text,
         images,

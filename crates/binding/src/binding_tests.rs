@@ -59,6 +59,7 @@ fn binding(delay: Duration) -> (HostBinding, Arc<Mutex<Vec<Value>>>, mpsc::Recei
 
 fn offered(id: &str, nonce: &str) -> OfferedCall {
     OfferedCall {
+        call_id: id.into(),
         model_call_id: id.into(),
         tool: "record".into(),
         arguments: json!({"nonce": nonce}),
@@ -74,7 +75,7 @@ fn with_identity(nonce: &str, identity: &str) -> Map<String, Value> {
 
 fn admitted_id(event: &Event) -> Option<&str> {
     match event {
-        Event::HostCall(c) if c.decision == HostDecision::Admitted => c.model_call_id.as_deref(),
+        Event::HostCall(c) if c.decision == HostDecision::Admitted => c.call_id.as_deref(),
         _ => None,
     }
 }
@@ -137,7 +138,8 @@ async fn a_repeat_with_other_arguments_is_still_refused() {
     assert_eq!(log.lock().unwrap().len(), 1);
     let mut repeated = 0;
     while let Ok(e) = events.try_recv() {
-        repeated += usize::from(matches!(e, Event::HostCall(c) if c.decision == HostDecision::Repeated));
+        repeated +=
+            usize::from(matches!(e, Event::HostCall(c) if c.decision == HostDecision::Repeated));
     }
     assert_eq!(repeated, 0);
 }
@@ -160,6 +162,7 @@ async fn numbers_are_matched_by_value_as_a_guest_reencodes_them() {
         .offer(
             "s",
             vec![OfferedCall {
+                call_id: "c1".into(),
                 model_call_id: "c1".into(),
                 tool: "record".into(),
                 arguments: model_args,
@@ -226,7 +229,8 @@ async fn a_call_the_guest_skips_is_abandoned_and_holds_nothing_back() {
     assert!(matches!(third, CallbackOutcome::Ran(Ok(_))));
     // A late callback of the abandoned call would break the model's order: refused.
     assert!(matches!(
-        b.callback("record", with_identity("skipped", &ids[0])).await,
+        b.callback("record", with_identity("skipped", &ids[0]))
+            .await,
         CallbackOutcome::Refused(Refusal::Abandoned { .. })
     ));
     assert_eq!(
@@ -309,6 +313,7 @@ async fn a_callback_during_the_send_waits_for_it_and_a_dropped_delivery_revokes(
 async fn invalid_arguments_are_a_tool_error_and_the_tool_never_runs() {
     let (b, log, _events) = binding(Duration::ZERO);
     let bad = OfferedCall {
+        call_id: "c1".into(),
         model_call_id: "c1".into(),
         tool: "record".into(),
         arguments: json!({"nonce": 7}),
@@ -377,16 +382,19 @@ async fn finish_keeps_the_first_valid_result_and_refuses_a_second() {
     let (b, _events) = HostBinding::new(registry, "mcp_sy_", BindingLimits::default());
     let calls = vec![
         OfferedCall {
+            call_id: "f0".into(),
             model_call_id: "f0".into(),
             tool: "finish".into(),
             arguments: json!({"shade": "red"}),
         },
         OfferedCall {
+            call_id: "f1".into(),
             model_call_id: "f1".into(),
             tool: "finish".into(),
             arguments: json!({"colour": "red"}),
         },
         OfferedCall {
+            call_id: "f2".into(),
             model_call_id: "f2".into(),
             tool: "finish".into(),
             arguments: json!({"colour": "blue"}),
@@ -451,6 +459,7 @@ async fn a_panicking_tool_is_a_tool_error_with_its_result_recorded() {
         .offer(
             "s",
             vec![OfferedCall {
+                call_id: "c1".into(),
                 model_call_id: "c1".into(),
                 tool: "boom".into(),
                 arguments: json!({}),

@@ -14,6 +14,9 @@ use serde_json::Value;
 /// One delivered call, as the gateway sent it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeliveredCall {
+    /// The id the guest received (the gateway's own, unique in the run).
+    pub call_id: String,
+    /// The model's id of the call (the upstream's; the delivered id when it gave none).
     pub model_call_id: String,
     /// The function name the guest received (e.g. `run_shell_command`, `mcp_switchyard_t`).
     pub tool: String,
@@ -35,12 +38,12 @@ enum State {
 pub enum PermissionRefusal {
     #[error("no call {tool_call_id:?} was delivered to the guest: the model never made it")]
     NotDelivered { tool_call_id: String },
-    #[error("the response carrying the call {model_call_id} has not been fully sent yet")]
-    NotYetDelivered { model_call_id: String },
-    #[error("the response carrying the call {model_call_id} never fully reached the guest")]
-    Revoked { model_call_id: String },
-    #[error("the call {model_call_id} was already decided")]
-    AlreadyDecided { model_call_id: String },
+    #[error("the response carrying the call {call_id} has not been fully sent yet")]
+    NotYetDelivered { call_id: String },
+    #[error("the response carrying the call {call_id} never fully reached the guest")]
+    Revoked { call_id: String },
+    #[error("the call {call_id} was already decided")]
+    AlreadyDecided { call_id: String },
 }
 
 impl PermissionRefusal {
@@ -80,7 +83,7 @@ impl DeliveredCalls {
         }
         for call in calls {
             self.entries
-                .entry(call.model_call_id.clone())
+                .entry(call.call_id.clone())
                 .or_insert((call, batch, State::Offered));
         }
     }
@@ -119,11 +122,11 @@ impl DeliveredCalls {
                 tool_call_id: tool_call_id.to_owned(),
             });
         };
-        let model_call_id = call.model_call_id.clone();
+        let call_id = call.call_id.clone();
         match state {
-            State::Offered => Err(PermissionRefusal::NotYetDelivered { model_call_id }),
-            State::Revoked => Err(PermissionRefusal::Revoked { model_call_id }),
-            State::Decided => Err(PermissionRefusal::AlreadyDecided { model_call_id }),
+            State::Offered => Err(PermissionRefusal::NotYetDelivered { call_id }),
+            State::Revoked => Err(PermissionRefusal::Revoked { call_id }),
+            State::Decided => Err(PermissionRefusal::AlreadyDecided { call_id }),
             State::Delivered => {
                 *state = State::Decided;
                 Ok(call.clone())
@@ -133,9 +136,9 @@ impl DeliveredCalls {
 
     /// The delivered call with this model call id (any state but revoked) and its batch, for
     /// display.
-    pub fn get(&self, model_call_id: &str) -> Option<(&DeliveredCall, u64)> {
+    pub fn get(&self, call_id: &str) -> Option<(&DeliveredCall, u64)> {
         self.entries
-            .get(model_call_id)
+            .get(call_id)
             .filter(|(_, _, state)| *state != State::Revoked)
             .map(|(call, batch, _)| (call, *batch))
     }
@@ -148,7 +151,8 @@ mod tests {
 
     fn call(id: &str, tool: &str) -> DeliveredCall {
         DeliveredCall {
-            model_call_id: id.into(),
+            call_id: id.into(),
+            model_call_id: format!("model-{id}"),
             tool: tool.into(),
             arguments: json!({"command": "ls"}),
         }
@@ -164,7 +168,7 @@ mod tests {
         assert_eq!(
             d.decide("run_shell_command__c1"),
             Err(PermissionRefusal::NotYetDelivered {
-                model_call_id: "c1".into()
+                call_id: "c1".into()
             })
         );
         d.confirm(0);

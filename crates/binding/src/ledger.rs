@@ -18,7 +18,10 @@ use serde_json::Value;
 /// One host-tool call the model made, as the gateway delivers it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OfferedCall {
-    /// The model's call id (the upstream's, or one the gateway made up).
+    /// The id the call is delivered with (the gateway's own, unique in the run).
+    pub call_id: String,
+    /// The model's id of the call (the upstream's; the delivered id when it gave none), for
+    /// the run's events.
     pub model_call_id: String,
     pub tool: String,
     /// The exact arguments the model produced (without the private identity).
@@ -89,6 +92,7 @@ pub enum OfferError {
 /// An admitted callback: the call it claimed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Admission {
+    pub call_id: String,
     pub model_call_id: String,
     pub tool: String,
     pub session: String,
@@ -110,29 +114,27 @@ pub enum Refusal {
          made up"
     )]
     NotDelivered { tool: String },
-    #[error("the response carrying the call {model_call_id} of {tool} has not been fully sent yet")]
-    NotYetDelivered { tool: String, model_call_id: String },
+    #[error("the response carrying the call {call_id} of {tool} has not been fully sent yet")]
+    NotYetDelivered { tool: String, call_id: String },
+    #[error("the response carrying the call {call_id} of {tool} never fully reached the guest")]
+    Revoked { tool: String, call_id: String },
+    #[error("the call {call_id} of {tool} was already claimed")]
+    AlreadyClaimed { tool: String, call_id: String },
     #[error(
-        "the response carrying the call {model_call_id} of {tool} never fully reached the guest"
-    )]
-    Revoked { tool: String, model_call_id: String },
-    #[error("the call {model_call_id} of {tool} was already claimed")]
-    AlreadyClaimed { tool: String, model_call_id: String },
-    #[error(
-        "the call {model_call_id} of {tool} was rejected by the host's permission policy; it \
+        "the call {call_id} of {tool} was rejected by the host's permission policy; it \
          cannot run"
     )]
-    Rejected { tool: String, model_call_id: String },
+    Rejected { tool: String, call_id: String },
     #[error(
-        "the call {model_call_id} of {tool} was abandoned: the guest did not send it while a \
+        "the call {call_id} of {tool} was abandoned: the guest did not send it while a \
          later call of its batch waited, and the later calls went ahead"
     )]
-    Abandoned { tool: String, model_call_id: String },
+    Abandoned { tool: String, call_id: String },
     #[error(
-        "the identity names the call {model_call_id}, which is not a call of {tool} with these \
+        "the identity names the call {call_id}, which is not a call of {tool} with these \
          arguments"
     )]
-    WrongIdentity { tool: String, model_call_id: String },
+    WrongIdentity { tool: String, call_id: String },
 }
 
 impl Refusal {
@@ -152,14 +154,14 @@ impl Refusal {
     }
 
     /// The delivered call the callback's identity named, when it named one.
-    pub fn model_call_id(&self) -> Option<&str> {
+    pub fn call_id(&self) -> Option<&str> {
         match self {
-            Refusal::NotYetDelivered { model_call_id, .. }
-            | Refusal::Revoked { model_call_id, .. }
-            | Refusal::AlreadyClaimed { model_call_id, .. }
-            | Refusal::Rejected { model_call_id, .. }
-            | Refusal::Abandoned { model_call_id, .. }
-            | Refusal::WrongIdentity { model_call_id, .. } => Some(model_call_id),
+            Refusal::NotYetDelivered { call_id, .. }
+            | Refusal::Revoked { call_id, .. }
+            | Refusal::AlreadyClaimed { call_id, .. }
+            | Refusal::Rejected { call_id, .. }
+            | Refusal::Abandoned { call_id, .. }
+            | Refusal::WrongIdentity { call_id, .. } => Some(call_id),
             Refusal::Closed | Refusal::MissingIdentity { .. } | Refusal::NotDelivered { .. } => {
                 None
             }
@@ -195,23 +197,23 @@ impl Ledger {
         }
         let mut seen = HashSet::new();
         for (call, identity) in &calls {
-            if call.model_call_id.is_empty() || call.tool.is_empty() || identity.is_empty() {
+            if call.call_id.is_empty() || call.tool.is_empty() || identity.is_empty() {
                 return Err(OfferError::Empty);
             }
-            if self.used_ids.contains(&call.model_call_id) {
-                return Err(OfferError::ReusedCallId(call.model_call_id.clone()));
+            if self.used_ids.contains(&call.call_id) {
+                return Err(OfferError::ReusedCallId(call.call_id.clone()));
             }
             if self.by_identity.contains_key(identity) {
                 return Err(OfferError::ReusedIdentity(identity.clone()));
             }
-            if !seen.insert(call.model_call_id.as_str()) {
-                return Err(OfferError::DuplicateInBatch(call.model_call_id.clone()));
+            if !seen.insert(call.call_id.as_str()) {
+                return Err(OfferError::DuplicateInBatch(call.call_id.clone()));
             }
         }
         let batch = self.next_batch;
         self.next_batch += 1;
         for (position, (call, identity)) in calls.into_iter().enumerate() {
-            self.used_ids.insert(call.model_call_id.clone());
+            self.used_ids.insert(call.call_id.clone());
             self.by_identity.insert(identity, self.entries.len());
             self.entries.push(Entry {
                 call,
@@ -270,39 +272,27 @@ impl Ledger {
             });
         };
         let entry = &mut self.entries[index];
-        let model_call_id = entry.call.model_call_id.clone();
+        let call_id = entry.call.call_id.clone();
         if entry.call.tool != tool || !crate::values::same_value(&entry.call.arguments, arguments) {
             return Err(Refusal::WrongIdentity {
                 tool: tool.to_owned(),
-                model_call_id,
+                call_id,
             });
         }
         let tool = tool.to_owned();
         match entry.state {
-            CallState::Offered => Err(Refusal::NotYetDelivered {
-                tool,
-                model_call_id,
-            }),
-            CallState::Revoked => Err(Refusal::Revoked {
-                tool,
-                model_call_id,
-            }),
-            CallState::Claimed | CallState::Completed => Err(Refusal::AlreadyClaimed {
-                tool,
-                model_call_id,
-            }),
-            CallState::Rejected => Err(Refusal::Rejected {
-                tool,
-                model_call_id,
-            }),
-            CallState::Abandoned => Err(Refusal::Abandoned {
-                tool,
-                model_call_id,
-            }),
+            CallState::Offered => Err(Refusal::NotYetDelivered { tool, call_id }),
+            CallState::Revoked => Err(Refusal::Revoked { tool, call_id }),
+            CallState::Claimed | CallState::Completed => {
+                Err(Refusal::AlreadyClaimed { tool, call_id })
+            }
+            CallState::Rejected => Err(Refusal::Rejected { tool, call_id }),
+            CallState::Abandoned => Err(Refusal::Abandoned { tool, call_id }),
             CallState::Delivered => {
                 entry.state = CallState::Claimed;
                 Ok(Admission {
-                    model_call_id,
+                    call_id,
+                    model_call_id: entry.call.model_call_id.clone(),
                     tool,
                     session: entry.session.clone(),
                     batch: entry.batch,
@@ -312,36 +302,32 @@ impl Ledger {
         }
     }
 
-    /// The claimed call `model_call_id`'s host tool returned.
-    pub fn complete(&mut self, model_call_id: &str) {
+    /// The claimed call `call_id`'s host tool returned.
+    pub fn complete(&mut self, call_id: &str) {
         if let Some(entry) = self
             .entries
             .iter_mut()
-            .find(|e| e.call.model_call_id == model_call_id && e.state == CallState::Claimed)
+            .find(|e| e.call.call_id == call_id && e.state == CallState::Claimed)
         {
             entry.state = CallState::Completed;
         }
     }
 
-    /// The permission policy rejected the delivered call `model_call_id`: it can never be
+    /// The permission policy rejected the delivered call `call_id`: it can never be
     /// claimed. Returns whether a claimable call was rejected (a call already claimed, or one
     /// that is not a host-tool call, is left as it is).
-    pub fn reject(&mut self, model_call_id: &str) -> bool {
-        self.settle_one(model_call_id, CallState::Rejected)
+    pub fn reject(&mut self, call_id: &str) -> bool {
+        self.settle_one(call_id, CallState::Rejected)
     }
 
-    /// The delivered call `model_call_id` was not called back in time: it can never be
+    /// The delivered call `call_id` was not called back in time: it can never be
     /// claimed. Returns whether it was still waiting to be claimed.
-    pub fn abandon(&mut self, model_call_id: &str) -> bool {
-        self.settle_one(model_call_id, CallState::Abandoned)
+    pub fn abandon(&mut self, call_id: &str) -> bool {
+        self.settle_one(call_id, CallState::Abandoned)
     }
 
-    fn settle_one(&mut self, model_call_id: &str, to: CallState) -> bool {
-        match self
-            .entries
-            .iter_mut()
-            .find(|e| e.call.model_call_id == model_call_id)
-        {
+    fn settle_one(&mut self, call_id: &str, to: CallState) -> bool {
+        match self.entries.iter_mut().find(|e| e.call.call_id == call_id) {
             Some(entry) if matches!(entry.state, CallState::Offered | CallState::Delivered) => {
                 entry.state = to;
                 true
@@ -350,7 +336,7 @@ impl Ledger {
         }
     }
 
-    /// Claimed calls whose host tool has not returned yet (model call ids).
+    /// Claimed calls whose host tool has not returned yet (the model's call ids).
     pub fn running(&self) -> Vec<String> {
         self.entries
             .iter()
@@ -360,10 +346,10 @@ impl Ledger {
     }
 
     /// The state of the call with this model call id, if it was entered.
-    pub fn state(&self, model_call_id: &str) -> Option<CallState> {
+    pub fn state(&self, call_id: &str) -> Option<CallState> {
         self.entries
             .iter()
-            .find(|e| e.call.model_call_id == model_call_id)
+            .find(|e| e.call.call_id == call_id)
             .map(|e| e.state)
     }
 
@@ -372,8 +358,16 @@ impl Ledger {
         self.entries
             .iter()
             .filter(|e| e.batch == batch && e.position < position)
-            .map(|e| (e.call.model_call_id.clone(), e.state))
+            .map(|e| (e.call.call_id.clone(), e.state))
             .collect()
+    }
+
+    /// The model's id of the delivered call `call_id`.
+    pub fn model_call_id(&self, call_id: &str) -> Option<String> {
+        self.entries
+            .iter()
+            .find(|e| e.call.call_id == call_id)
+            .map(|e| e.call.model_call_id.clone())
     }
 
     /// The call a callback's identity names, if it names one, with its state; whatever the

@@ -5,6 +5,7 @@ use super::*;
 fn call(id: &str, tool: &str, arguments: Value) -> (OfferedCall, String) {
     (
         OfferedCall {
+            call_id: id.into(),
             model_call_id: id.into(),
             tool: tool.into(),
             arguments,
@@ -32,17 +33,14 @@ fn only_a_delivered_call_is_claimed_and_only_once() {
         ledger.claim("record", &nonce("a"), Some(&ident("c1"))),
         Err(Refusal::NotYetDelivered {
             tool: "record".into(),
-            model_call_id: "c1".into()
+            call_id: "c1".into()
         })
     );
     ledger.confirm(ticket);
     let admitted = ledger
         .claim("record", &nonce("a"), Some(&ident("c1")))
         .unwrap();
-    assert_eq!(
-        (admitted.model_call_id.as_str(), admitted.position),
-        ("c1", 0)
-    );
+    assert_eq!((admitted.call_id.as_str(), admitted.position), ("c1", 0));
     assert_eq!(ledger.state("c1"), Some(CallState::Claimed));
     ledger.complete("c1");
     assert_eq!(ledger.state("c1"), Some(CallState::Completed));
@@ -50,7 +48,7 @@ fn only_a_delivered_call_is_claimed_and_only_once() {
         ledger.claim("record", &nonce("a"), Some(&ident("c1"))),
         Err(Refusal::AlreadyClaimed {
             tool: "record".into(),
-            model_call_id: "c1".into()
+            call_id: "c1".into()
         })
     );
 }
@@ -82,7 +80,7 @@ fn a_forged_callback_matches_nothing() {
             ledger.claim(tool, &args, Some(&ident("c1"))),
             Err(Refusal::WrongIdentity {
                 tool: tool.into(),
-                model_call_id: "c1".into()
+                call_id: "c1".into()
             })
         );
     }
@@ -112,8 +110,8 @@ fn identical_calls_are_two_claims_each_by_its_identity() {
     let first = ledger
         .claim("record", &nonce("n"), Some(&ident("c1")))
         .unwrap();
-    assert_eq!((first.model_call_id.as_str(), first.position), ("c1", 0));
-    assert_eq!((second.model_call_id.as_str(), second.position), ("c2", 1));
+    assert_eq!((first.call_id.as_str(), first.position), ("c1", 0));
+    assert_eq!((second.call_id.as_str(), second.position), ("c2", 1));
     assert_eq!(
         ledger.earlier_in_batch(first.batch, 1),
         vec![("c1".to_owned(), CallState::Claimed)]
@@ -133,7 +131,7 @@ fn a_revoked_batch_can_never_be_claimed() {
         ledger.claim("record", &nonce("a"), Some(&ident("c1"))),
         Err(Refusal::Revoked {
             tool: "record".into(),
-            model_call_id: "c1".into()
+            call_id: "c1".into()
         })
     );
 }
@@ -197,26 +195,26 @@ fn a_refusal_names_itself_as_its_serialized_reason() {
         Refusal::NotDelivered { tool: tool() },
         Refusal::NotYetDelivered {
             tool: tool(),
-            model_call_id: id(),
+            call_id: id(),
         },
         Refusal::Revoked {
             tool: tool(),
-            model_call_id: id(),
+            call_id: id(),
         },
         Refusal::AlreadyClaimed {
             tool: tool(),
-            model_call_id: id(),
+            call_id: id(),
         },
         Refusal::WrongIdentity {
             tool: tool(),
-            model_call_id: id(),
+            call_id: id(),
         },
     ] {
         let serialized = serde_json::to_value(&refusal).unwrap();
         assert_eq!(serialized["reason"], refusal.reason(), "{refusal:?}");
         assert_eq!(
-            serialized.get("model_call_id").and_then(Value::as_str),
-            refusal.model_call_id()
+            serialized.get("call_id").and_then(Value::as_str),
+            refusal.call_id()
         );
     }
 }
@@ -237,7 +235,9 @@ fn a_rejected_or_abandoned_call_is_settled_and_never_claimed() {
     ledger.confirm(ticket);
     assert!(ledger.reject("c1"));
     assert!(ledger.abandon("c2"));
-    ledger.claim("record", &nonce("c"), Some(&ident("c3"))).unwrap();
+    ledger
+        .claim("record", &nonce("c"), Some(&ident("c3")))
+        .unwrap();
     // Only a call still waiting to be claimed can be rejected or abandoned.
     assert!(!ledger.reject("c3"));
     assert!(!ledger.abandon("c1"));
@@ -245,7 +245,7 @@ fn a_rejected_or_abandoned_call_is_settled_and_never_claimed() {
         ledger.claim("record", &nonce("a"), Some(&ident("c1"))),
         Err(Refusal::Rejected {
             tool: "record".into(),
-            model_call_id: "c1".into()
+            call_id: "c1".into()
         })
     );
     assert_eq!(
@@ -266,13 +266,20 @@ fn a_rejected_or_abandoned_call_is_settled_and_never_claimed() {
 fn arguments_match_as_values() {
     let mut ledger = Ledger::new();
     let model: Value = serde_json::from_str(r#"{"x": 1.0, "big": 12345678901234567890}"#).unwrap();
-    let ticket = ledger.offer("s", vec![call("c1", "record", model)]).unwrap();
+    let ticket = ledger
+        .offer("s", vec![call("c1", "record", model)])
+        .unwrap();
     ledger.confirm(ticket);
     let rounded: Value = serde_json::from_str(r#"{"x": 1, "big": 12345678901234567000}"#).unwrap();
     assert!(matches!(
         ledger.claim("record", &rounded, Some(&ident("c1"))),
         Err(Refusal::WrongIdentity { .. })
     ));
-    let reencoded: Value = serde_json::from_str(r#"{"big": 12345678901234567890, "x": 1}"#).unwrap();
-    assert!(ledger.claim("record", &reencoded, Some(&ident("c1"))).is_ok());
+    let reencoded: Value =
+        serde_json::from_str(r#"{"big": 12345678901234567890, "x": 1}"#).unwrap();
+    assert!(
+        ledger
+            .claim("record", &reencoded, Some(&ident("c1")))
+            .is_ok()
+    );
 }

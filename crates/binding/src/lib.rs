@@ -28,8 +28,8 @@ pub mod tools_file;
 pub mod values;
 
 pub use binding::{
-    BindingLimits, CallbackOutcome, DEFAULT_BATCH_WAIT, Delivery, DrainReport, HostBinding, IDENTITY_ARG,
-    schema_with_identity,
+    BindingLimits, CallbackOutcome, DEFAULT_BATCH_WAIT, Delivery, DrainReport, HostBinding,
+    IDENTITY_ARG, schema_with_identity,
 };
 pub use delivered::{DeliveredCall, PermissionRefusal};
 pub use finish::{FINISH_TOOL, FinishSlot, FinishTool};

@@ -174,6 +174,7 @@ async fn a_forged_callback_is_refused_and_a_delivered_one_runs_once_and_a_repeat
         .offer(
             "session",
             vec![OfferedCall {
+                call_id: "call_1".into(),
                 model_call_id: "call_1".into(),
                 tool: "record".into(),
                 arguments: json!({"nonce": "n"}),

@@ -167,7 +167,13 @@ async fn a_stock_opencode_does_text_and_a_tool_turn_through_the_gateway() {
         .iter()
         .find(|e| e["type"] == "tool_use")
         .unwrap_or_else(|| panic!("no tool turn: {tool_turn:?}"));
-    assert_eq!(tool["part"]["callID"], "call_note");
+    // The stock guest got the gateway's own id for the call, never the upstream's; the upstream
+    // gets its own id back with the answer (below).
+    let delivered = tool["part"]["callID"].as_str().unwrap().to_owned();
+    assert!(
+        delivered.starts_with("call_") && delivered != "call_note",
+        "{delivered}"
+    );
     assert_eq!(tool["part"]["state"]["status"], "completed");
     assert_eq!(text_of(&tool_turn), "It says kumquat.");
 
@@ -181,6 +187,13 @@ async fn a_stock_opencode_does_text_and_a_tool_turn_through_the_gateway() {
 
     let requests = upstream.requests();
     assert_eq!(upstream.unmatched(), 0);
+    assert!(
+        requests.iter().any(|r| r
+            .tool_messages()
+            .iter()
+            .any(|m| m["tool_call_id"] == "call_note")),
+        "the upstream sees its own call id in the answer"
+    );
     let agent_calls = requests.iter().filter(|r| offers_tools(r)).count();
     assert_eq!(agent_calls, 3, "tool turn (2 calls) and text turn");
     assert!(

@@ -24,16 +24,7 @@ use crate::outcome::{ErrorKind, GuestExit, OutcomeStatus, RunError, RunOutcome};
 use crate::tools::gemini_tool_category;
 use crate::turns::Turns;
 
-/// A call the gateway delivered, as it sent it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Delivered {
-    /// The function name the guest received.
-    pub tool: String,
-    /// The exact arguments.
-    pub arguments: Value,
-    /// The response (model batch) that carried it, numbered per run.
-    pub batch: u64,
-}
+pub use crate::delivered::Delivered;
 
 /// The gateway's delivered call of a model call id.
 pub type CallLookup<'a> = &'a dyn Fn(&str) -> Option<Delivered>;
@@ -116,7 +107,11 @@ impl AcpNormalizer {
             if let Some(delivered) = lookup(id)
                 && delivered.tool == name
             {
-                return (name.to_owned(), id.to_owned(), Some(delivered));
+                return (
+                    name.to_owned(),
+                    delivered.model_call_id.clone(),
+                    Some(delivered),
+                );
             }
         }
         match tool_call_id.split_once("__") {
@@ -482,6 +477,7 @@ pub fn classify_acp(
         error,
         exit,
         result: None,
+        incomplete_cleanup: Vec::new(),
     }
 }
 

@@ -14,6 +14,8 @@ fn chunks_tools_and_the_prompt_answer_become_canonical_events() {
     let mut n = AcpNormalizer::new();
     let delivered = |id: &str| {
         (id == "c1").then(|| Delivered {
+            call_id: "c1".to_owned(),
+            model_call_id: "model-c1".to_owned(),
             tool: "read_file".to_owned(),
             arguments: json!({"file_path": "notes.txt"}),
             batch: 0,
@@ -55,7 +57,10 @@ fn chunks_tools_and_the_prompt_answer_become_canonical_events() {
         panic!()
     };
     assert_eq!(call.tool_name, "read_file");
-    assert_eq!(call.model_call_id, "c1");
+    assert_eq!(
+        call.model_call_id, "model-c1",
+        "the model's own id, from the gateway"
+    );
     assert_eq!(
         call.arguments,
         json!({"file_path": "notes.txt"}),
@@ -181,6 +186,8 @@ fn the_calls_of_one_model_batch_are_one_turn() {
     let batch_of = |id: &str| {
         let batch = if id == "c3" { 1 } else { 0 };
         Some(Delivered {
+            call_id: id.into(),
+            model_call_id: id.into(),
             tool: "mcp_switchyard_record".into(),
             arguments: json!({}),
             batch,

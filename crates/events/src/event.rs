@@ -145,11 +145,13 @@ pub struct Thought {
 pub struct ToolCall {
     /// Source: stream-json `tool_use.tool_id` (`<name>__<id>`); ACP: `tool_call.toolCallId`, or
     /// the permission request's `toolCall.toolCallId` (a call that asks has no `tool_call`);
-    /// OpenCode: the tool part's `callID` (the model's call id). Pairs with
-    /// [`ToolResult::call_id`].
+    /// OpenCode: the tool part's `callID`. Each carries the id the gateway delivered the call
+    /// with (its own, unique in the run). Pairs with [`ToolResult::call_id`].
     pub call_id: String,
-    /// Derived: `call_id` without the `<name>__` prefix: the `functionCall.id` the model (or the
-    /// gateway) sent, or the CLI's synthesized `<name>_<epochMs>_<n>`; OpenCode: `call_id`.
+    /// Derived: the model's own id of the call (the upstream's `tool_calls[].id`), from the
+    /// gateway's record of the delivered call (see [`crate::Delivered`]); without it, the
+    /// delivered id (`call_id` without the `<name>__` prefix), or the CLI's synthesized
+    /// `<name>_<epochMs>_<n>`.
     pub model_call_id: String,
     /// Source: stream-json `tool_use.tool_name`; ACP: Derived from `call_id`, checked against
     /// the gateway's delivered call; OpenCode: the tool part's `tool`.
@@ -227,9 +229,13 @@ pub struct HostCall {
     /// Derived: the MCP call's tool name (the host tool's own name).
     pub tool: String,
     pub decision: HostDecision,
-    /// Derived: the delivered model call it claimed (admitted), or that its identity named.
+    /// Derived: the model's id of the delivered call it claimed (admitted), or that its
+    /// identity named (the upstream's id; the gateway's when the upstream gave none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_call_id: Option<String>,
+    /// Derived: the id that call was delivered with (the gateway's own, unique in the run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
     /// Derived: the model batch (0-based, per run) and position in it of the claimed call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<u64>,
@@ -279,9 +285,13 @@ pub struct Permission {
     /// Source: ACP `toolCall.toolCallId` (`<name>__<model call id>`); OpenCode: the request's
     /// `id` (`per_…`).
     pub tool_call_id: String,
-    /// Derived: the delivered call it named (absent when refused as not delivered).
+    /// Derived: the model's own id of the delivered call it named (absent when refused as not
+    /// delivered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_call_id: Option<String>,
+    /// Derived: the id that call was delivered with (the gateway's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
     /// Derived: the delivered call's function name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
@@ -334,7 +344,11 @@ pub struct HostImage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostResult {
     pub tool: String,
+    /// Derived: the model's id of the call (see [`HostCall::model_call_id`]).
     pub model_call_id: String,
+    /// Derived: the id the call was delivered with (the gateway's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
     pub status: ToolStatus,
     /// Derived: the text returned (the tool's text, or its error message).
     pub text: String,

@@ -5,7 +5,13 @@
 //! [`GeminiNormalizer::finish`] with the process exit to get the closing events and the typed
 //! outcome. The normalizer never drops a line: unknown and invalid lines become
 //! [`Event::Unrecognized`] and are counted.
+//!
+//! A `tool_use` names its call by the id the gateway delivered; the backend asks
+//! [`GeminiNormalizer::named_call`] for it, looks it up and hands the answer to
+//! [`GeminiNormalizer::delivered`] before the line, so the call's event carries the model's own
+//! id (without a gateway, or in a replay of bare lines, the delivered id stands in).
 
+use crate::delivered::Delivered;
 use crate::event::{
     AssistantDelta, ErrorReport, Event, ModelUsage, SessionStarted, ToolCall, ToolError,
     ToolResult, ToolStatus, Unrecognized, Usage, UserMessage, Warning,
@@ -37,6 +43,8 @@ pub struct GeminiNormalizer {
     last_error_message: Option<String>,
     unrecognized: u64,
     lines_after_result: u64,
+    /// What the gateway delivered, by delivered call id (as the backend looked it up).
+    delivered: HashMap<String, Delivered>,
 }
 
 impl GeminiNormalizer {
@@ -52,6 +60,29 @@ impl GeminiNormalizer {
     /// Whether the terminal `result` line has been seen.
     pub fn has_result(&self) -> bool {
         self.result.is_some()
+    }
+
+    /// The delivered call id a line names (a `tool_use`), for the backend to look up.
+    pub fn named_call(line: &StreamLine) -> Option<String> {
+        match line {
+            StreamLine::Event { event, .. } => match event.as_ref() {
+                StreamEvent::ToolUse(t) => Some(
+                    t.tool_id
+                        .strip_prefix(&format!("{}__", t.tool_name))
+                        .unwrap_or(&t.tool_id)
+                        .to_owned(),
+                ),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// What the gateway delivered under `call_id` (`None`: nothing).
+    pub fn delivered(&mut self, call_id: &str, delivered: Option<Delivered>) {
+        if let Some(delivered) = delivered {
+            self.delivered.insert(call_id.to_owned(), delivered);
+        }
     }
 
     /// Maps one classified line to zero or more events.
@@ -126,11 +157,14 @@ impl GeminiNormalizer {
             },
             StreamEvent::ToolUse(t) => {
                 self.turns.tool_call(&mut out);
-                let model_call_id = t
+                let delivered_id = t
                     .tool_id
                     .strip_prefix(&format!("{}__", t.tool_name))
-                    .unwrap_or(&t.tool_id)
-                    .to_owned();
+                    .unwrap_or(&t.tool_id);
+                let model_call_id = match self.delivered.get(delivered_id) {
+                    Some(d) if d.tool == t.tool_name => d.model_call_id.clone(),
+                    _ => delivered_id.to_owned(),
+                };
                 self.tool_names
                     .insert(t.tool_id.clone(), t.tool_name.clone());
                 out.push(Event::ToolCall(ToolCall {

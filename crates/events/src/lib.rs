@@ -13,13 +13,16 @@
 //! No I/O happens here.
 
 pub mod acp;
+pub mod delivered;
 pub mod event;
 pub mod gemini;
 pub mod opencode;
 pub mod outcome;
 pub mod tools;
 mod turns;
+pub mod verdict;
 
+pub use delivered::Delivered;
 pub use event::{Envelope, Event};
 pub use outcome::{
     ErrorKind, GuestExit, HostConclusion, OutcomeStatus, RunError, RunOutcome, StopCause, conclude,

@@ -16,6 +16,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
+use crate::delivered::Delivered;
 use crate::event::{
     AssistantDelta, ErrorReport, Event, Permission, PromptFinished, Thought, ToolCall, ToolError,
     ToolResult, ToolStatus, Unrecognized, Usage, UserMessage, Warning,
@@ -85,6 +86,8 @@ pub struct OpenCodeNormalizer {
     sent: u32,
     failure: Option<(OutcomeStatus, RunError)>,
     unrecognized: u64,
+    /// What the gateway delivered, by delivered call id (as the backend looked it up).
+    delivered: HashMap<String, Delivered>,
 }
 
 fn str_at<'a>(value: &'a Value, pointer: &str) -> Option<&'a str> {
@@ -148,6 +151,21 @@ impl OpenCodeNormalizer {
         })
     }
 
+    /// The delivered call id an event names (a tool part's `callID`), for the backend to look
+    /// up before the event is mapped.
+    pub fn named_call(raw: &Value) -> Option<String> {
+        (str_at(raw, "/type") == Some("message.part.updated"))
+            .then(|| str_at(raw, "/properties/part/callID").map(str::to_owned))
+            .flatten()
+    }
+
+    /// What the gateway delivered under `call_id` (`None`: nothing).
+    pub fn delivered(&mut self, call_id: &str, delivered: Option<Delivered>) {
+        if let Some(delivered) = delivered {
+            self.delivered.insert(call_id.to_owned(), delivered);
+        }
+    }
+
     /// Switchyard's answer to a `permission.asked`. A rejected call's result is an error of
     /// kind `permission_rejected`.
     pub fn permission(&mut self, permission: Permission) -> Event {
@@ -155,7 +173,12 @@ impl OpenCodeNormalizer {
             permission.outcome,
             crate::event::PermissionOutcome::Rejected | crate::event::PermissionOutcome::Refused
         );
-        if refused && let Some(id) = &permission.model_call_id {
+        if refused
+            && let Some(id) = permission
+                .call_id
+                .as_ref()
+                .or(permission.model_call_id.as_ref())
+        {
             let why = permission
                 .reason
                 .clone()
@@ -317,9 +340,13 @@ impl OpenCodeNormalizer {
             // Calls of one step are one turn: only a new step starts the next turn.
             self.turns.tool_call(&mut out);
             self.usage.tool_calls += 1;
+            let model_call_id = match self.delivered.get(call_id) {
+                Some(d) if d.tool == tool => d.model_call_id.clone(),
+                _ => call_id.to_owned(),
+            };
             out.push(Event::ToolCall(ToolCall {
                 call_id: call_id.to_owned(),
-                model_call_id: call_id.to_owned(),
+                model_call_id,
                 tool_name: tool.to_owned(),
                 category: opencode_tool_category(tool),
                 arguments: state.get("input").cloned().unwrap_or(Value::Null),

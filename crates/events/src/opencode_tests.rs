@@ -222,7 +222,9 @@ fn a_rejected_call_fails_as_permission_rejected_and_the_prompt_goes_on() {
     let mut n = OpenCodeNormalizer::new(SES);
     let permission = n.permission(Permission {
         tool_call_id: "per_1".into(),
-        model_call_id: Some("call_9".into()),
+        // The model's own id differs: the tool part names the call by the delivered id.
+        model_call_id: Some("upstream_9".into()),
+        call_id: Some("call_9".into()),
         tool: Some("bash".into()),
         arguments: Some(json!({"command": "rm -rf /"})),
         options: Vec::new(),

@@ -142,6 +142,10 @@ pub struct RunOutcome {
     /// Derived: the arguments of the run's valid `finish` call (runs with a finish schema).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<serde_json::Value>,
+    /// Derived: host calls still running when the run's cleanup gave up waiting for them (the
+    /// model's call ids); empty when the cleanup was complete.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub incomplete_cleanup: Vec<String>,
 }
 
 /// What the host contract adds to the guest's own outcome (see [`conclude`]).
@@ -192,6 +196,7 @@ pub fn classify_gemini(
         error,
         exit,
         result: None,
+        incomplete_cleanup: Vec::new(),
     };
     if let Some(stopped) = stopped_or_crashed(exit) {
         return stopped;
@@ -254,6 +259,7 @@ pub fn stopped_or_crashed(exit: GuestExit) -> Option<RunOutcome> {
         error: Some(error),
         exit,
         result: None,
+        incomplete_cleanup: Vec::new(),
     };
     if let Some(cause) = exit.stopped_by {
         let (status, kind, msg) = match cause {
@@ -388,6 +394,7 @@ mod tests {
                 ..GuestExit::default()
             },
             result: None,
+            incomplete_cleanup: Vec::new(),
         };
         let result = serde_json::json!({"colour": "red"});
         let with = |finish_required, result: Option<&serde_json::Value>, provider_error| {

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use switchyard_binding::{
     DeliveredCall, Delivery, HostBinding, IDENTITY_ARG, OfferError, OfferedCall,
 };
-use switchyard_translate::google::GenerateContentResponse;
+use switchyard_translate::turn::TurnChunk;
 
 /// The delivery an answer's body confirms at its end.
 #[derive(Clone, Default)]
@@ -38,44 +38,41 @@ impl DeliverySlot {
 
 /// Gives every host-tool call in `chunk` its identity, and enters every call of the chunk (model
 /// order; host-tool calls in the ledger, all of them in the delivered-call table) for `session`;
-/// `None` when the chunk calls no function. Arguments the model itself put under the identity's
+/// `None` when the chunk calls no tool. Arguments the model itself put under the identity's
 /// name are replaced.
 pub(crate) fn stamp(
     binding: &HostBinding,
     session: &str,
-    chunk: &mut GenerateContentResponse,
+    chunk: &mut TurnChunk,
 ) -> Result<Option<Delivery>, OfferError> {
     let mut host_calls = Vec::new();
     let mut offered = Vec::new();
     let mut all = Vec::new();
-    let calls = chunk
-        .candidates
-        .iter_mut()
-        .flat_map(|c| c.content.parts.iter_mut())
-        .filter_map(|p| p.function_call.as_mut());
-    for call in calls {
-        let model_call_id = call.id.clone().unwrap_or_default();
+    for call in chunk.calls_mut() {
+        let model_call_id = call.upstream_id.clone().unwrap_or_else(|| call.id.clone());
         let Some(tool) = binding.host_tool(&call.name) else {
             all.push(DeliveredCall {
+                call_id: call.id.clone(),
                 model_call_id,
                 tool: call.name.clone(),
-                arguments: call.args.clone().unwrap_or_else(|| serde_json::json!({})),
+                arguments: call.arguments.clone(),
             });
             continue;
         };
-        let args = call.args.get_or_insert_with(|| serde_json::json!({}));
-        if let Some(object) = args.as_object_mut() {
+        if let Some(object) = call.arguments.as_object_mut() {
             object.remove(IDENTITY_ARG);
         }
         all.push(DeliveredCall {
+            call_id: call.id.clone(),
             model_call_id: model_call_id.clone(),
             tool: call.name.clone(),
-            arguments: args.clone(),
+            arguments: call.arguments.clone(),
         });
         offered.push(OfferedCall {
+            call_id: call.id.clone(),
             model_call_id,
             tool: tool.to_owned(),
-            arguments: args.clone(),
+            arguments: call.arguments.clone(),
         });
         host_calls.push(call);
     }
@@ -84,7 +81,7 @@ pub(crate) fn stamp(
     }
     let delivery = binding.deliver(session, offered, all)?;
     for (call, identity) in host_calls.into_iter().zip(delivery.identities()) {
-        if let Some(object) = call.args.as_mut().and_then(|a| a.as_object_mut()) {
+        if let Some(object) = call.arguments.as_object_mut() {
             object.insert(IDENTITY_ARG.to_owned(), identity.clone().into());
         }
     }

@@ -6,7 +6,8 @@ use serde_json::{Map, Value, json};
 use switchyard_binding::{
     BindingLimits, CallbackOutcome, HostTool, Refusal, ToolFuture, ToolOutput, ToolRegistry,
 };
-use switchyard_translate::google::{FunctionCall, GenerateContentResponse, Part};
+use switchyard_translate::google_answer::to_google;
+use switchyard_translate::turn::{ToolCall, TurnChunk, TurnPart};
 use tokio::sync::mpsc;
 
 use super::*;
@@ -44,31 +45,33 @@ fn binding() -> HostBinding {
     HostBinding::new(registry, "mcp_sy_", limits).0
 }
 
-fn chunk(calls: &[(&str, &str, Value)]) -> GenerateContentResponse {
-    let parts: Vec<Value> = calls
+/// A last chunk with these calls (delivered id, name, arguments); each call's upstream id is
+/// `up-<id>`.
+fn chunk(calls: &[(&str, &str, Value)]) -> TurnChunk {
+    let mut chunk = TurnChunk::new("m", "r");
+    chunk.parts = calls
         .iter()
-        .map(|(id, name, args)| json!({"functionCall": {"id": id, "name": name, "args": args}}))
+        .map(|(id, name, args)| {
+            TurnPart::Call(ToolCall {
+                id: (*id).to_owned(),
+                upstream_id: Some(format!("up-{id}")),
+                kind: Default::default(),
+                namespace: None,
+                name: (*name).to_owned(),
+                arguments: args.clone(),
+                signature: None,
+            })
+        })
         .collect();
-    serde_json::from_value(
-        json!({"candidates": [{"index": 0, "content": {"role": "model", "parts": parts},
-        "finishReason": "STOP"}]}),
-    )
-    .unwrap()
-}
-
-fn calls(chunk: &GenerateContentResponse) -> Vec<FunctionCall> {
     chunk
-        .parts()
-        .iter()
-        .filter_map(|p: &Part| p.function_call.clone())
-        .collect()
 }
 
-fn identity_of(call: &FunctionCall) -> String {
-    call.args.as_ref().unwrap()[IDENTITY_ARG]
-        .as_str()
-        .unwrap()
-        .to_owned()
+fn calls(chunk: &TurnChunk) -> Vec<ToolCall> {
+    chunk.calls().cloned().collect()
+}
+
+fn identity_of(call: &ToolCall) -> String {
+    call.arguments[IDENTITY_ARG].as_str().unwrap().to_owned()
 }
 
 async fn callback(binding: &HostBinding, identity: &str) -> CallbackOutcome {
@@ -96,23 +99,25 @@ fn host_calls_get_fresh_identities_and_guest_calls_are_untouched() {
     assert_eq!(identity_of(&calls[0]), delivery.identities()[0]);
     assert_eq!(identity_of(&calls[2]), delivery.identities()[1]);
     assert_ne!(identity_of(&calls[0]), "made-up-by-the-model");
-    assert_eq!(calls[1].args, Some(json!({"file_path": "a"})));
+    assert_eq!(calls[1].arguments, json!({"file_path": "a"}));
     let mut no_host_call = chunk(&[("c9", "read_file", json!({}))]);
     let native = stamp(&binding, "s", &mut no_host_call).unwrap().unwrap();
     assert!(native.identities().is_empty());
-    assert_eq!(super::tests::calls(&no_host_call)[0].args, Some(json!({})));
+    assert_eq!(super::tests::calls(&no_host_call)[0].arguments, json!({}));
     // Every call is in the delivered-call table, with what the guest received, once confirmed.
     assert!(binding.permission_for("read_file__c9").is_err());
     native.confirm();
     delivery.confirm();
+    let c2 = binding.permission_for("read_file__c2").unwrap();
+    assert_eq!(c2.arguments, json!({"file_path": "a"}));
+    // Named by the id the guest received; the model's own id kept beside it.
     assert_eq!(
-        binding.permission_for("read_file__c2").unwrap().arguments,
-        json!({"file_path": "a"})
+        (c2.call_id.as_str(), c2.model_call_id.as_str()),
+        ("c2", "up-c2")
     );
     assert!(binding.permission_for("read_file__c9").is_ok());
-    let mut text_only: GenerateContentResponse = serde_json::from_value(json!({"candidates": [
-        {"index": 0, "content": {"role": "model", "parts": [{"text": "hi"}]}}]}))
-    .unwrap();
+    let mut text_only = TurnChunk::new("m", "r");
+    text_only.parts.push(TurnPart::text("hi"));
     assert!(stamp(&binding, "s", &mut text_only).unwrap().is_none());
 }
 
@@ -142,7 +147,9 @@ async fn a_body_handed_over_whole_confirms_and_a_cut_one_revokes() {
                 CallbackOutcome::Refused(Refusal::Revoked { .. })
             ));
         } else {
-            tx.send(Bytes::from(answer.to_json_line())).await.unwrap();
+            tx.send(Bytes::from(to_google(&answer).to_json_line()))
+                .await
+                .unwrap();
             drop(tx);
             while body.next().await.is_some() {}
             assert!(matches!(
@@ -180,8 +187,10 @@ async fn a_unary_answer_confirms_only_once_its_body_was_taken_whole() {
         let identity = delivery.identities()[0].clone();
         let slot = DeliverySlot::default();
         slot.put(delivery);
-        let body =
-            crate::responses::confirming_body(axum::body::Body::from(answer.to_json_line()), slot);
+        let body = crate::responses::confirming_body(
+            axum::body::Body::from(to_google(&answer).to_json_line()),
+            slot,
+        );
         if taken {
             let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
             assert!(String::from_utf8_lossy(&bytes).contains(&identity));

@@ -1,15 +1,18 @@
-//! One guest request, end to end: route the model, check the call-id ledger, translate to Chat
-//! Completions, call the upstream with retries, translate the answer back, record it.
+//! One guest request, end to end, for any [`Ingress`]: route the model, let the ingress check
+//! and prepare the request (the session's call ids checked, the upstream's own ids restored),
+//! apply the upstream plan (the provider's switches), call the upstream with retries, assemble
+//! the answer into the neutral model turn, give its calls the host tools' identities, render
+//! it for the guest, record it.
 //!
-//! Streaming (`:streamGenerateContent`): the handler obtains a 2xx upstream response head
-//! first (retrying 429/5xx/connect failures within the budget), so failures before that are real
-//! HTTP errors for the guest. Then a pump task forwards each translated chunk as one
-//! `data: <json>\r\n\r\n` frame as soon as it is produced. Function calls are delivered only
-//! complete, at the end of the turn. A malformed or truncated call (or a reused call id) is
-//! never delivered: the exchange is retried (`malformed_retries`), text the guest already has is
-//! not repeated (the translator suppresses it), and when retries are used up the turn ends with
-//! `finishReason: MALFORMED_FUNCTION_CALL` and no `functionCall`. An upstream failure after the
-//! head was sent becomes a raw Google error chunk, which Gemini CLI turns into an API error.
+//! Streaming: the handler obtains a 2xx upstream response head first (retrying 429/5xx/connect
+//! failures within the budget), so failures before that are real HTTP errors for the guest.
+//! Then a pump task forwards each rendered chunk as soon as it is produced. Calls are delivered
+//! only complete, at the end of the turn, each with the gateway's own id. A malformed or
+//! truncated call is never delivered: the exchange is retried (`malformed_retries`), text the
+//! guest already has is not repeated (the translator suppresses it), and when retries are used
+//! up the ingress ends the turn its way (Google: `MALFORMED_FUNCTION_CALL` and no call; Chat: an
+//! error). An upstream failure after the head was sent becomes the ingress's error as the
+//! stream's last bytes.
 
 use std::sync::Arc;
 
@@ -19,171 +22,35 @@ use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use switchyard_binding::Delivery;
 use switchyard_records::model::ingress;
-use switchyard_translate::google::{GenerateContentResponse, GoogleErrorBody};
-use switchyard_translate::{
-    CallLedger, ResponseConfig, StreamTranslator, TranslateOptions, TurnOutcome,
-};
+use switchyard_translate::turn::{Finish, TurnChunk, TurnPart};
+use switchyard_translate::{CallLedger, ResponseConfig, StreamTranslator, TurnOutcome};
 use tokio::sync::mpsc;
 
 use crate::delivery::DeliverySlot;
-use crate::dialect::{GuestApi, GuestFailure, Render, chat_error};
+use crate::ingress::{Ingress, Render};
 use crate::intake::GuestBody;
-use crate::responses::{error_response, google_error_response, json_response, sse_body};
+use crate::responses::{error_response, json_response, sse_body};
 use crate::retry::RetryBudget;
 use crate::routing::Route;
 use crate::state::AppState;
 use crate::trace::Trace;
-use crate::translation::TranslationFailure;
-use crate::upstream::{UpstreamError, UpstreamResponse, retryable_status};
+use crate::upstream::{UpstreamError, UpstreamResponse};
 
 /// Largest non-streamed upstream body read.
 const MAX_COMPLETION_BODY: usize = 64 * 1024 * 1024;
 
-/// Message marker Gemini CLI treats as a terminal quota error (no further retries by the guest).
-const FAIL_FAST_MARKER: &str = "gateway retry limit: 0 remaining";
-
-/// Who is asking, for what.
-pub(crate) struct ExchangeContext {
+/// Who is asking, for what, through which ingress.
+pub(crate) struct ExchangeContext<I> {
     pub state: Arc<AppState>,
     pub guest_model: String,
     pub session: String,
-    pub api: GuestApi,
+    pub api: I,
 }
 
-/// [`upstream_failure_body`] in the guest's API's shape.
-fn upstream_failure(
-    state: &AppState,
-    api: GuestApi,
-    error: &UpstreamError,
-    attempts: u32,
-) -> GuestFailure {
-    let google = upstream_failure_body(state, error, attempts);
-    match api {
-        GuestApi::Google => GuestFailure::Google(google),
-        GuestApi::Chat => {
-            let (status, mut body) = chat_failure(state, error, attempts, &google);
-            state.guest_redactor.redact_value(&mut body);
-            GuestFailure::Chat(status, body)
-        }
-    }
-}
-
-/// The status and OpenAI error body of a failure for a Chat guest (see `dialect`).
-fn chat_failure(
-    state: &AppState,
-    error: &UpstreamError,
-    attempts: u32,
-    google: &GoogleErrorBody,
-) -> (u16, serde_json::Value) {
-    use switchyard_translate::chat_answer::{openai_error, upstream_error_to_openai};
-    if let UpstreamError::Status { status, body, .. } = error
-        && !error.retryable()
-    {
-        return (*status, upstream_error_to_openai(*status, body.as_bytes()));
-    }
-    let code = google.error.code;
-    if (400..500).contains(&code) && !retryable_status(code) {
-        // An error the upstream reported inside its response, with a client status.
-        return (code, openai_error(code, &google.error.message, None));
-    }
-    if state.config.retries.guest_fail_fast {
-        let message = format!(
-            "switchyard gateway gave up on the upstream after {attempts} attempt(s) and \
-             already spent its retry budget; the upstream's answer is in the run's records"
-        );
-        let status = crate::dialect::CHAT_FAIL_FAST_STATUS;
-        (
-            status,
-            openai_error(status, &message, Some("upstream_failed")),
-        )
-    } else {
-        (code, openai_error(code, &google.error.message, None))
-    }
-}
-
-/// The failure for a turn whose calls cannot be delivered, for a Chat guest (a Google guest
-/// gets the turn with `MALFORMED_FUNCTION_CALL`).
-fn malformed_failure(state: &AppState, reason: &str, attempts: u32) -> GuestFailure {
-    use switchyard_translate::chat_answer::openai_error;
-    let status = if state.config.retries.guest_fail_fast {
-        crate::dialect::CHAT_FAIL_FAST_STATUS
-    } else {
-        502
-    };
-    let message = format!(
-        "the model's tool call could not be delivered ({reason}) after {attempts} attempt(s) \
-         by switchyard gateway"
-    );
-    GuestFailure::Chat(
-        status,
-        openai_error(status, &message, Some("malformed_tool_call")),
-    )
-}
-
-/// What the guest gets when the upstream cannot be reached successfully, with every secret the
-/// gateway knows (the provider key, the ingress key) redacted: provider error text can quote
-/// them, and what the guest sees reaches the model. Every failure the guest is given passes here,
-/// so it is also where the run's last provider error is remembered (the host contract's outcome).
-fn upstream_failure_body(
-    state: &AppState,
-    error: &UpstreamError,
-    attempts: u32,
-) -> GoogleErrorBody {
-    let mut body = unredacted_failure_body(state, error, attempts);
-    state.guest_redactor.redact_string(&mut body.error.message);
-    *state
-        .provider_error
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) =
-        Some((error.status(), body.error.message.clone()));
-    for detail in &mut body.error.details {
-        state.guest_redactor.redact_value(detail);
-    }
-    body
-}
-
-fn unredacted_failure_body(
-    state: &AppState,
-    error: &UpstreamError,
-    attempts: u32,
-) -> GoogleErrorBody {
-    if let UpstreamError::Status {
-        status,
-        body,
-        retry_after,
-    } = error
-        && !error.retryable()
-    {
-        return switchyard_translate::upstream_error_to_google(
-            *status,
-            body.as_bytes(),
-            *retry_after,
-        );
-    }
-    // An error the upstream reported in the response with a status the guest does not retry
-    // (e.g. 400 for a too long context) is passed on as such; anything else is answered like
-    // any other failure the gateway gave up on.
-    if let UpstreamError::Payload(payload) = error
-        && error
-            .status()
-            .is_some_and(|status| (400..500).contains(&status) && !retryable_status(status))
-    {
-        return payload.to_google_error();
-    }
-    let status = match error.status() {
-        Some(429) => 429,
-        _ => 503,
-    };
-    if state.config.retries.guest_fail_fast {
-        let message = format!(
-            "upstream failed after {attempts} attempt(s) by the gateway ({error}); the gateway \
-             already spent its retry budget, {FAIL_FAST_MARKER}"
-        );
-        switchyard_translate::google_error(status, &message, error.retry_after())
-    } else {
-        let message = format!("upstream failed after {attempts} attempt(s): {error}");
-        switchyard_translate::google_error(status, &message, error.retry_after())
-    }
+/// A fresh prefix for the ids the gateway gives one exchange's calls (80 random bits).
+fn call_id_prefix() -> String {
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!("call_{}", &random[..20])
 }
 
 /// Send the upstream request until a 2xx head arrives or the budget says stop.
@@ -230,9 +97,9 @@ async fn connect(
 
 /// [`connect`] while nothing has reached the guest yet: a failure ends the trace and becomes
 /// the guest's HTTP error response.
-async fn connect_or_error_response(
+async fn connect_or_error_response<I: Ingress>(
     state: &AppState,
-    api: GuestApi,
+    api: I,
     chat_body: &Bytes,
     budget: &mut RetryBudget,
     trace: &mut Trace,
@@ -243,29 +110,31 @@ async fn connect_or_error_response(
             trace
                 .finish_error(Vec::new(), error.kind(), &error.to_string())
                 .await;
-            Err(upstream_failure(state, api, &error, attempts).response())
+            Err(api.upstream_failure(state, &error, attempts).response())
         }
     }
 }
 
-/// Route, ledger check and translation shared by both generate methods.
+/// The upstream request of an exchange and how its answer is read.
 struct Prepared {
     chat_body: Bytes,
     response_config: ResponseConfig,
-    /// The upstream request streams (a streaming guest request with tools goes upstream
-    /// unstreamed when `translation.stream_tools` is off).
+    /// The upstream request streams (the plan may ask a streaming guest's answer unstreamed:
+    /// `translation.stream_tools`).
     upstream_stream: bool,
     /// A Chat guest asked for a usage chunk.
     include_usage: bool,
 }
 
-async fn prepare(
-    ctx: &ExchangeContext,
+/// Route, the ingress's preparation, the upstream plan.
+async fn prepare<I: Ingress>(
+    ctx: &ExchangeContext<I>,
     body: &[u8],
     stream: bool,
     trace: &mut Trace,
 ) -> Result<Prepared, Box<Response>> {
     let state = &ctx.state;
+    let api = ctx.api;
     let upstream_model = match state.router.route(&ctx.guest_model) {
         Route::Upstream(m) => m,
         Route::Refused => {
@@ -274,10 +143,7 @@ async fn prepare(
                  add it to [aliases] or use {:?}",
                 ctx.guest_model, state.config.upstream_model
             );
-            return Err(Box::new(match ctx.api {
-                GuestApi::Google => error_response(404, &message),
-                GuestApi::Chat => chat_error(404, &message),
-            }));
+            return Err(Box::new(api.error(404, &message)));
         }
     };
     trace.route(state.upstream.url(), &upstream_model);
@@ -285,170 +151,55 @@ async fn prepare(
         .binding
         .as_ref()
         .map(|_| switchyard_binding::IDENTITY_ARG);
-    let translated = match ctx.api {
-        GuestApi::Google => translate_google(ctx, body, stream, &upstream_model, strip).await?,
-        GuestApi::Chat => prepare_chat(ctx, body, &upstream_model, strip).await?,
-    };
+    let mut prepared = api
+        .prepare(ctx, body, stream, &upstream_model, strip)
+        .await?;
+    let planned = switchyard_translate::plan::apply(
+        &mut prepared.chat,
+        &state.config.translation,
+        &mut prepared.report,
+    );
+    if let Err(e) = planned {
+        return Err(Box::new(api.error(e.http_status(), &e.to_string())));
+    }
     trace.note(|| {
         format!(
             "translation: {}",
-            serde_json::to_string(&translated.report).unwrap_or_default()
+            serde_json::to_string(&prepared.report).unwrap_or_default()
         )
     });
+    let chat_body = match serde_json::to_vec(&prepared.chat) {
+        Ok(body) => Bytes::from(body),
+        Err(e) => return Err(Box::new(api.error(500, &e.to_string()))),
+    };
+    let (forward_reasoning, carry_reasoning) = api.reasoning(state);
     let response_config = ResponseConfig {
         model_version: upstream_model.clone(),
         response_id: uuid::Uuid::now_v7().simple().to_string(),
-        synthetic_id_prefix: format!("call_{}", uuid::Uuid::now_v7().simple()),
-        json_response: translated.json_response,
-        // A Chat guest's API carries reasoning itself (`reasoning_content`).
-        forward_reasoning: match ctx.api {
-            GuestApi::Google => state.config.translation.forward_reasoning,
-            GuestApi::Chat => true,
-        },
-        carry_reasoning: ctx.api == GuestApi::Google && state.config.translation.echo_reasoning,
-        prompt_token_estimate: Some(translated.prompt_token_estimate),
+        synthetic_id_prefix: call_id_prefix(),
+        mint_call_ids: true,
+        json_response: prepared.json_response,
+        forward_reasoning,
+        carry_reasoning,
+        prompt_token_estimate: Some(prepared.prompt_token_estimate),
         already_forwarded_text: None,
     };
     Ok(Prepared {
-        chat_body: translated.body,
+        chat_body,
         response_config,
-        upstream_stream: translated.upstream_stream,
-        include_usage: translated.include_usage,
-    })
-}
-
-/// What either API's request preparation hands on.
-struct Translation {
-    body: Bytes,
-    report: switchyard_translate::TranslationReport,
-    json_response: bool,
-    prompt_token_estimate: u32,
-    upstream_stream: bool,
-    include_usage: bool,
-}
-
-/// A GenerateContent request translated, its images converted, its call ids checked.
-async fn translate_google(
-    ctx: &ExchangeContext,
-    body: &[u8],
-    stream: bool,
-    upstream_model: &str,
-    strip: Option<&str>,
-) -> Result<Translation, Box<Response>> {
-    let state = &ctx.state;
-    let options = TranslateOptions {
-        provider: state.config.translation.clone(),
-        convert_on_miss: false,
-        ..TranslateOptions::new(upstream_model.to_string(), stream)
-    };
-    let translate = || {
-        state
-            .translator
-            .translate(body, &options, strip)
-            .map_err(|failure| {
-                Box::new(match failure {
-                    TranslationFailure::Guest(e) => google_error_response(&e.to_google_error()),
-                    TranslationFailure::Serialize(e) => error_response(500, &e.to_string()),
-                })
-            })
-    };
-    let mut translated = translate()?;
-    if !translated.unconverted_pngs.is_empty() {
-        // New images: converted off the runtime, then the request is translated with them.
-        let pngs = std::mem::take(&mut translated.unconverted_pngs);
-        let cache = state.translator.images();
-        let max_pixels = state.config.translation.max_image_pixels;
-        state.images.convert_into(cache, pngs, max_pixels).await;
-        translated = translate()?;
-    }
-    let checked = state.sessions.with(
-        &ctx.session,
-        || {
-            // First request of a session: its history (a resumed session) is accepted as is.
-            let mut ledger = CallLedger::new();
-            ledger.adopt_history(&translated.request);
-            ledger
-        },
-        |ledger| ledger.check_request(&translated.request),
-    );
-    if let Err(e) = checked {
-        return Err(Box::new(error_response(400, &e.to_string())));
-    }
-    Ok(Translation {
-        body: translated.body,
-        report: translated.report,
-        json_response: translated.json_response,
-        prompt_token_estimate: translated.prompt_token_estimate,
-        upstream_stream: translated.stream,
-        include_usage: false,
-    })
-}
-
-/// A Chat Completions request checked and prepared, its images converted, its call ids
-/// checked.
-async fn prepare_chat(
-    ctx: &ExchangeContext,
-    body: &[u8],
-    upstream_model: &str,
-    strip: Option<&str>,
-) -> Result<Translation, Box<Response>> {
-    use switchyard_translate::chat_ingress::{
-        ChatIngressOptions, parse_chat_request, prepare_chat_request,
-    };
-    let state = &ctx.state;
-    let options = ChatIngressOptions {
-        upstream_model: upstream_model.to_string(),
-        provider: state.config.translation.clone(),
-        strip,
-        convert_on_miss: false,
-    };
-    let refused = |e: switchyard_translate::TranslateError| {
-        Box::new(chat_error(e.http_status(), &e.to_string()))
-    };
-    let cache = state.translator.images();
-    let prepare =
-        || parse_chat_request(body).and_then(|r| prepare_chat_request(r, &options, Some(cache)));
-    let mut prepared = prepare().map_err(refused)?;
-    if !prepared.unconverted_pngs.is_empty() {
-        let pngs = std::mem::take(&mut prepared.unconverted_pngs);
-        let max_pixels = state.config.translation.max_image_pixels;
-        state.images.convert_into(cache, pngs, max_pixels).await;
-        prepared = prepare().map_err(refused)?;
-    }
-    let answers = prepared
-        .tool_result_ids
-        .iter()
-        .map(|(id, path)| (id.as_str(), path.as_str()));
-    let checked = state.sessions.with(
-        &ctx.session,
-        || {
-            let mut ledger = CallLedger::new();
-            ledger.adopt_ids(prepared.history_call_ids.iter().map(String::as_str));
-            ledger
-        },
-        |ledger| ledger.check_answers(answers),
-    );
-    if let Err(e) = checked {
-        return Err(Box::new(chat_error(400, &e.to_string())));
-    }
-    Ok(Translation {
-        body: Bytes::from(prepared.body),
-        report: prepared.report,
-        json_response: false,
-        prompt_token_estimate: prepared.prompt_token_estimate,
-        upstream_stream: prepared.upstream_stream,
+        upstream_stream: prepared.chat.stream,
         include_usage: prepared.include_usage,
     })
 }
 
 /// Accepts a completed turn: its host-tool calls get their identities and are entered in the
-/// run's binding, and its call ids are checked against the session ledger and registered. On
-/// an error nothing stays entered (the returned delivery is dropped, which revokes it).
+/// run's binding, and its calls are registered in the session's ledger (with the upstream ids
+/// they stand for). On an error nothing stays entered (the returned delivery is dropped, which
+/// revokes it).
 fn accept_turn(
     state: &AppState,
     session: &str,
-    chunk: &mut GenerateContentResponse,
-    ids: &[String],
+    chunk: &mut TurnChunk,
 ) -> Result<Option<Delivery>, String> {
     let delivery = match &state.binding {
         Some(binding) => {
@@ -456,32 +207,38 @@ fn accept_turn(
         }
         None => None,
     };
+    let calls: Vec<_> = chunk.calls().cloned().collect();
     state
         .sessions
         .with(session, CallLedger::new, |ledger| {
-            ledger.register_delivered(ids)
+            ledger.register_turn(&calls)
         })
         .map_err(|e| e.to_string())?;
     Ok(delivery)
 }
 
-/// Starts an exchange's record and translates the guest request. A refused request is recorded
-/// as failed and its Google-shaped error response returned; an accepted one is recorded as in
+/// Starts an exchange's record and prepares the guest request. A refused request is recorded
+/// as failed and the ingress's error response returned; an accepted one is recorded as in
 /// flight.
-async fn begin(
-    ctx: &ExchangeContext,
+async fn begin<I: Ingress>(
+    ctx: &ExchangeContext<I>,
     body: &Bytes,
-    ingress_api: &'static str,
     stream: bool,
 ) -> Result<(Trace, Prepared), Response> {
     let state = &ctx.state;
     let mut trace = Trace::begin(
         state.records.as_ref(),
         state.run_id,
-        ingress_api,
+        ctx.api.record_name(stream),
         &ctx.guest_model,
         body,
+        ctx.api.recorded(),
     );
+    if stream {
+        // The agent's own turns are streamed; auxiliary calls (Gemini CLI's next-speaker
+        // check) are not, and do not decide the run.
+        trace = trace.counted_in(state.verdicts.clone());
+    }
     match prepare(ctx, body, stream, &mut trace).await {
         Ok(prepared) => {
             trace.started().await;
@@ -509,14 +266,10 @@ async fn backoff(state: &AppState, wait: std::time::Duration) -> bool {
     }
 }
 
-/// `:streamGenerateContent`, or a streamed `chat/completions`.
-pub(crate) async fn stream(ctx: ExchangeContext, guest: GuestBody) -> Response {
+/// A streamed exchange (`:streamGenerateContent`, a streamed `chat/completions`).
+pub(crate) async fn stream<I: Ingress>(ctx: ExchangeContext<I>, guest: GuestBody) -> Response {
     let state = ctx.state.clone();
-    let ingress_api = match ctx.api {
-        GuestApi::Google => ingress::STREAM_GENERATE_CONTENT,
-        GuestApi::Chat => ingress::CHAT_COMPLETIONS,
-    };
-    let begun = begin(&ctx, &guest.bytes, ingress_api, true).await;
+    let begun = begin(&ctx, &guest.bytes, true).await;
     drop(guest);
     let (mut trace, prepared) = match begun {
         Ok(begun) => begun,
@@ -543,8 +296,7 @@ pub(crate) async fn stream(ctx: ExchangeContext, guest: GuestBody) -> Response {
     let delivery = DeliverySlot::default();
     // The pump starts from one boxed struct: an async fn keeps its arguments apart from the
     // locals they move into, for as long as it runs (here: the whole stream).
-    let render = Render::new(
-        ctx.api,
+    let render = ctx.api.render(
         &prepared.response_config.response_id,
         prepared.include_usage,
     );
@@ -571,9 +323,9 @@ enum AttemptEnd {
 }
 
 /// What a stream's pump starts with.
-struct Pump {
-    ctx: ExchangeContext,
-    render: Render,
+struct Pump<I: Ingress> {
+    ctx: ExchangeContext<I>,
+    render: I::Render,
     prepared: Prepared,
     response: UpstreamResponse,
     budget: RetryBudget,
@@ -585,7 +337,7 @@ struct Pump {
     _in_flight: mpsc::Sender<()>,
 }
 
-async fn pump(start: Box<Pump>) {
+async fn pump<I: Ingress>(start: Box<Pump<I>>) {
     let Pump {
         ctx,
         mut render,
@@ -598,7 +350,8 @@ async fn pump(start: Box<Pump>) {
         _in_flight,
     } = *start;
     let state = ctx.state.clone();
-    let mut delivered: Vec<GenerateContentResponse> = Vec::new();
+    let api = ctx.api;
+    let mut delivered: Vec<TurnChunk> = Vec::new();
     let mut config = prepared.response_config.clone();
     loop {
         let end = stream_attempt(
@@ -640,8 +393,7 @@ async fn pump(start: Box<Pump>) {
                         format!("retrying after stream failure: {error}")
                     }
                     None => {
-                        let failure =
-                            upstream_failure(&state, ctx.api, &error, budget.retries() + 1);
+                        let failure = api.upstream_failure(&state, &error, budget.retries() + 1);
                         let _ = tx.send(failure.stream_bytes()).await;
                         trace
                             .finish_error(delivered, error.kind(), &error.to_string())
@@ -652,13 +404,14 @@ async fn pump(start: Box<Pump>) {
             }
             AttemptEnd::Outcome(outcome) => match *outcome {
                 TurnOutcome::Complete(mut turn) => {
-                    let ids = std::mem::take(&mut turn.delivered_call_ids);
-                    match accept_turn(&state, &ctx.session, &mut turn.final_chunk, &ids) {
+                    match accept_turn(&state, &ctx.session, &mut turn.final_chunk) {
                         Ok(host_calls) => {
                             if let Some(host_calls) = host_calls {
                                 delivery.put(host_calls);
                             }
-                            for frame in render.last_frames(&turn.final_chunk) {
+                            let mut frames = render.frames(&turn.final_chunk);
+                            frames.extend(render.end());
+                            for frame in frames {
                                 let _ = tx.send(frame).await;
                             }
                             delivered.push(turn.final_chunk);
@@ -677,9 +430,9 @@ async fn pump(start: Box<Pump>) {
                                 tx: &tx,
                                 delivered: &mut delivered,
                             };
-                            end.send(&state, ctx.api, last, &reason, attempts).await;
+                            end.send(&state, api, last, &reason, attempts).await;
                             trace
-                                .finish_error(delivered, "reused_call_id", &reason)
+                                .finish_error(delivered, "undeliverable_turn", &reason)
                                 .await;
                             return;
                         }
@@ -698,7 +451,7 @@ async fn pump(start: Box<Pump>) {
                             delivered: &mut delivered,
                         };
                         let message = turn.reason.to_string();
-                        end.send(&state, ctx.api, turn.final_chunk, &message, attempts)
+                        end.send(&state, api, turn.final_chunk, &message, attempts)
                             .await;
                         trace
                             .finish_error(delivered, "malformed_function_call", &reason)
@@ -713,7 +466,7 @@ async fn pump(start: Box<Pump>) {
         response = match connect(&state, &prepared.chat_body, &mut budget, &mut trace).await {
             Ok(r) => r,
             Err((error, attempts)) => {
-                let failure = upstream_failure(&state, ctx.api, &error, attempts);
+                let failure = api.upstream_failure(&state, &error, attempts);
                 let _ = tx.send(failure.stream_bytes()).await;
                 trace
                     .finish_error(delivered, error.kind(), &error.to_string())
@@ -725,75 +478,61 @@ async fn pump(start: Box<Pump>) {
 }
 
 /// Where a stream whose turn's calls cannot be delivered ends.
-struct Undeliverable<'a> {
-    render: &'a mut Render,
+struct Undeliverable<'a, R> {
+    render: &'a mut R,
     tx: &'a mpsc::Sender<Bytes>,
-    delivered: &'a mut Vec<GenerateContentResponse>,
+    delivered: &'a mut Vec<TurnChunk>,
 }
 
-impl Undeliverable<'_> {
-    /// A Google guest gets `last` (finishReason `MALFORMED_FUNCTION_CALL`, no calls); a Chat
-    /// guest an error event.
-    async fn send(
+impl<R: Render> Undeliverable<'_, R> {
+    /// The ingress's failure, or (Google) `last`: finish `MalformedCall`, no calls.
+    async fn send<I: Ingress>(
         &mut self,
         state: &AppState,
-        api: GuestApi,
-        last: GenerateContentResponse,
+        api: I,
+        last: TurnChunk,
         reason: &str,
         attempts: u32,
     ) {
-        match api {
-            GuestApi::Google => {
-                for frame in self.render.last_frames(&last) {
+        match api.undeliverable(state, reason, attempts) {
+            Some(failure) => {
+                let _ = self.tx.send(failure.stream_bytes()).await;
+            }
+            None => {
+                let mut frames = self.render.frames(&last);
+                frames.extend(self.render.end());
+                for frame in frames {
                     let _ = self.tx.send(frame).await;
                 }
                 self.delivered.push(last);
-            }
-            GuestApi::Chat => {
-                let failure = malformed_failure(state, reason, attempts);
-                let _ = self.tx.send(failure.stream_bytes()).await;
             }
         }
     }
 }
 
 /// The visible text the guest already received in this exchange.
-fn forwarded_text(delivered: &[GenerateContentResponse]) -> String {
-    delivered
-        .iter()
-        .flat_map(|c| c.parts())
-        .filter(|p| p.thought != Some(true))
-        .filter_map(|p| p.text.as_deref())
-        .collect()
+fn forwarded_text(delivered: &[TurnChunk]) -> String {
+    delivered.iter().map(TurnChunk::text).collect()
 }
 
-/// The final chunk of a turn whose calls cannot be delivered: finishReason
-/// MALFORMED_FUNCTION_CALL, text kept, function calls removed.
-fn malformed_final_chunk(
-    config: &ResponseConfig,
-    complete: &GenerateContentResponse,
-) -> GenerateContentResponse {
+/// The final chunk of a turn whose calls cannot be delivered: finish `MalformedCall`, text
+/// kept, calls removed.
+fn malformed_final_chunk(config: &ResponseConfig, complete: &TurnChunk) -> TurnChunk {
     let mut chunk = complete.clone();
-    chunk.model_version = Some(config.model_version.clone());
-    for candidate in &mut chunk.candidates {
-        candidate
-            .content
-            .parts
-            .retain(|p| p.function_call.is_none());
-        candidate.finish_reason =
-            Some(switchyard_translate::google::FinishReason::MalformedFunctionCall);
-    }
+    chunk.model.clone_from(&config.model_version);
+    chunk.parts.retain(|p| !matches!(p, TurnPart::Call(_)));
+    chunk.finish = Some(Finish::MalformedCall);
     chunk
 }
 
-async fn stream_attempt(
+async fn stream_attempt<R: Render>(
     state: &AppState,
-    render: &mut Render,
+    render: &mut R,
     response: UpstreamResponse,
     config: ResponseConfig,
     tx: &mpsc::Sender<Bytes>,
     trace: &mut Trace,
-    delivered: &mut Vec<GenerateContentResponse>,
+    delivered: &mut Vec<TurnChunk>,
 ) -> AttemptEnd {
     let mut translator = StreamTranslator::new(config);
     let body = state.upstream.body_stream(response);
@@ -851,16 +590,12 @@ async fn stream_attempt(
     AttemptEnd::Outcome(Box::new(outcome))
 }
 
-/// `:generateContent` (auxiliary calls), or an unstreamed `chat/completions`: one
-/// non-streamed upstream completion.
-pub(crate) async fn generate(ctx: ExchangeContext, guest: GuestBody) -> Response {
+/// A unary exchange (`:generateContent`, an unstreamed `chat/completions`): one non-streamed
+/// upstream completion.
+pub(crate) async fn generate<I: Ingress>(ctx: ExchangeContext<I>, guest: GuestBody) -> Response {
     let state = ctx.state.clone();
     let _in_flight = state.in_flight.clone();
-    let ingress_api = match ctx.api {
-        GuestApi::Google => ingress::GENERATE_CONTENT,
-        GuestApi::Chat => ingress::CHAT_COMPLETIONS,
-    };
-    let begun = begin(&ctx, &guest.bytes, ingress_api, false).await;
+    let begun = begin(&ctx, &guest.bytes, false).await;
     drop(guest);
     let (trace, prepared) = match begun {
         Ok(begun) => begun,
@@ -872,15 +607,15 @@ pub(crate) async fn generate(ctx: ExchangeContext, guest: GuestBody) -> Response
 /// How a whole answer goes to the guest.
 #[derive(Clone, Copy)]
 enum Shape {
-    /// `:generateContent`: one JSON body.
+    /// A unary request: one JSON body.
     Json,
-    /// `:streamGenerateContent` answered from an unstreamed upstream call: one SSE frame.
+    /// A streamed request answered from an unstreamed upstream call: the frames at once.
     Sse,
 }
 
 /// The unstreamed upstream attempts of an exchange, until it ends; the answer in `shape`.
-async fn complete(
-    ctx: &ExchangeContext,
+async fn complete<I: Ingress>(
+    ctx: &ExchangeContext<I>,
     mut trace: Trace,
     prepared: &Prepared,
     shape: Shape,
@@ -889,7 +624,7 @@ async fn complete(
     let api = ctx.api;
     let mut budget = RetryBudget::new(&state.config.retries);
     let config = &prepared.response_config;
-    let mut render = Render::new(api, &config.response_id, prepared.include_usage);
+    let mut render = api.render(&config.response_id, prepared.include_usage);
     loop {
         let response = match connect_or_error_response(
             state,
@@ -920,7 +655,9 @@ async fn complete(
                 trace
                     .finish_error(Vec::new(), error.kind(), &error.to_string())
                     .await;
-                return upstream_failure(state, api, &error, budget.retries() + 1).response();
+                return api
+                    .upstream_failure(state, &error, budget.retries() + 1)
+                    .response();
             }
         };
         trace.attempt_body(&bytes);
@@ -931,14 +668,15 @@ async fn complete(
                 trace
                     .finish_error(Vec::new(), error.kind(), &error.to_string())
                     .await;
-                return upstream_failure(state, api, &error, budget.retries() + 1).response();
+                return api
+                    .upstream_failure(state, &error, budget.retries() + 1)
+                    .response();
             }
         };
         trace.response_report(outcome.report());
         match outcome {
             TurnOutcome::Complete(mut turn) => {
-                let ids = std::mem::take(&mut turn.delivered_call_ids);
-                match accept_turn(state, &ctx.session, &mut turn.final_chunk, &ids) {
+                match accept_turn(state, &ctx.session, &mut turn.final_chunk) {
                     Ok(host_calls) => {
                         let response =
                             answer(&mut trace, &mut render, turn.final_chunk, None, shape).await;
@@ -952,10 +690,10 @@ async fn complete(
                     }
                     Err(reason) => {
                         let last = malformed_final_chunk(config, &turn.final_chunk);
-                        let error = ("reused_call_id", reason.as_str());
+                        let error = ("undeliverable_turn", reason.as_str());
                         let attempts = budget.retries() + 1;
                         return undeliverable(
-                            state,
+                            ctx,
                             &mut trace,
                             &mut render,
                             last,
@@ -976,7 +714,7 @@ async fn complete(
                     let error = ("malformed_function_call", message.as_str());
                     let attempts = budget.retries() + 1;
                     return undeliverable(
-                        state,
+                        ctx,
                         &mut trace,
                         &mut render,
                         turn.final_chunk,
@@ -991,22 +729,25 @@ async fn complete(
     }
 }
 
-/// Ends a `:generateContent` exchange with its whole response `chunk` (and `error`, kind and
-/// message, when it failed).
-async fn answer(
+/// Ends a unary exchange with its whole answer `chunk` (and `error`, kind and message, when it
+/// failed).
+async fn answer<R: Render>(
     trace: &mut Trace,
-    render: &mut Render,
-    chunk: GenerateContentResponse,
+    render: &mut R,
+    chunk: TurnChunk,
     error: Option<(&str, &str)>,
     shape: Shape,
 ) -> Response {
     let sent = match shape {
         Shape::Json => render.whole(&chunk),
-        Shape::Sse => render
-            .last_frames(&chunk)
-            .iter()
-            .map(|frame| String::from_utf8_lossy(frame).into_owned())
-            .collect(),
+        Shape::Sse => {
+            let mut frames = render.frames(&chunk);
+            frames.extend(render.end());
+            frames
+                .iter()
+                .map(|frame| String::from_utf8_lossy(frame).into_owned())
+                .collect()
+        }
     };
     let delivered = vec![chunk];
     match error {
@@ -1019,22 +760,22 @@ async fn answer(
     }
 }
 
-/// Ends an unstreamed exchange whose turn's calls cannot be delivered: a Google guest gets
-/// `last` (finishReason `MALFORMED_FUNCTION_CALL`), a Chat guest an error response.
-async fn undeliverable(
-    state: &AppState,
+/// Ends an unstreamed exchange whose turn's calls cannot be delivered: the ingress's failure,
+/// or (Google) `last` with finish `MalformedCall`.
+async fn undeliverable<I: Ingress>(
+    ctx: &ExchangeContext<I>,
     trace: &mut Trace,
-    render: &mut Render,
-    last: GenerateContentResponse,
+    render: &mut I::Render,
+    last: TurnChunk,
     error: (&str, &str),
     shape: Shape,
     attempts: u32,
 ) -> Response {
-    match render {
-        Render::Google => answer(trace, render, last, Some(error), shape).await,
-        Render::Chat(_) => {
+    match ctx.api.undeliverable(&ctx.state, error.1, attempts) {
+        None => answer(trace, render, last, Some(error), shape).await,
+        Some(failure) => {
             trace.finish_error(Vec::new(), error.0, error.1).await;
-            malformed_failure(state, error.1, attempts).response()
+            failure.response()
         }
     }
 }
@@ -1048,7 +789,10 @@ fn confirming(response: Response, host_calls: Delivery) -> Response {
 }
 
 /// `:countTokens`: a local estimate, never an upstream call.
-pub(crate) async fn count_tokens(ctx: ExchangeContext, guest: GuestBody) -> Response {
+pub(crate) async fn count_tokens<I: Ingress>(
+    ctx: ExchangeContext<I>,
+    guest: GuestBody,
+) -> Response {
     let GuestBody {
         bytes: body,
         permit: _permit,
@@ -1072,6 +816,7 @@ pub(crate) async fn count_tokens(ctx: ExchangeContext, guest: GuestBody) -> Resp
         ingress::COUNT_TOKENS,
         &ctx.guest_model,
         &body,
+        ctx.api.recorded(),
     );
     trace.note(|| format!("local estimate: {} tokens", answer.total_tokens));
     trace.finish_ok(Vec::new()).await;

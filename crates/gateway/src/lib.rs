@@ -115,10 +115,10 @@
 pub mod auth;
 pub mod config;
 mod delivery;
-mod dialect;
 mod exchange;
 pub mod guard;
 mod images;
+mod ingress;
 mod intake;
 mod record_writer;
 mod responses;
@@ -131,6 +131,7 @@ mod state;
 mod trace;
 pub mod translation;
 pub mod upstream;
+mod verdict;
 
 pub use config::{
     ConfigError, DEFAULT_UPSTREAM_KEY_ENV, GatewayConfig, LimitConfig, RetryConfig, TimeoutConfig,

@@ -17,8 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::Bytes;
 use serde_json::Value;
 use switchyard_records::Recorder;
-use switchyard_records::model::{DeliveredCall, ExchangeRecord, RecordOp, Usage, ingress};
-use switchyard_translate::google::{GenerateContentResponse, Part};
+use switchyard_records::model::{DeliveredCall, ExchangeRecord, RecordOp, Usage};
+use switchyard_translate::turn::{TurnChunk, TurnPart};
+
+use crate::ingress::RecordedAnswer;
 use tokio::sync::Semaphore;
 
 /// KiB of bodies that writes handed to the recorder and not built yet may hold before producers
@@ -35,7 +37,9 @@ pub(crate) struct PendingWrite {
     /// The upstream request body of each attempt, by attempt index.
     pub attempt_bodies: Vec<Bytes>,
     /// What the guest received, when the exchange ended (`None` for an in-flight write).
-    pub delivered: Option<Vec<GenerateContentResponse>>,
+    pub delivered: Option<Vec<TurnChunk>>,
+    /// The guest's answer in its own API's shape (the ingress's).
+    pub recorded: RecordedAnswer,
     /// Set once the exchange's last write is queued: an in-flight write not built by then is
     /// not built at all (the last write replaces it), so a short exchange is built and stored
     /// once.
@@ -58,6 +62,7 @@ impl PendingWrite {
             guest_body,
             attempt_bodies,
             delivered,
+            recorded,
             superseded: _,
         } = self;
         record.guest_request = json_or_text(&guest_body);
@@ -67,39 +72,22 @@ impl PendingWrite {
         if let Some(delivered) = delivered {
             record.function_calls = delivered
                 .iter()
-                .flat_map(|chunk| chunk.parts())
+                .flat_map(|chunk| chunk.parts.iter())
                 .filter_map(call_of)
                 .collect();
-            if let Some(u) = delivered
-                .iter()
-                .rev()
-                .find_map(|c| c.usage_metadata.as_ref())
-            {
+            if let Some(u) = delivered.iter().rev().find_map(|c| c.usage.as_ref()) {
                 record.usage = Usage {
-                    input: u64::from(u.prompt_token_count),
-                    cached: u64::from(u.cached_content_token_count.unwrap_or(0)),
-                    output: u64::from(u.candidates_token_count),
-                    reasoning: u64::from(u.thoughts_token_count.unwrap_or(0)),
+                    input: u64::from(u.input),
+                    cached: u64::from(u.cached.unwrap_or(0)),
+                    output: u64::from(u.output),
+                    reasoning: u64::from(u.reasoning.unwrap_or(0)),
                     // Set by the trace from the response translation's report.
                     estimated: record.usage.estimated,
                 };
             }
-            let chat_guest = record.ingress_api == ingress::CHAT_COMPLETIONS;
-            record.guest_response = merge_chunks(delivered).and_then(|merged| {
-                if chat_guest {
-                    // What a Chat guest received, as the one `chat.completion` it amounts to.
-                    let id = merged.response_id.clone().unwrap_or_default();
-                    let created = u64::try_from(record.received_at.timestamp()).unwrap_or(0);
-                    let completion = switchyard_translate::chat_answer::completion_value(
-                        &format!("chatcmpl-{id}"),
-                        created,
-                        &merged,
-                    );
-                    Some(completion)
-                } else {
-                    serde_json::to_value(merged).ok()
-                }
-            });
+            let created = u64::try_from(record.received_at.timestamp()).unwrap_or(0);
+            record.guest_response = switchyard_translate::turn::merge(delivered)
+                .and_then(|merged| recorded(&merged, created));
             record.upstream_message = record
                 .attempts
                 .iter()
@@ -173,96 +161,16 @@ impl RecordWriter {
     }
 }
 
-fn call_of(part: &Part) -> Option<DeliveredCall> {
-    let call = part.function_call.as_ref()?;
+fn call_of(part: &TurnPart) -> Option<DeliveredCall> {
+    let TurnPart::Call(call) = part else {
+        return None;
+    };
     Some(DeliveredCall {
-        id: call.id.clone().unwrap_or_default(),
+        id: call.upstream_id.clone().unwrap_or_else(|| call.id.clone()),
+        delivered_id: call.upstream_id.is_some().then(|| call.id.clone()),
         name: call.name.clone(),
-        arguments: call.args.clone().unwrap_or(Value::Null),
+        arguments: call.arguments.clone(),
     })
-}
-
-/// True for a part that carries only text (and maybe the thought flag). Every field is named, so
-/// a new one is a compile error here; nothing is cloned (this runs for every delivered chunk).
-fn text_only(part: &Part) -> bool {
-    let Part {
-        text,
-        thought: _,
-        thought_signature,
-        function_call,
-        function_response,
-        inline_data,
-        file_data,
-        executable_code,
-        code_execution_result,
-        video_metadata,
-        extra,
-    } = part;
-    text.is_some()
-        && thought_signature.is_none()
-        && function_call.is_none()
-        && function_response.is_none()
-        && inline_data.is_none()
-        && file_data.is_none()
-        && executable_code.is_none()
-        && code_execution_result.is_none()
-        && video_metadata.is_none()
-        && extra.is_empty()
-}
-
-/// The GenerateContent response the guest received, as one response: the chunks' parts in
-/// order (adjacent text parts of the same kind joined), the last chunk's finish reason, usage,
-/// model version and response id. `None` when nothing was delivered.
-pub(crate) fn merge_chunks(
-    mut chunks: Vec<GenerateContentResponse>,
-) -> Option<GenerateContentResponse> {
-    if chunks.len() <= 1 {
-        return chunks.pop();
-    }
-    let mut parts: Vec<Part> = Vec::new();
-    for part in chunks.iter().flat_map(|c| c.parts()) {
-        match parts.last_mut() {
-            Some(previous)
-                if text_only(previous) && text_only(part) && previous.thought == part.thought =>
-            {
-                if let (Some(joined), Some(more)) = (&mut previous.text, &part.text) {
-                    joined.push_str(more);
-                }
-            }
-            _ => parts.push(part.clone()),
-        }
-    }
-    let usage_metadata = chunks.iter().rev().find_map(|c| c.usage_metadata.clone());
-    let model_version = chunks.iter().rev().find_map(|c| c.model_version.clone());
-    let response_id = chunks.iter().rev().find_map(|c| c.response_id.clone());
-    let finish_reason = chunks.iter().rev().find_map(|c| c.finish_reason());
-    // Only needed (and cloned) when the last chunk has no candidate.
-    let earlier_candidate = chunks
-        .last()
-        .is_some_and(|last| last.candidates.is_empty())
-        .then(|| {
-            chunks
-                .iter()
-                .rev()
-                .find_map(|c| c.candidates.first().cloned())
-        })
-        .flatten();
-    let mut merged = chunks.pop()?;
-    merged.usage_metadata = usage_metadata;
-    merged.model_version = model_version;
-    merged.response_id = response_id;
-    match merged.candidates.first_mut() {
-        Some(candidate) => {
-            candidate.content.parts = parts;
-            candidate.finish_reason = finish_reason;
-        }
-        None => {
-            let mut candidate = earlier_candidate.unwrap_or_default();
-            candidate.content.parts = parts;
-            merged.candidates.push(candidate);
-        }
-    }
-    Some(merged)
 }
 
 #[cfg(test)]
@@ -276,6 +184,9 @@ mod tests {
             guest_body,
             attempt_bodies,
             delivered: None,
+            recorded: |turn, _| {
+                serde_json::to_value(switchyard_translate::google_answer::to_google(turn)).ok()
+            },
             superseded: Arc::default(),
         }
     }
@@ -322,17 +233,14 @@ mod tests {
 
     #[test]
     fn a_build_parses_bodies_and_keeps_calls_usage_and_the_merged_response() {
-        let chunk = |v: Value| serde_json::from_value::<GenerateContentResponse>(v).unwrap();
-        let text = chunk(
-            json!({"candidates":[{"content":{"role":"model","parts":[{"text":"a"}]},"index":0}]}),
-        );
-        let last = chunk(json!({
-            "candidates":[{"content":{"role":"model","parts":[
-                {"functionCall":{"id":"c1","name":"ls","args":{"dir":"."}}}]},
-                "finishReason":"STOP","index":0}],
-            "usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":2,"totalTokenCount":7,
-                "cachedContentTokenCount":1,"thoughtsTokenCount":3}
-        }));
+        let chunk = |v: Value| serde_json::from_value::<TurnChunk>(v).unwrap();
+        let text = chunk(json!({"model": "m", "response_id": "r",
+            "parts": [{"kind": "text", "text": "a"}]}));
+        let last = chunk(json!({"model": "m", "response_id": "r",
+            "parts": [{"kind": "call", "id": "c1", "upstream_id": "u1", "name": "ls",
+                "arguments": {"dir": "."}}],
+            "finish": "stop",
+            "usage": {"input": 5, "output": 2, "total": 7, "cached": 1, "reasoning": 3}}));
         let mut write = pending(
             Bytes::from_static(br#"{"contents":[]}"#),
             vec![Bytes::from_static(b"not json")],
@@ -358,7 +266,8 @@ mod tests {
             "kept as text"
         );
         assert_eq!(record.function_calls.len(), 1);
-        assert_eq!(record.function_calls[0].id, "c1");
+        assert_eq!(record.function_calls[0].id, "u1", "the model's own id");
+        assert_eq!(record.function_calls[0].delivered_id.as_deref(), Some("c1"));
         assert_eq!(record.function_calls[0].arguments, json!({"dir": "."}));
         let u = record.usage;
         assert_eq!((u.input, u.cached, u.output, u.reasoning), (5, 1, 2, 3));
@@ -367,50 +276,10 @@ mod tests {
             merged["candidates"][0]["content"]["parts"][0],
             json!({"text": "a"})
         );
+        assert_eq!(
+            merged["candidates"][0]["content"]["parts"][1]["functionCall"]["id"], "c1",
+            "the guest's own id, as it received it"
+        );
         assert_eq!(record.upstream_message.unwrap()["content"], "a");
-    }
-
-    #[test]
-    fn merged_chunks_join_adjacent_text_and_keep_the_last_metadata() {
-        let chunk = |v: Value| serde_json::from_value::<GenerateContentResponse>(v).unwrap();
-        let chunks = [
-            chunk(
-                json!({"candidates":[{"content":{"role":"model","parts":[{"text":"a","thought":true}]},"index":0}]}),
-            ),
-            chunk(
-                json!({"candidates":[{"content":{"role":"model","parts":[{"text":"b"}]},"index":0}]}),
-            ),
-            chunk(
-                json!({"candidates":[{"content":{"role":"model","parts":[{"text":"c"}]},"index":0}]}),
-            ),
-            chunk(
-                json!({"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"id":"c1","name":"ls","args":{}}}]},"finishReason":"STOP","index":0}],
-                "usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2,"totalTokenCount":5},"modelVersion":"m"}),
-            ),
-        ];
-        let merged = serde_json::to_value(merge_chunks(chunks.to_vec()).unwrap()).unwrap();
-        assert_eq!(
-            merged["candidates"][0]["content"]["parts"],
-            json!([{"text":"a","thought":true},{"text":"bc"},{"functionCall":{"id":"c1","name":"ls","args":{}}}])
-        );
-        assert_eq!(merged["candidates"][0]["finishReason"], "STOP");
-        assert_eq!(merged["usageMetadata"]["promptTokenCount"], 3);
-        assert_eq!(merged["modelVersion"], "m");
-        assert!(merge_chunks(Vec::new()).is_none());
-        // A last chunk without a candidate (usage only): the earlier candidate carries the parts.
-        let usage_last = [
-            chunk(
-                json!({"candidates":[{"content":{"role":"model","parts":[{"text":"x"}]},"index":0}]}),
-            ),
-            chunk(
-                json!({"candidates":[],"usageMetadata":{"promptTokenCount":1,"candidatesTokenCount":1,"totalTokenCount":2}}),
-            ),
-        ];
-        let merged = serde_json::to_value(merge_chunks(usage_last.to_vec()).unwrap()).unwrap();
-        assert_eq!(
-            merged["candidates"][0]["content"],
-            json!({"role":"model","parts":[{"text":"x"}]})
-        );
-        assert_eq!(merged["usageMetadata"]["totalTokenCount"], 2);
     }
 }

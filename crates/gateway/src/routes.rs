@@ -11,8 +11,9 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use crate::auth::{bearer_allowed, ingress_allowed};
-use crate::dialect::{GuestApi, chat_error};
 use crate::exchange;
+use crate::ingress::chat::{Chat, chat_error};
+use crate::ingress::google::Google;
 use crate::responses::error_response;
 use crate::sessions::MAX_SESSION_ID;
 use crate::state::AppState;
@@ -78,7 +79,7 @@ pub(crate) async fn chat_completions(
         state,
         guest_model: model,
         session,
-        api: GuestApi::Chat,
+        api: Chat,
     };
     if head.stream.unwrap_or(false) {
         exchange::stream(ctx, guest).await
@@ -137,7 +138,7 @@ pub(crate) async fn models(
         state,
         guest_model: model.to_string(),
         session,
-        api: GuestApi::Google,
+        api: Google,
     };
     match method {
         Method::StreamGenerateContent => exchange::stream(ctx, guest).await,

@@ -146,6 +146,7 @@ impl Gateway {
             records,
             run_id: deps.run_id,
             sessions: Sessions::new(MAX_SESSIONS),
+            verdicts: Arc::new(crate::verdict::Verdicts::new(guest_redactor.clone())),
             guest_redactor,
             binding: deps.binding,
             provider_error: std::sync::Mutex::new(None),
@@ -317,6 +318,15 @@ impl GatewayHandle {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// How the gateway's main exchanges ended so far: the host's own evidence for the run's
+    /// outcome (see `switchyard_events::verdict`).
+    pub fn verdict(&self) -> switchyard_events::verdict::Verdict {
+        self.state
+            .as_ref()
+            .map(|state| state.verdicts.snapshot())
+            .unwrap_or_default()
     }
 
     /// The bound address (useful with port 0).

@@ -37,6 +37,8 @@ pub(crate) struct AppState {
     /// The last provider failure the gateway gave up on and passed to the guest (HTTP status,
     /// redacted message).
     pub provider_error: std::sync::Mutex<Option<(Option<u16>, String)>>,
+    /// How the main exchanges ended (the host's own evidence for the run's outcome).
+    pub verdicts: std::sync::Arc<crate::verdict::Verdicts>,
     pub cancel: CancellationToken,
     /// Each in-flight exchange holds a clone; shutdown waits until all are dropped.
     pub in_flight: mpsc::Sender<()>,

@@ -19,14 +19,23 @@ use chrono::Utc;
 use serde_json::Value;
 use switchyard_records::model::{ExchangeRecord, ExchangeStatus, TypedError, UpstreamAttempt};
 use switchyard_translate::ResponseReport;
-use switchyard_translate::google::GenerateContentResponse;
+use switchyard_translate::turn::TurnChunk;
 use uuid::Uuid;
 
+use crate::ingress::RecordedAnswer;
 use crate::record_writer::{PendingWrite, RecordWriter};
+use crate::verdict::Verdicts;
 
-/// The record of one exchange under construction (`None` inside when records are off or once
-/// it ended).
-pub(crate) struct Trace(Option<Active>);
+/// The record of one exchange under construction, and where its end goes into the gateway's
+/// verdict.
+pub(crate) struct Trace {
+    /// `None` when records are off or once it ended.
+    active: Option<Active>,
+    /// The gateway's verdict, when this is a main exchange (the agent's streamed turn).
+    verdict: Option<Arc<Verdicts>>,
+    /// The last upstream status seen.
+    status: Option<u16>,
+}
 
 /// What a trace holds while records are on.
 struct Active {
@@ -37,6 +46,8 @@ struct Active {
     attempt_bodies: Vec<Bytes>,
     /// Set when the last write is queued (see [`PendingWrite::superseded`]).
     ended: Arc<AtomicBool>,
+    /// How the guest's answer is recorded.
+    recorded: RecordedAnswer,
 }
 
 impl Active {
@@ -47,6 +58,7 @@ impl Active {
             guest_body: self.guest_body.clone(),
             attempt_bodies: self.attempt_bodies.clone(),
             delivered: None,
+            recorded: self.recorded,
             superseded: Arc::clone(&self.ended),
         }
     }
@@ -54,7 +66,7 @@ impl Active {
     /// The record as the exchange ended, with what was delivered, as the last write.
     fn into_last_write(
         self,
-        delivered: Vec<GenerateContentResponse>,
+        delivered: Vec<TurnChunk>,
         error: Option<TypedError>,
     ) -> (RecordWriter, PendingWrite) {
         let Active {
@@ -63,6 +75,7 @@ impl Active {
             guest_body,
             attempt_bodies,
             ended,
+            recorded,
         } = self;
         ended.store(true, Ordering::Release);
         record.delivered_at = Some(Utc::now());
@@ -77,6 +90,7 @@ impl Active {
             guest_body,
             attempt_bodies,
             delivered: Some(delivered),
+            recorded,
             superseded: ended,
         };
         (writer, write)
@@ -90,26 +104,38 @@ impl Trace {
         ingress_api: &str,
         guest_model: &str,
         guest_body: &Bytes,
+        recorded: RecordedAnswer,
     ) -> Self {
-        Self(writer.map(|writer| Active {
-            writer: writer.clone(),
-            record: ExchangeRecord::begin(run_id, ingress_api, guest_model, Value::Null),
-            guest_body: guest_body.clone(),
-            attempt_bodies: Vec::new(),
-            ended: Arc::default(),
-        }))
+        Self {
+            active: writer.map(|writer| Active {
+                writer: writer.clone(),
+                record: ExchangeRecord::begin(run_id, ingress_api, guest_model, Value::Null),
+                guest_body: guest_body.clone(),
+                attempt_bodies: Vec::new(),
+                ended: Arc::default(),
+                recorded,
+            }),
+            verdict: None,
+            status: None,
+        }
+    }
+
+    /// Counts this exchange's end in the gateway's verdict (a main exchange).
+    pub fn counted_in(mut self, verdict: Arc<Verdicts>) -> Self {
+        self.verdict = Some(verdict);
+        self
     }
 
     /// Runs `change` on the record while the exchange runs with records on.
     fn record(&mut self, change: impl FnOnce(&mut ExchangeRecord)) {
-        if let Some(active) = &mut self.0 {
+        if let Some(active) = &mut self.active {
             change(&mut active.record);
         }
     }
 
     /// Writes the record as it stands, in flight.
     pub async fn started(&mut self) {
-        if let Some(active) = &self.0 {
+        if let Some(active) = &self.active {
             let (writer, write) = (active.writer.clone(), active.snapshot());
             writer.write(write).await;
         }
@@ -128,7 +154,7 @@ impl Trace {
     }
 
     pub fn attempt_started(&mut self, chat_body: &Bytes) {
-        if let Some(active) = &mut self.0 {
+        if let Some(active) = &mut self.active {
             active.attempt_bodies.push(chat_body.clone());
             let r = &mut active.record;
             r.attempts.push(UpstreamAttempt {
@@ -145,6 +171,7 @@ impl Trace {
     }
 
     pub fn attempt_head(&mut self, status: u16) {
+        self.status = Some(status);
         self.record(|r| {
             let now = Utc::now();
             r.first_byte_at = Some(now);
@@ -169,7 +196,7 @@ impl Trace {
 
     /// A whole (non-streamed) upstream response body, kept as one raw event.
     pub fn attempt_body(&mut self, body: &[u8]) {
-        if self.0.is_some() {
+        if self.active.is_some() {
             self.attempt_event(String::from_utf8_lossy(body).into_owned());
         }
     }
@@ -197,24 +224,22 @@ impl Trace {
     }
 
     /// Ends the exchange successfully with what the guest received.
-    pub async fn finish_ok(&mut self, delivered: Vec<GenerateContentResponse>) {
+    pub async fn finish_ok(&mut self, delivered: Vec<TurnChunk>) {
         self.finish(delivered, None).await;
     }
 
     /// Ends the exchange with a typed error (and whatever was delivered before it).
-    pub async fn finish_error(
-        &mut self,
-        delivered: Vec<GenerateContentResponse>,
-        kind: &str,
-        message: &str,
-    ) {
+    pub async fn finish_error(&mut self, delivered: Vec<TurnChunk>, kind: &str, message: &str) {
         self.finish(delivered, Some(typed_error(kind, message)))
             .await;
     }
 
     /// The last write (later calls do nothing).
-    async fn finish(&mut self, delivered: Vec<GenerateContentResponse>, error: Option<TypedError>) {
-        if let Some(active) = self.0.take() {
+    async fn finish(&mut self, delivered: Vec<TurnChunk>, error: Option<TypedError>) {
+        if let Some(verdict) = self.verdict.take() {
+            verdict.ended(&delivered, error.as_ref(), self.status);
+        }
+        if let Some(active) = self.active.take() {
             let (writer, write) = active.into_last_write(delivered, error);
             writer.write(write).await;
         }
@@ -226,12 +251,17 @@ impl Drop for Trace {
     /// of being left in flight: the server drops a request's future when its guest closes the
     /// connection while the gateway waits on the upstream.
     fn drop(&mut self) {
-        if let Some(active) = self.0.take() {
-            let abandoned = typed_error(
+        let abandoned = || {
+            typed_error(
                 "abandoned",
                 "the exchange was dropped before it ended (its guest connection closed)",
-            );
-            let (writer, write) = active.into_last_write(Vec::new(), Some(abandoned));
+            )
+        };
+        if let Some(verdict) = self.verdict.take() {
+            verdict.ended(&[], Some(&abandoned()), self.status);
+        }
+        if let Some(active) = self.active.take() {
+            let (writer, write) = active.into_last_write(Vec::new(), Some(abandoned()));
             writer.write_detached(write);
         }
     }
@@ -282,7 +312,14 @@ mod tests {
         )
         .unwrap();
         let writer = RecordWriter::new(recorder.clone());
-        let trace = Trace::begin(Some(&writer), None, "ingress", "model", &Bytes::new());
+        let trace = Trace::begin(
+            Some(&writer),
+            None,
+            "ingress",
+            "model",
+            &Bytes::new(),
+            |_, _| None,
+        );
         (recorder, trace, log, gate)
     }
 
@@ -318,6 +355,7 @@ mod tests {
             "ingress",
             "model",
             &Bytes::new(),
+            |_, _| None,
         );
         other.finish_ok(Vec::new()).await;
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;

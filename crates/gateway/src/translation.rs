@@ -57,6 +57,31 @@ impl RequestTranslator {
         &self.images
     }
 
+    /// Parses a GenerateContent body, without the private argument `strip` (the host-tool
+    /// call identity) anywhere in it.
+    pub fn parse(
+        &self,
+        body: &[u8],
+        strip: Option<&str>,
+    ) -> Result<GenerateContentRequest, TranslationFailure> {
+        let mut request =
+            switchyard_translate::parse_request(body).map_err(TranslationFailure::Guest)?;
+        if let Some(name) = strip {
+            switchyard_translate::strip_private_argument(&mut request, name);
+        }
+        Ok(request)
+    }
+
+    /// Translates a parsed request for `options`, the remembered conversions used.
+    pub fn translate_parsed(
+        &self,
+        request: &GenerateContentRequest,
+        options: &TranslateOptions,
+    ) -> Result<switchyard_translate::TranslatedRequest, TranslationFailure> {
+        switchyard_translate::translate_request_with(request, options, Some(&self.images))
+            .map_err(TranslationFailure::Guest)
+    }
+
     /// Parses and translates `body` for `options`, without the private argument `strip` (the
     /// host-tool call identity) anywhere in what goes upstream.
     pub fn translate(
@@ -65,14 +90,8 @@ impl RequestTranslator {
         options: &TranslateOptions,
         strip: Option<&str>,
     ) -> Result<Translated, TranslationFailure> {
-        let mut request =
-            switchyard_translate::parse_request(body).map_err(TranslationFailure::Guest)?;
-        if let Some(name) = strip {
-            switchyard_translate::strip_private_argument(&mut request, name);
-        }
-        let translated =
-            switchyard_translate::translate_request_with(&request, options, Some(&self.images))
-                .map_err(TranslationFailure::Guest)?;
+        let request = self.parse(body, strip)?;
+        let translated = self.translate_parsed(&request, options)?;
         let body = serde_json::to_vec(&translated.chat).map_err(TranslationFailure::Serialize)?;
         Ok(Translated {
             prompt_token_estimate: switchyard_translate::estimate_request_tokens(&request),

@@ -132,7 +132,7 @@ async fn streamed_text_arrives_as_chat_chunks_with_usage_and_done() {
 }
 
 #[tokio::test]
-async fn parallel_and_identical_calls_keep_their_ids_and_answers_are_checked() {
+async fn parallel_and_identical_calls_get_the_gateways_ids_and_answers_are_checked() {
     let args = r#"{"filePath":"/tmp/a.txt"}"#;
     let script = Script::new()
         .then(Reply::tool_calls_stream(
@@ -144,12 +144,17 @@ async fn parallel_and_identical_calls_keep_their_ids_and_answers_are_checked() {
     let first = chunks(&events(chat(&gw, &opencode_request("go")).await).await);
     let calls = tool_calls(&first);
     assert_eq!(calls.len(), 2, "{first:?}");
+    // The guest gets the gateway's own ids, never the upstream's.
+    let (a, b) = (
+        calls[0]["id"].as_str().unwrap().to_owned(),
+        calls[1]["id"].as_str().unwrap().to_owned(),
+    );
+    assert!(a.starts_with("call_") && a != "call_A" && b != "call_B" && a != b);
     assert_eq!(
         calls[0],
-        json!({"index": 0, "id": "call_A", "type": "function",
+        json!({"index": 0, "id": a, "type": "function",
             "function": {"name": "read", "arguments": args}})
     );
-    assert_eq!(calls[1]["id"], "call_B");
     assert_eq!(
         calls[1]["function"]["arguments"],
         calls[0]["function"]["arguments"]
@@ -166,18 +171,26 @@ async fn parallel_and_identical_calls_keep_their_ids_and_answers_are_checked() {
     let mut follow_up = opencode_request("go");
     let messages = follow_up["messages"].as_array_mut().unwrap();
     messages.push(json!({"role": "assistant", "content": "", "tool_calls": [
-        {"id": "call_A", "type": "function", "function": {"name": "read", "arguments": args}},
-        {"id": "call_B", "type": "function", "function": {"name": "read", "arguments": args}}]}));
-    messages.push(json!({"role": "tool", "tool_call_id": "call_A", "content": "one"}));
-    messages.push(json!({"role": "tool", "tool_call_id": "call_B", "content": "two"}));
+        {"id": a, "type": "function", "function": {"name": "read", "arguments": args}},
+        {"id": b, "type": "function", "function": {"name": "read", "arguments": args}}]}));
+    messages.push(json!({"role": "tool", "tool_call_id": a, "content": "one"}));
+    messages.push(json!({"role": "tool", "tool_call_id": b, "content": "two"}));
     let chunks2 = chunks(&events(chat(&gw, &follow_up).await).await);
     assert_eq!(content(&chunks2), "done");
+    // The upstream sees its own ids again, in its history and its answers.
     let ids: Vec<Value> = upstream.requests()[1]
         .tool_messages()
         .iter()
         .map(|m| m["tool_call_id"].clone())
         .collect();
     assert_eq!(ids, [json!("call_A"), json!("call_B")]);
+    let history: Vec<Value> = upstream.requests()[1].json()["messages"][2]["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].clone())
+        .collect();
+    assert_eq!(history, [json!("call_A"), json!("call_B")]);
 
     // A tool message for a call this session never delivered is refused, in OpenAI's shape.
     let mut forged = follow_up.clone();
@@ -209,7 +222,8 @@ async fn a_malformed_call_is_retried_and_delivered_once_or_fails_clearly() {
         &events(chat(&gw, &opencode_request("go")).await).await,
     ));
     assert_eq!(calls.len(), 1);
-    assert_eq!(calls[0]["id"], "call_good");
+    assert_eq!(calls[0]["function"]["arguments"], r#"{"filePath":"a"}"#);
+    assert_ne!(calls[0]["id"], "call_good", "the gateway's id");
     assert_eq!(upstream.requests().len(), 2);
     gw.shutdown().await.unwrap();
 
@@ -334,7 +348,11 @@ async fn an_unstreamed_request_gets_one_completion() {
     let completion: Value = response.json().await.unwrap();
     assert_eq!(completion["object"], "chat.completion");
     let message = &completion["choices"][0]["message"];
-    assert_eq!(message["tool_calls"][0]["id"], "call_1");
+    let id = message["tool_calls"][0]["id"].as_str().unwrap();
+    assert!(
+        id.starts_with("call_") && id != "call_1",
+        "the gateway's id: {id}"
+    );
     assert_eq!(
         message["tool_calls"][0]["function"]["arguments"],
         r#"{"filePath":"b"}"#
@@ -453,11 +471,14 @@ async fn a_chat_exchange_is_recorded_with_both_requests_and_the_answer_as_a_comp
     assert_eq!(x.attempts[0].request["model"], UPSTREAM_MODEL);
     let answer = x.guest_response.as_ref().unwrap();
     assert_eq!(answer["object"], "chat.completion");
+    // The guest's answer as it received it (the gateway's id); the call under the model's id.
+    assert_eq!(x.function_calls[0].id, "call_R");
+    let delivered = x.function_calls[0].delivered_id.as_deref().unwrap();
+    assert_ne!(delivered, "call_R");
     assert_eq!(
         answer["choices"][0]["message"]["tool_calls"][0]["id"],
-        "call_R"
+        delivered
     );
-    assert_eq!(x.function_calls[0].id, "call_R");
     assert!(x.upstream_message.is_some());
     assert_eq!(x.usage.input, 20);
     let stored = serde_json::to_string(x).unwrap();

@@ -81,7 +81,19 @@ async fn every_exchange_is_recorded_with_attempts_usage_and_calls() {
     assert_eq!(x.attempts[0].status, Some(503));
     assert_eq!(x.retries, 1);
     assert_eq!(x.function_calls.len(), 2);
+    // Recorded under the model's own id, with the id the guest received beside it.
     assert_eq!(x.function_calls[0].id, "call_r1");
+    assert_eq!(x.function_calls[1].id, "call_r2");
+    let delivered: Vec<&str> = x
+        .function_calls
+        .iter()
+        .map(|c| c.delivered_id.as_deref().unwrap())
+        .collect();
+    assert!(
+        delivered
+            .iter()
+            .all(|d| d.starts_with("call_") && !d.starts_with("call_r"))
+    );
     assert_eq!(
         x.function_calls[1].arguments,
         json!({"file_path": "a \"b\".md"})
@@ -113,12 +125,12 @@ async fn every_exchange_is_recorded_with_attempts_usage_and_calls() {
     // The guest response is the one merged GenerateContent response the guest received.
     let response = x.guest_response.as_ref().expect("guest response");
     let guest_calls = &response["candidates"][0]["content"]["parts"];
-    assert_eq!(guest_calls[0]["functionCall"]["id"], "call_r1");
+    assert_eq!(guest_calls[0]["functionCall"]["id"], delivered[0]);
     assert_eq!(
         guest_calls[0]["functionCall"]["args"],
         json!({"pattern": "*.md"})
     );
-    assert_eq!(guest_calls[1]["functionCall"]["id"], "call_r2");
+    assert_eq!(guest_calls[1]["functionCall"]["id"], delivered[1]);
     assert_eq!(response["candidates"][0]["finishReason"], "STOP");
     assert_eq!(response["usageMetadata"]["promptTokenCount"], 20);
     assert_eq!(

@@ -70,7 +70,7 @@ async fn streamed_text_reaches_the_guest_before_the_upstream_sends_more() {
 }
 
 #[tokio::test]
-async fn parallel_and_identical_tool_calls_are_assembled_and_keep_their_ids() {
+async fn parallel_and_identical_tool_calls_are_assembled_under_the_gateways_ids() {
     let args = r#"{"file_path":"/tmp/a.txt"}"#;
     let script = Script::new()
         .then(Reply::tool_calls_stream(
@@ -97,11 +97,21 @@ async fn parallel_and_identical_tool_calls_are_assembled_and_keep_their_ids() {
     .await;
     let calls = function_calls(&frames);
     assert_eq!(calls.len(), 3, "{frames:?}");
+    let ids: Vec<String> = calls
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        ids.iter()
+            .all(|id| id.starts_with("call_")
+                && !["call_A", "call_B", "call_C"].contains(&id.as_str())),
+        "the guest gets the gateway's ids: {ids:?}"
+    );
+    assert!(ids[0] != ids[1] && ids[1] != ids[2]);
     assert_eq!(
         calls[0],
-        json!({"id": "call_A", "name": "read_file", "args": {"file_path": "/tmp/a.txt"}})
+        json!({"id": ids[0], "name": "read_file", "args": {"file_path": "/tmp/a.txt"}})
     );
-    assert_eq!(calls[1]["id"], "call_B");
     assert_eq!(
         calls[1]["args"], calls[0]["args"],
         "identical calls stay distinct by id"
@@ -112,15 +122,15 @@ async fn parallel_and_identical_tool_calls_are_assembled_and_keep_their_ids() {
     assert_eq!(function_calls(std::slice::from_ref(last)).len(), 3);
     assert_eq!(last["candidates"][0]["finishReason"], "STOP");
 
-    // The guest answers by id; the upstream sees tool messages with those ids, in order.
+    // The guest answers by the ids it got; the upstream sees its own ids again, in order.
     let follow_up = json!({
         "contents": [
             {"role": "user", "parts": [{"text": "go"}]},
             {"role": "model", "parts": calls.iter().map(|c| json!({"functionCall": c})).collect::<Vec<_>>()},
             {"role": "user", "parts": [
-                {"functionResponse": {"id": "call_A", "name": "read_file", "response": {"output": "one"}}},
-                {"functionResponse": {"id": "call_B", "name": "read_file", "response": {"output": "two"}}},
-                {"functionResponse": {"id": "call_C", "name": "glob", "response": {"output": "three"}}}
+                {"functionResponse": {"id": ids[0], "name": "read_file", "response": {"output": "one"}}},
+                {"functionResponse": {"id": ids[1], "name": "read_file", "response": {"output": "two"}}},
+                {"functionResponse": {"id": ids[2], "name": "glob", "response": {"output": "three"}}}
             ]}
         ]
     });
@@ -194,7 +204,11 @@ async fn a_malformed_call_is_retried_and_the_tool_is_delivered_exactly_once() {
         .await;
     let calls = function_calls(&frames);
     assert_eq!(calls.len(), 1, "{frames:?}");
-    assert_eq!(calls[0]["id"], "call_good");
+    assert_eq!(
+        calls[0]["args"],
+        json!({"file_path": "a"}),
+        "the retried call"
+    );
     assert_eq!(upstream.requests().len(), 2);
     assert_eq!(
         upstream.requests()[0].body,
@@ -230,25 +244,45 @@ async fn malformed_calls_beyond_the_retry_limit_end_with_malformed_function_call
 }
 
 #[tokio::test]
-async fn an_upstream_reusing_a_delivered_call_id_is_not_delivered_twice() {
-    let call = ("call_same", "glob", r#"{"pattern":"*"}"#);
+async fn an_upstream_that_reuses_its_call_ids_gets_every_call_delivered() {
+    // Local servers restart at `call_0` every turn: each turn's call is still delivered, under
+    // a fresh id of the gateway's, and the history sent upstream never holds one id twice.
+    let call = ("call_0", "glob", r#"{"pattern":"*"}"#);
     let script = Script::new()
         .then(Reply::tool_calls_stream(&[call], 4))
-        .step(Step::once(Reply::tool_calls_stream(&[call], 4)).times(Times::Always));
+        .then(Reply::tool_calls_stream(&[call], 4))
+        .then(Reply::text_stream(["done"]));
     let (upstream, gw) = start(script, |c| c.retries.malformed_retries = 1).await;
-    let first = Frames::new(post(&gw, "m", "streamGenerateContent", &user_request("go")).await)
+    let mut contents = vec![json!({"role": "user", "parts": [{"text": "go"}]})];
+    let mut delivered = Vec::new();
+    for _ in 0..2 {
+        let request = json!({ "contents": contents });
+        let frames = Frames::new(post(&gw, "m", "streamGenerateContent", &request).await)
+            .all()
+            .await;
+        let calls = function_calls(&frames);
+        assert_eq!(calls.len(), 1, "{frames:?}");
+        let id = calls[0]["id"].as_str().unwrap().to_owned();
+        contents.push(json!({"role": "model", "parts": [{"functionCall": calls[0]}]}));
+        contents.push(json!({"role": "user", "parts": [{"functionResponse":
+            {"id": id, "name": "glob", "response": {"output": "x"}}}]}));
+        delivered.push(id);
+    }
+    assert_ne!(delivered[0], delivered[1]);
+    let request = json!({ "contents": contents });
+    let frames = Frames::new(post(&gw, "m", "streamGenerateContent", &request).await)
         .all()
         .await;
-    assert_eq!(function_calls(&first).len(), 1);
-    let again = Frames::new(post(&gw, "m", "streamGenerateContent", &user_request("again")).await)
-        .all()
-        .await;
-    assert!(function_calls(&again).is_empty(), "{again:?}");
-    assert_eq!(
-        again.last().unwrap()["candidates"][0]["finishReason"],
-        "MALFORMED_FUNCTION_CALL"
-    );
-    assert_eq!(upstream.requests().len(), 3);
+    assert_eq!(text_of(&frames), "done");
+    let sent = upstream.requests();
+    assert_eq!(sent.len(), 3, "no malformed retry");
+    let tool_messages = sent[2].tool_messages();
+    let answered: Vec<&str> = tool_messages
+        .iter()
+        .map(|m| m["tool_call_id"].as_str().unwrap())
+        .collect();
+    // The first call_0 is the upstream's own again; the repeat keeps the gateway's id.
+    assert_eq!(answered, ["call_0", delivered[1].as_str()]);
     gw.shutdown().await.unwrap();
 }
 

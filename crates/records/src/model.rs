@@ -457,8 +457,12 @@ pub struct Usage {
 /// A function call delivered to the guest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeliveredCall {
-    /// Call id as delivered (the id the guest will answer with).
+    /// The model's id of the call (the upstream's; the delivered id when it gave none).
     pub id: String,
+    /// The id the call was delivered with, when it differs from `id` (the gateway's own: the
+    /// id the guest answers with).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_id: Option<String>,
     /// Function name.
     pub name: String,
     /// Parsed arguments object.
@@ -497,11 +501,13 @@ mod tests {
         answered.function_calls = vec![
             DeliveredCall {
                 id: "a".into(),
+                delivered_id: None,
                 name: "read_file".into(),
                 arguments: json!({}),
             },
             DeliveredCall {
                 id: "b".into(),
+                delivered_id: None,
                 name: "glob".into(),
                 arguments: json!({}),
             },

@@ -74,7 +74,8 @@ impl RunView {
     /// What the guest sent the model as the result of each tool call, by the call's canonical
     /// `call_id`: the `response` of the `functionResponse` part that answers it in the guest's
     /// GenerateContent requests (the first request that carries it). Matched through the
-    /// `tool_call` event's `model_call_id` and `tool_name` (the part's `id` and `name`).
+    /// `tool_call` event's delivered id (its `call_id` without the `<tool_name>__` prefix), or
+    /// else its `model_call_id`, and its `tool_name` (the part's `id` and `name`).
     ///
     /// A guest's own `tool_result` event may leave the result out (Gemini CLI's stream-json
     /// sends `output: ""` for `read_file` and no output for `list_directory`), so this is where
@@ -97,12 +98,18 @@ impl RunView {
         let mut sent = HashMap::new();
         for event in self.events.iter().filter(|e| e.kind == "tool_call") {
             let text = |key: &str| event.event.get(key).and_then(Value::as_str);
-            let (Some(call_id), Some(model_call_id), Some(name)) =
-                (text("call_id"), text("model_call_id"), text("tool_name"))
-            else {
+            let (Some(call_id), Some(name)) = (text("call_id"), text("tool_name")) else {
                 continue;
             };
-            if let Some(result) = answers.get(&(model_call_id, name)) {
+            // The guest answers by the id it was delivered; records made before the gateway
+            // had ids of its own name the call by the model's id.
+            let delivered = call_id
+                .strip_prefix(&format!("{name}__"))
+                .unwrap_or(call_id);
+            let found = answers
+                .get(&(delivered, name))
+                .or_else(|| text("model_call_id").and_then(|model| answers.get(&(model, name))));
+            if let Some(result) = found {
                 sent.insert(call_id, *result);
             }
         }
@@ -334,12 +341,18 @@ pub fn describe_event(event: &EventRecord) -> String {
     match event.kind.as_str() {
         "user_message" => format!("user: {}", one_line(text("text"), 200)),
         "assistant_message" => format!("assistant: {}", one_line(text("text"), 200)),
-        "tool_call" => format!(
-            "tool call {} [{}] {}",
-            text("tool_name"),
-            text("call_id"),
-            arguments_line(body, 200)
-        ),
+        "tool_call" => {
+            let call_id = text("call_id");
+            let shown = match call_id.strip_prefix(&format!("{}__", text("tool_name"))) {
+                Some(delivered) => by_model_id(call_id, delivered, text("model_call_id")),
+                None => call_id.to_owned(),
+            };
+            format!(
+                "tool call {} [{shown}] {}",
+                text("tool_name"),
+                arguments_line(body, 200)
+            )
+        }
         "tool_result" => {
             let detail = body
                 .get("output")
@@ -419,9 +432,20 @@ pub fn permission_line(event: &EventRecord) -> String {
         "permission {} {} [{}]{why} {}",
         text("outcome"),
         text("tool"),
-        text("tool_call_id"),
+        by_model_id(text("tool_call_id"), text("call_id"), text("model_call_id")),
         arguments_line(body, 200)
     )
+}
+
+/// A guest's `<tool>__<delivered id>` name of a call shown with the model's own id in place of
+/// the gateway's: the id a user finds in the provider's logs.
+fn by_model_id(shown: &str, delivered: &str, model: &str) -> String {
+    match shown.strip_suffix(delivered) {
+        Some(prefix) if prefix.ends_with("__") && !delivered.is_empty() && !model.is_empty() => {
+            format!("{prefix}{model}")
+        }
+        _ => shown.to_owned(),
+    }
 }
 
 /// One line for a host-tool decision (`host_call`) or result (`host_result`).

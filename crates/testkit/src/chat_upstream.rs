@@ -339,6 +339,28 @@ impl Reply {
         Reply::Stream(StreamReply::new(events))
     }
 
+    /// A streamed answer whose tool calls `(id, name, arguments_json)` each come whole, in a
+    /// chunk of their own, all at `index: 0` (as some local servers send parallel calls).
+    pub fn tool_calls_whole_at_index_zero(calls: &[(&str, &str, &str)]) -> Self {
+        let mut events = vec![StreamEvent::json(chunk::role())];
+        for (id, name, args) in calls {
+            events.push(StreamEvent::json(chunk::tool_call(
+                0,
+                Some(id),
+                Some(name),
+                args,
+            )));
+        }
+        events.push(StreamEvent::json(chunk::finish("tool_calls")));
+        events.push(StreamEvent::json(chunk::usage(20, 9)));
+        Reply::Stream(StreamReply::new(events))
+    }
+
+    /// A 200 stream that ends at once with `[DONE]` and no chunk: no answer at all.
+    pub fn empty_stream() -> Self {
+        Reply::Stream(StreamReply::new(Vec::new()))
+    }
+
     /// A streamed tool call whose arguments are truncated JSON (never valid).
     pub fn malformed_tool_call_stream(id: &str, name: &str) -> Self {
         let events = vec![

@@ -1,19 +1,19 @@
-//! The answer side of the Chat Completions ingress: the turn the response translator assembled
-//! (the same [`GenerateContentResponse`] chunks the Google ingress sends, so assembly,
-//! validation, retries and call identity are one implementation) rendered as
-//! `chat.completion.chunk`s or one `chat.completion`, and errors in OpenAI's shape.
+//! The answer side of the Chat Completions ingress: the neutral turn the response translator
+//! assembled ([`TurnChunk`]s, the same the other ingresses render, so assembly, validation,
+//! retries and call identity are one implementation) rendered as `chat.completion.chunk`s or
+//! one `chat.completion`, and errors in OpenAI's shape.
 //!
-//! * Text parts become `delta.content`, thought parts `delta.reasoning_content`, the complete
+//! * Text parts become `delta.content`, reasoning parts `delta.reasoning_content`, the complete
 //!   calls of the final chunk one `delta.tool_calls` list (index, id, name, compact arguments).
-//! * The finish reason: `tool_calls` when the turn has calls, else STOP → `stop`, MAX_TOKENS →
-//!   `length`, SAFETY → `content_filter`, anything else `stop`.
+//! * The finish reason: `tool_calls` when the turn has calls, else stop → `stop`, max tokens →
+//!   `length`, safety → `content_filter`, anything else `stop`.
 //! * Usage (`prompt_tokens`, `completion_tokens`, `total_tokens`, cached and reasoning details)
 //!   goes in a last chunk with no choices when the guest asked for it
 //!   (`stream_options.include_usage`), and always in a whole completion.
 
 use serde_json::{Value, json};
 
-use crate::google::{FinishReason, GenerateContentResponse, Part, UsageMetadata};
+use crate::turn::{Finish, TurnChunk, TurnPart, TurnUsage};
 
 /// Renders one turn for a Chat Completions guest.
 #[derive(Debug, Clone)]
@@ -37,10 +37,10 @@ impl ChatRenderer {
 
     /// The `chat.completion.chunk` JSON texts for one chunk of the turn (none for a chunk
     /// without content, finish reason or usage).
-    pub fn chunks(&mut self, chunk: &GenerateContentResponse) -> Vec<String> {
-        let model = chunk.model_version.as_deref().unwrap_or_default();
-        let parts = chunk.parts();
-        let finish = chunk.finish_reason();
+    pub fn chunks(&mut self, chunk: &TurnChunk) -> Vec<String> {
+        let model = chunk.model.as_str();
+        let parts = &chunk.parts;
+        let finish = chunk.finish;
         let mut out = Vec::new();
         let mut delta = serde_json::Map::new();
         if !self.role_sent {
@@ -66,7 +66,7 @@ impl ChatRenderer {
             out.push(self.chunk_json(model, vec![choice], None));
         }
         if self.include_usage
-            && let Some(usage) = &chunk.usage_metadata
+            && let Some(usage) = &chunk.usage
         {
             out.push(self.chunk_json(model, Vec::new(), Some(usage_json(usage))));
         }
@@ -89,20 +89,17 @@ impl ChatRenderer {
     }
 
     /// The whole turn as one `chat.completion` JSON text.
-    pub fn completion(&self, chunk: &GenerateContentResponse) -> String {
+    pub fn completion(&self, chunk: &TurnChunk) -> String {
         completion_value(&self.id, self.created, chunk).to_string()
     }
 }
 
 /// The whole turn `chunk` as a `chat.completion` object.
-pub fn completion_value(id: &str, created: u64, chunk: &GenerateContentResponse) -> Value {
-    let parts = chunk.parts();
+pub fn completion_value(id: &str, created: u64, chunk: &TurnChunk) -> Value {
+    let parts = &chunk.parts;
     let (text, reasoning) = texts(parts);
     let calls = tool_calls(parts);
-    let finish = finish_reason(
-        chunk.finish_reason().unwrap_or(FinishReason::Stop),
-        !calls.is_empty(),
-    );
+    let finish = finish_reason(chunk.finish.unwrap_or(Finish::Stop), !calls.is_empty());
     let mut message = serde_json::Map::new();
     message.insert("role".into(), json!("assistant"));
     message.insert(
@@ -123,69 +120,66 @@ pub fn completion_value(id: &str, created: u64, chunk: &GenerateContentResponse)
         "id": id,
         "object": "chat.completion",
         "created": created,
-        "model": chunk.model_version.as_deref().unwrap_or_default(),
+        "model": chunk.model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
     });
-    if let Some(usage) = &chunk.usage_metadata {
+    if let Some(usage) = &chunk.usage {
         completion["usage"] = usage_json(usage);
     }
     completion
 }
 
-fn texts(parts: &[Part]) -> (String, String) {
+fn texts(parts: &[TurnPart]) -> (String, String) {
     let mut text = String::new();
     let mut reasoning = String::new();
     for part in parts {
-        if let Some(t) = &part.text {
-            if part.thought == Some(true) {
-                reasoning.push_str(t);
-            } else {
-                text.push_str(t);
-            }
+        match part {
+            TurnPart::Text { text: t } => text.push_str(t),
+            TurnPart::Reasoning { text: t } => reasoning.push_str(t),
+            TurnPart::Call(_) => {}
         }
     }
     (text, reasoning)
 }
 
-fn tool_calls(parts: &[Part]) -> Vec<Value> {
+fn tool_calls(parts: &[TurnPart]) -> Vec<Value> {
     parts
         .iter()
-        .filter_map(|p| p.function_call.as_ref())
+        .filter_map(|p| match p {
+            TurnPart::Call(call) => Some(call),
+            _ => None,
+        })
         .enumerate()
         .map(|(index, call)| {
-            let arguments = call
-                .args
-                .as_ref()
-                .map_or_else(|| "{}".to_string(), Value::to_string);
             json!({
                 "index": index,
-                "id": call.id.as_deref().unwrap_or_default(),
+                "id": call.id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": arguments},
+                "function": {"name": call.name, "arguments": call.arguments.to_string()},
             })
         })
         .collect()
 }
 
-fn finish_reason(reason: FinishReason, has_calls: bool) -> &'static str {
+fn finish_reason(reason: Finish, has_calls: bool) -> &'static str {
     match reason {
         _ if has_calls => "tool_calls",
-        FinishReason::MaxTokens => "length",
-        FinishReason::Safety => "content_filter",
-        FinishReason::Stop | FinishReason::MalformedFunctionCall | FinishReason::Other => "stop",
+        Finish::MaxTokens => "length",
+        Finish::Safety => "content_filter",
+        Finish::Stop | Finish::MalformedCall | Finish::Other => "stop",
     }
 }
 
-fn usage_json(usage: &UsageMetadata) -> Value {
+fn usage_json(usage: &TurnUsage) -> Value {
     let mut value = json!({
-        "prompt_tokens": usage.prompt_token_count,
-        "completion_tokens": usage.candidates_token_count,
-        "total_tokens": usage.total_token_count,
+        "prompt_tokens": usage.input,
+        "completion_tokens": usage.output,
+        "total_tokens": usage.total,
     });
-    if let Some(cached) = usage.cached_content_token_count {
+    if let Some(cached) = usage.cached {
         value["prompt_tokens_details"] = json!({"cached_tokens": cached});
     }
-    if let Some(reasoning) = usage.thoughts_token_count {
+    if let Some(reasoning) = usage.reasoning {
         value["completion_tokens_details"] = json!({"reasoning_tokens": reasoning});
     }
     value

@@ -1,9 +1,49 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::google::{FinishReason, GenerateContentResponse};
+use crate::turn::ToolCall;
 
-fn chunk(body: Value) -> GenerateContentResponse {
-    serde_json::from_value(body).unwrap()
+/// A turn chunk written as the GenerateContent chunk it renders as (`google_answer`).
+fn chunk(body: Value) -> TurnChunk {
+    let google: GenerateContentResponse = serde_json::from_value(body).unwrap();
+    let parts = google
+        .parts()
+        .iter()
+        .map(|p| match (&p.text, p.thought, &p.function_call) {
+            (Some(t), Some(true), _) => TurnPart::reasoning(t.clone()),
+            (Some(t), _, _) => TurnPart::text(t.clone()),
+            (None, _, Some(c)) => TurnPart::Call(ToolCall {
+                id: c.id.clone().unwrap(),
+                upstream_id: None,
+                kind: crate::turn::CallKind::Function,
+                namespace: None,
+                name: c.name.clone(),
+                arguments: c.args.clone().unwrap_or(json!({})),
+                signature: p.thought_signature.clone(),
+            }),
+            other => panic!("no turn part for {other:?}"),
+        })
+        .collect();
+    TurnChunk {
+        model: google.model_version.clone().unwrap_or_default(),
+        response_id: google.response_id.clone().unwrap_or_default(),
+        parts,
+        finish: google.finish_reason().map(|f| match f {
+            FinishReason::Stop => Finish::Stop,
+            FinishReason::MaxTokens => Finish::MaxTokens,
+            FinishReason::Safety => Finish::Safety,
+            FinishReason::MalformedFunctionCall => Finish::MalformedCall,
+            FinishReason::Other => Finish::Other,
+        }),
+        usage: google.usage_metadata.as_ref().map(|u| TurnUsage {
+            input: u.prompt_token_count,
+            output: u.candidates_token_count,
+            total: u.total_token_count,
+            cached: u.cached_content_token_count,
+            reasoning: u.thoughts_token_count,
+        }),
+    }
 }
 
 fn parse(texts: &[String]) -> Vec<Value> {
@@ -13,7 +53,7 @@ fn parse(texts: &[String]) -> Vec<Value> {
         .collect()
 }
 
-fn final_chunk_with_calls() -> GenerateContentResponse {
+fn final_chunk_with_calls() -> TurnChunk {
     chunk(json!({
         "candidates": [{"content": {"role": "model", "parts": [
             {"functionCall": {"id": "call_a", "name": "read", "args": {"path": "a"}}},

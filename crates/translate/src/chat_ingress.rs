@@ -10,8 +10,9 @@
 //!   every call in the history ([`ChatIngressOptions::strip`]).
 //! * `data:image/png` URLs are re-encoded as lossless WebP under the same rules as Google
 //!   requests (`png_pass`); other URLs pass unchanged.
-//! * The top-k and reasoning-effort switches of [`crate::ProviderOptions`] apply as for Google
-//!   requests (a dropped value is noted in the report).
+//! * The request becomes the gateway's typed upstream request ([`ChatRequest`]); the
+//!   provider's switches are applied to it by the upstream plan ([`crate::plan`]), as for every
+//!   ingress.
 //!
 //! The call ids of the history and of the tool results are handed back for the gateway's
 //! call-id ledger.
@@ -24,7 +25,11 @@ use serde_json::{Map, Value};
 use crate::error::TranslateError;
 use crate::image::PngConversion;
 use crate::image_cache::ConversionCache;
-use crate::options::{ProviderOptions, ThinkingMode, TranslationReport};
+use crate::openai::{
+    ChatFunction, ChatMessage, ChatRequest, ChatTool, ContentPart, FunctionCallSpec, ImageUrl,
+    ToolCall, UserContent,
+};
+use crate::options::{ProviderOptions, TranslationReport};
 use crate::png_pass::PngPass;
 use crate::private_argument::strip_from_schema;
 
@@ -231,13 +236,10 @@ pub struct ChatIngressOptions<'a> {
 /// A prepared request.
 #[derive(Debug, Clone)]
 pub struct PreparedChat {
-    /// The upstream request body (JSON).
-    pub body: Vec<u8>,
+    /// The upstream request, before the upstream plan.
+    pub chat: ChatRequest,
     /// The guest asked for a stream.
     pub stream: bool,
-    /// The upstream request streams (not when it offers tools and the provider's
-    /// `stream_tools` is off: the gateway still streams the answer to the guest).
-    pub upstream_stream: bool,
     /// The guest asked for a usage chunk.
     pub include_usage: bool,
     /// Decisions taken.
@@ -345,49 +347,15 @@ pub fn prepare_chat_request(
             .as_ref()
             .map_or(0, |p| p.to_string().len());
     }
-    if request.top_k.is_some() && !options.provider.forward_top_k {
-        let value = request.top_k.take().unwrap_or_default();
-        report.dropped_options.push(format!("top_k={value}"));
-    }
-    if request.reasoning_effort.is_some()
-        && options.provider.thinking != ThinkingMode::ReasoningEffort
-    {
-        let value = request.reasoning_effort.take().unwrap_or_default();
-        report
-            .dropped_options
-            .push(format!("reasoning_effort={value}"));
-    }
-    request.model.clone_from(&options.upstream_model);
     let stream = request.stream.unwrap_or(false);
     let include_usage = request
         .stream_options
         .as_ref()
         .is_some_and(|o| o.include_usage);
-    let has_tools = request.tools.as_ref().is_some_and(|t| !t.is_empty());
-    let upstream_stream = stream && (options.provider.stream_tools || !has_tools);
-    if stream && !upstream_stream {
-        request.stream = None;
-        request.stream_options = None;
-        report
-            .mapped_options
-            .push("stream=false upstream (stream_tools = false)".into());
-    } else if stream && !include_usage {
-        // The gateway always reads usage when the upstream has it; the guest gets it only if
-        // it asked.
-        request.stream_options = Some(GuestStreamOptions {
-            include_usage: true,
-            extra: Map::new(),
-        });
-        report
-            .mapped_options
-            .push("stream_options.include_usage=true (read by the gateway)".into());
-    }
-    let body =
-        serde_json::to_vec(&request).map_err(|e| TranslateError::InvalidBody(e.to_string()))?;
+    let chat = to_upstream(request, &options.upstream_model)?;
     Ok(PreparedChat {
-        body,
+        chat,
         stream,
-        upstream_stream,
         include_usage,
         report,
         history_call_ids,
@@ -395,6 +363,179 @@ pub fn prepare_chat_request(
         prompt_token_estimate: u32::try_from(text_len.div_ceil(4)).unwrap_or(u32::MAX),
         unconverted_pngs: pngs.unconverted_pngs,
     })
+}
+
+/// A checked guest request as the gateway's upstream request for `model`.
+fn to_upstream(request: GuestChatRequest, model: &str) -> Result<ChatRequest, TranslateError> {
+    let GuestChatRequest {
+        model: _,
+        messages,
+        tools,
+        tool_choice,
+        stream,
+        stream_options: _,
+        n: _,
+        top_k,
+        reasoning_effort,
+        mut extra,
+    } = request;
+    let messages = messages
+        .into_iter()
+        .enumerate()
+        .map(|(mi, m)| message(m, &format!("messages[{mi}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let tools = tools
+        .into_iter()
+        .flatten()
+        .map(|t| ChatTool {
+            kind: t.kind,
+            function: ChatFunction {
+                name: t.function.name,
+                description: t.function.description,
+                parameters: t.function.parameters.unwrap_or(Value::Null),
+                strict: t.function.strict,
+            },
+        })
+        .collect();
+    let mut take = |key: &str| extra.remove(key);
+    let max_tokens = typed(take("max_tokens"), "max_tokens")?;
+    let temperature = typed(take("temperature"), "temperature")?;
+    let top_p = typed(take("top_p"), "top_p")?;
+    let stop = match take("stop") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(one)) => vec![one],
+        Some(many) => typed(Some(many), "stop")?.unwrap_or_default(),
+    };
+    let seed = typed(take("seed"), "seed")?;
+    let presence_penalty = typed(take("presence_penalty"), "presence_penalty")?;
+    let frequency_penalty = typed(take("frequency_penalty"), "frequency_penalty")?;
+    let response_format = typed(take("response_format"), "response_format")?;
+    let top_k = typed(top_k, "top_k")?;
+    let reasoning_effort = typed(reasoning_effort, "reasoning_effort")?;
+    Ok(ChatRequest {
+        model: model.to_owned(),
+        messages,
+        tools,
+        tool_choice,
+        temperature,
+        top_p,
+        top_k,
+        max_tokens,
+        stop,
+        seed,
+        presence_penalty,
+        frequency_penalty,
+        response_format,
+        reasoning_effort,
+        stream: stream.unwrap_or(false),
+        stream_options: None,
+        extra,
+    })
+}
+
+/// A forwarded value read as the gateway's type for it.
+fn typed<T: serde::de::DeserializeOwned>(
+    value: Option<Value>,
+    path: &str,
+) -> Result<Option<T>, TranslateError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => serde_json::from_value(value)
+            .map(Some)
+            .map_err(|e| invalid(path.to_owned(), e.to_string())),
+    }
+}
+
+/// The text of message content (parts: their texts joined).
+fn text_of(content: Option<GuestContent>, path: &str) -> Result<Option<String>, TranslateError> {
+    match content {
+        None => Ok(None),
+        Some(GuestContent::Text(text)) => Ok(Some(text)),
+        Some(GuestContent::Parts(parts)) => {
+            let mut text = String::new();
+            for (pi, part) in parts.into_iter().enumerate() {
+                match (part.kind.as_str(), part.text) {
+                    ("text", Some(t)) => text.push_str(&t),
+                    (kind, _) => {
+                        return Err(TranslateError::Unsupported {
+                            path: format!("{path}.content[{pi}]"),
+                            feature: format!("`{kind}` content in a message of this role"),
+                        });
+                    }
+                }
+            }
+            Ok(Some(text))
+        }
+    }
+}
+
+/// One checked guest message as an upstream message.
+fn message(m: GuestMessage, path: &str) -> Result<ChatMessage, TranslateError> {
+    let GuestMessage {
+        role,
+        content,
+        tool_calls,
+        tool_call_id,
+        reasoning_content,
+        mut extra,
+    } = m;
+    let name: Option<String> = typed(extra.remove("name"), &format!("{path}.name"))?;
+    Ok(match role.as_str() {
+        "system" => ChatMessage::System {
+            content: text_of(content, path)?.unwrap_or_default(),
+            name,
+        },
+        "developer" => ChatMessage::Developer {
+            content: text_of(content, path)?.unwrap_or_default(),
+            name,
+        },
+        "user" => ChatMessage::User {
+            content: match content {
+                None => UserContent::Text(String::new()),
+                Some(GuestContent::Text(text)) => UserContent::Text(text),
+                Some(GuestContent::Parts(parts)) => {
+                    UserContent::Parts(parts.into_iter().filter_map(user_part).collect())
+                }
+            },
+            name,
+        },
+        "assistant" => ChatMessage::Assistant {
+            name,
+            content: text_of(content, path)?,
+            tool_calls: tool_calls
+                .into_iter()
+                .flatten()
+                .map(|c| ToolCall {
+                    id: c.id,
+                    kind: c.kind,
+                    function: FunctionCallSpec {
+                        name: c.function.name,
+                        arguments: c.function.arguments,
+                    },
+                })
+                .collect(),
+            reasoning_content,
+        },
+        // `check_role` admitted only these and `tool`, which names its call.
+        _ => ChatMessage::Tool {
+            tool_call_id: tool_call_id.unwrap_or_default(),
+            content: text_of(content, path)?.unwrap_or_default(),
+        },
+    })
+}
+
+/// A checked user part (`text` or `image_url`).
+fn user_part(part: GuestPart) -> Option<ContentPart> {
+    match (part.text, part.image_url) {
+        (Some(text), None) => Some(ContentPart::Text { text }),
+        (None, Some(image)) => Some(ContentPart::ImageUrl {
+            image_url: ImageUrl {
+                url: image.url,
+                detail: image.detail,
+            },
+        }),
+        _ => None,
+    }
 }
 
 fn check_role(message: &GuestMessage, path: &str) -> Result<(), TranslateError> {

@@ -11,10 +11,14 @@ fn options(strip: Option<&str>) -> ChatIngressOptions<'_> {
     }
 }
 
+/// The upstream body as the gateway sends it (the upstream plan applied), and the preparation.
 fn prepare(body: Value, strip: Option<&str>) -> Result<(Value, PreparedChat), TranslateError> {
     let request = parse_chat_request(&serde_json::to_vec(&body).unwrap())?;
-    let prepared = prepare_chat_request(request, &options(strip), None)?;
-    Ok((serde_json::from_slice(&prepared.body).unwrap(), prepared))
+    let options = options(strip);
+    let mut prepared = prepare_chat_request(request, &options, None)?;
+    let mut chat = prepared.chat.clone();
+    crate::plan::apply(&mut chat, &options.provider, &mut prepared.report)?;
+    Ok((serde_json::to_value(&chat).unwrap(), prepared))
 }
 
 /// The first-turn shape OpenCode 1.18.33 sends (reference BRIEF, `req_chat_completions_*`).
@@ -40,10 +44,12 @@ fn opencode_turn() -> Value {
 }
 
 #[test]
-fn a_known_request_goes_upstream_unchanged_but_for_the_model() {
+fn a_known_request_goes_upstream_unchanged_but_for_the_model_and_the_profile() {
     let (upstream, prepared) = prepare(opencode_turn(), None).unwrap();
     let mut expected = opencode_turn();
     expected["model"] = json!("qwen3");
+    // The openai profile's `tool_call_content`: a turn that only calls tools says `null`.
+    expected["messages"][2]["content"] = Value::Null;
     assert_eq!(upstream, expected);
     assert!(prepared.stream && prepared.include_usage);
     assert_eq!(prepared.history_call_ids, ["call_1"]);

@@ -5,10 +5,22 @@
 //! next request it checks that every `functionResponse.id` answers a delivered call
 //! ([`CallLedger::check_request`]). For a session resumed from disk (history the ledger never saw),
 //! [`CallLedger::adopt_history`] registers the `functionCall` ids already in the history.
+//!
+//! The ids the gateway delivers are its own ([`crate::ResponseConfig::mint_call_ids`]); the
+//! ledger remembers which upstream id each stands for ([`CallLedger::register_turn`]), so later
+//! requests' history carries the upstream's own ids again ([`CallLedger::upstream_id`]). Only an
+//! upstream id that is unique in the session is remembered: an upstream that restarts its ids
+//! every turn (`call_0` each time) sees the gateway's ids for the repeats, so its history never
+//! holds one id twice.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::google::GenerateContentRequest;
+use crate::turn::ToolCall;
+
+/// Most upstream ids a session remembers; past it, later calls' history carries the gateway's
+/// ids (an upstream accepts any id it is given back).
+pub const MAX_UPSTREAM_IDS: usize = 65_536;
 
 /// Ledger errors.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -48,6 +60,10 @@ pub enum LedgerError {
 pub struct CallLedger {
     delivered: HashSet<String>,
     order: Vec<String>,
+    /// Delivered id → the upstream's id of the call.
+    upstream: HashMap<String, String>,
+    /// The upstream ids seen in the session (remembered or not).
+    upstream_seen: HashSet<String>,
 }
 
 impl CallLedger {
@@ -77,6 +93,33 @@ impl CallLedger {
             self.order.push(id);
         }
         Ok(())
+    }
+
+    /// Registers the calls of one delivered turn ([`CallLedger::register_delivered`] of their
+    /// ids) and remembers the upstream id of each call whose upstream id is new to the session
+    /// and unique in the turn.
+    pub fn register_turn(&mut self, calls: &[ToolCall]) -> Result<(), LedgerError> {
+        self.register_delivered(calls.iter().map(|c| c.id.as_str()))?;
+        let mut in_turn: HashMap<&str, usize> = HashMap::new();
+        for upstream in calls.iter().filter_map(|c| c.upstream_id.as_deref()) {
+            *in_turn.entry(upstream).or_default() += 1;
+        }
+        for call in calls {
+            let Some(upstream) = call.upstream_id.as_deref() else {
+                continue;
+            };
+            let fresh = self.upstream_seen.insert(upstream.to_owned());
+            if fresh && in_turn.get(upstream) == Some(&1) && self.upstream.len() < MAX_UPSTREAM_IDS
+            {
+                self.upstream.insert(call.id.clone(), upstream.to_owned());
+            }
+        }
+        Ok(())
+    }
+
+    /// The upstream's own id of the delivered call `id`, when the ledger remembers one.
+    pub fn upstream_id(&self, id: &str) -> Option<&str> {
+        self.upstream.get(id).map(String::as_str)
     }
 
     /// Whether `id` was delivered.
@@ -248,6 +291,44 @@ mod tests {
         assert_eq!(ledger.adopt_history(&req), 0);
         assert_eq!(ledger.check_request(&req), Ok(()));
         assert!(ledger.register_delivered(["old_1"]).is_err());
+    }
+
+    fn call(id: &str, upstream: Option<&str>) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            upstream_id: upstream.map(str::to_owned),
+            kind: crate::turn::CallKind::Function,
+            namespace: None,
+            name: "f".into(),
+            arguments: json!({}),
+            signature: None,
+        }
+    }
+
+    #[test]
+    fn upstream_ids_are_remembered_only_when_unique_in_the_session() {
+        let mut ledger = CallLedger::new();
+        ledger
+            .register_turn(&[call("g1", Some("call_0")), call("g2", None)])
+            .unwrap();
+        // The next turn restarts at call_0, and repeats an id within the turn.
+        ledger
+            .register_turn(&[
+                call("g3", Some("call_0")),
+                call("g4", Some("dup")),
+                call("g5", Some("dup")),
+                call("g6", Some("call_9")),
+            ])
+            .unwrap();
+        assert_eq!(ledger.upstream_id("g1"), Some("call_0"));
+        assert_eq!(ledger.upstream_id("g2"), None);
+        assert_eq!(ledger.upstream_id("g3"), None, "call_0 is g1's");
+        assert_eq!(ledger.upstream_id("g4"), None);
+        assert_eq!(ledger.upstream_id("g5"), None);
+        assert_eq!(ledger.upstream_id("g6"), Some("call_9"));
+        assert!(ledger.contains("g5"));
+        // The gateway's own ids are never reused.
+        assert!(ledger.register_turn(&[call("g1", Some("x"))]).is_err());
     }
 
     #[test]

@@ -55,12 +55,14 @@ pub mod chat_answer;
 pub mod chat_ingress;
 pub mod error;
 pub mod google;
+pub mod google_answer;
 pub mod google_errors;
 pub mod image;
 pub mod image_cache;
 pub mod ledger;
 pub mod openai;
 pub mod options;
+pub mod plan;
 mod png_pass;
 pub mod private_argument;
 pub mod reasoning;
@@ -68,6 +70,7 @@ pub mod request;
 pub mod response;
 pub mod schema;
 pub mod tokens;
+pub mod turn;
 
 pub use error::{TranslateError, UpstreamError};
 pub use google_errors::{

@@ -56,6 +56,10 @@ pub struct ChatRequest {
     /// `{"include_usage": true}` when streaming.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_options: Option<StreamOptions>,
+    /// Fields a guest that speaks this API set and the gateway forwards unchanged
+    /// (`crate::chat_ingress::FORWARDED_FIELDS` that have no field here).
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// `stream_options`.
@@ -73,14 +77,32 @@ pub enum ChatMessage {
     System {
         /// Text.
         content: String,
+        /// A participant name (Chat guests).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    /// Developer instructions (OpenAI's newer name for system; servers that do not know the
+    /// role get `system`: [`crate::ProviderOptions::developer_role`]).
+    Developer {
+        /// Text.
+        content: String,
+        /// A participant name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
     },
     /// User turn.
     User {
         /// Text or content parts (text and images).
         content: UserContent,
+        /// A participant name (Chat guests).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
     },
     /// Assistant turn (text and/or tool calls).
     Assistant {
+        /// A participant name (Chat guests).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
         /// Text; `null` when only tool calls.
         content: Option<String>,
         /// Tool calls.
@@ -131,6 +153,9 @@ pub enum ContentPart {
 pub struct ImageUrl {
     /// Data URL.
     pub url: String,
+    /// `auto`, `low` or `high` (Chat guests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// An assistant tool call in a request.
@@ -174,12 +199,17 @@ pub struct ChatFunction {
     pub description: Option<String>,
     /// Cleaned JSON Schema.
     pub parameters: Value,
+    /// Strict schema adherence (Chat guests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
 }
 
 /// `response_format`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ResponseFormat {
+    /// Plain text (the default; Chat guests may say so).
+    Text,
     /// Free-form JSON, or (llama.cpp's form) JSON constrained by `schema`.
     JsonObject {
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -106,6 +106,10 @@ pub struct ProviderOptions {
     /// gateway still streams the answer to the guest (servers whose streams with tools break, or
     /// carry no usage).
     pub stream_tools: bool,
+    /// The upstream knows the `developer` role (OpenAI's). When false, a Chat guest's
+    /// developer message goes up as `system`, noted (local servers' chat templates know
+    /// `system` only).
+    pub developer_role: bool,
 }
 
 impl Profile {
@@ -125,6 +129,7 @@ impl Profile {
             json_schema: JsonSchemaMode::JsonSchema,
             default_max_tokens: DEFAULT_MAX_TOKENS,
             stream_tools: true,
+            developer_role: true,
         };
         match self {
             Profile::OpenAi => openai,
@@ -135,17 +140,20 @@ impl Profile {
                 json_schema: JsonSchemaMode::JsonObjectSchema,
                 stream_tools: false,
                 max_stop_sequences: 16,
+                developer_role: false,
                 ..openai
             },
             Profile::Vllm => ProviderOptions {
                 forward_top_k: true,
                 max_stop_sequences: 16,
+                developer_role: false,
                 ..openai
             },
             Profile::Ollama => ProviderOptions {
                 tool_choice_required: false,
                 tool_call_content: ToolCallContent::Empty,
                 max_stop_sequences: 16,
+                developer_role: false,
                 ..openai
             },
         }
@@ -176,6 +184,7 @@ struct ProviderOptionsToml {
     json_schema: Option<JsonSchemaMode>,
     default_max_tokens: Option<u32>,
     stream_tools: Option<bool>,
+    developer_role: Option<bool>,
 }
 
 impl From<ProviderOptionsToml> for ProviderOptions {
@@ -195,6 +204,7 @@ impl From<ProviderOptionsToml> for ProviderOptions {
             json_schema: t.json_schema.unwrap_or(base.json_schema),
             default_max_tokens: t.default_max_tokens.unwrap_or(base.default_max_tokens),
             stream_tools: t.stream_tools.unwrap_or(base.stream_tools),
+            developer_role: t.developer_role.unwrap_or(base.developer_role),
         }
     }
 }
@@ -306,6 +316,12 @@ pub struct ResponseConfig {
     /// Prefix of synthesized call ids: a tool call without upstream id gets `"{prefix}_{index}"`
     /// (index = the upstream tool-call index). Make it unique per exchange (e.g. `call_<exchange uuid>`).
     pub synthetic_id_prefix: String,
+    /// Give every call the id `"{synthetic_id_prefix}_{position}"` (position in the turn), the
+    /// upstream's own id kept as [`crate::turn::ToolCall::upstream_id`]: the gateway's ids are
+    /// unique in a run however the upstream numbers its calls (local servers restart at
+    /// `call_0` every turn). Off: the upstream's id is the call's id.
+    #[serde(default)]
+    pub mint_call_ids: bool,
     /// Guest asked for `application/json`: text is buffered and sent once, ```json fences stripped.
     pub json_response: bool,
     /// Forward upstream `reasoning_content`/`reasoning` as `thought: true` parts.

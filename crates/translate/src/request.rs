@@ -54,11 +54,10 @@ use crate::image::PngConversion;
 use crate::image_cache::ConversionCache;
 use crate::openai::{
     ChatFunction, ChatMessage, ChatRequest, ChatTool, ContentPart, FunctionCallSpec, ImageUrl,
-    JsonSchemaFormat, ResponseFormat, StreamOptions, ToolCall, UserContent,
+    ResponseFormat, StreamOptions, ToolCall, UserContent,
 };
 use crate::options::{
-    JsonSchemaMode, SchemaChange, ThinkingMode, ToolCallContent, TranslateOptions,
-    TranslationReport,
+    SchemaChange, ThinkingMode, ToolCallContent, TranslateOptions, TranslationReport,
 };
 use crate::png_pass::PngPass;
 use crate::schema::clean_schema;
@@ -82,11 +81,11 @@ pub struct TranslatedRequest {
 
 /// Puts the answer's JSON Schema into the system prompt (for servers that take no schema in
 /// `response_format`).
-fn schema_in_system_prompt(messages: &mut Vec<ChatMessage>, schema: &serde_json::Value) {
+pub(crate) fn schema_in_system_prompt(messages: &mut Vec<ChatMessage>, schema: &serde_json::Value) {
     let instruction =
         format!("Answer with one JSON value only, no prose, following this JSON Schema:\n{schema}");
     match messages.first_mut() {
-        Some(ChatMessage::System { content }) => {
+        Some(ChatMessage::System { content, .. }) => {
             content.push_str("\n\n");
             content.push_str(&instruction);
         }
@@ -94,6 +93,7 @@ fn schema_in_system_prompt(messages: &mut Vec<ChatMessage>, schema: &serde_json:
             0,
             ChatMessage::System {
                 content: instruction,
+                name: None,
             },
         ),
     }
@@ -154,7 +154,10 @@ pub fn translate_request_with(
     if let Some(system) = &req.system_instruction
         && let Some(text) = tr.system_text(system)?
     {
-        messages.push(ChatMessage::System { content: text });
+        messages.push(ChatMessage::System {
+            content: text,
+            name: None,
+        });
     }
     messages.extend(tr.contents(&req.contents)?);
 
@@ -457,6 +460,7 @@ impl Translator<'_> {
         }
         Ok(Some((
             ChatMessage::Assistant {
+                name: None,
                 content: match self.opts.provider.tool_call_content {
                     _ if !text.is_empty() => Some(text),
                     ToolCallContent::Null => None,
@@ -549,7 +553,10 @@ impl Translator<'_> {
         } else {
             UserContent::Parts(tool_images)
         };
-        messages.push(ChatMessage::User { content });
+        messages.push(ChatMessage::User {
+            content,
+            name: None,
+        });
         Ok(messages)
     }
 
@@ -735,6 +742,7 @@ impl Translator<'_> {
                         name: decl.name.clone(),
                         description: decl.description.clone(),
                         parameters,
+                        strict: None,
                     },
                 });
             }
@@ -929,24 +937,13 @@ impl Translator<'_> {
                     Some(s) => Some(self.cleaned_schema(s, "responseSchema", P, false)?),
                     None => None,
                 };
-                chat.response_format = Some(match (schema, self.opts.provider.json_schema) {
-                    (None, _) => ResponseFormat::JsonObject { schema: None },
-                    (Some(schema), JsonSchemaMode::JsonSchema) => ResponseFormat::JsonSchema {
-                        json_schema: JsonSchemaFormat {
-                            name: "response".into(),
-                            schema,
-                            strict: false,
-                        },
-                    },
-                    (Some(schema), JsonSchemaMode::JsonObjectSchema) => {
-                        ResponseFormat::JsonObject {
-                            schema: Some(schema),
-                        }
-                    }
-                    (Some(schema), JsonSchemaMode::PromptOnly) => {
-                        schema_in_system_prompt(&mut chat.messages, &schema);
-                        ResponseFormat::JsonObject { schema: None }
-                    }
+                chat.response_format = Some(match schema {
+                    None => ResponseFormat::JsonObject { schema: None },
+                    Some(schema) => crate::plan::json_format(
+                        schema,
+                        self.opts.provider.json_schema,
+                        &mut chat.messages,
+                    ),
                 });
             }
             Some(other) => {
@@ -1012,6 +1009,7 @@ fn data_url(mime: &str, base64: &str) -> ContentPart {
     ContentPart::ImageUrl {
         image_url: ImageUrl {
             url: format!("data:{mime};base64,{base64}"),
+            detail: None,
         },
     }
 }

@@ -1,15 +1,20 @@
-//! Response translation: upstream Chat Completions (SSE chunks or one body) -> GenerateContent
-//! chunks for the guest.
+//! Response translation: upstream Chat Completions (SSE chunks or one body) -> the neutral model
+//! turn ([`crate::turn`]) that each ingress renders for its guest.
 //!
 //! * Text deltas are forwarded at once, one chunk each (unless the guest asked for JSON: then the
 //!   text is buffered and sent once on the final chunk with ```json fences stripped).
-//! * Reasoning deltas (`reasoning_content` / `reasoning`) become `thought: true` parts when
+//! * Reasoning deltas (`reasoning_content` / `reasoning`) become reasoning parts when
 //!   [`ResponseConfig::forward_reasoning`] is set (never part of the guest's history).
 //! * Tool-call fragments are assembled by `index` (fragments without index join the call with the
-//!   same id, else the latest call) and delivered only on the final chunk, once the turn finished
-//!   and each call has a name and arguments that parse as a JSON object (empty arguments become
-//!   `{}`, noted). Anything else is a [`TurnOutcome::Malformed`]: no call is delivered.
-//! * The final chunk always has a finishReason and usageMetadata (estimated and noted when the
+//!   same id, else the latest call). A fragment that brings a new id to an index whose call is
+//!   already complete (a name and arguments that parse as a JSON object) starts the next call:
+//!   servers that send each parallel call whole at `index: 0` are read as the calls they are.
+//!   Calls are delivered only on the final chunk, once the turn finished and each call has a
+//!   name and arguments that parse as a JSON object (empty arguments become `{}`, noted).
+//!   Anything else is a [`TurnOutcome::Malformed`]: no call is delivered.
+//! * With [`ResponseConfig::mint_call_ids`] every call gets the gateway's own id, the upstream's
+//!   kept beside it.
+//! * The final chunk always has a finish reason and usage (estimated and noted when the
 //!   upstream sent no usage).
 //!
 //! ## Retries after a malformed call
@@ -20,17 +25,15 @@
 //! text is suppressed (noted as `retry_text_diverged`), so the guest's view stays one consistent
 //! text followed by the retried attempt's calls.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
 use crate::error::UpstreamError;
-use crate::google::{
-    Candidate, Content, FinishReason, FunctionCall, GenerateContentResponse, Part, UsageMetadata,
-};
 use crate::openai::{ChatChunk, ChatCompletion, ChatDelta, ChatUsage, ToolCallDelta};
 use crate::options::{ResponseConfig, ResponseReport};
 use crate::tokens::estimate_text_tokens;
+use crate::turn::{CallKind, Finish, ToolCall, TurnChunk, TurnPart, TurnUsage};
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,7 +46,7 @@ pub enum TurnOutcome {
 
 impl TurnOutcome {
     /// The chunk to write if the gateway does not retry.
-    pub fn final_chunk(&self) -> &GenerateContentResponse {
+    pub fn final_chunk(&self) -> &TurnChunk {
         match self {
             TurnOutcome::Complete(t) => &t.final_chunk,
             TurnOutcome::Malformed(t) => &t.final_chunk,
@@ -62,11 +65,11 @@ impl TurnOutcome {
 /// A complete turn.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompletedTurn {
-    /// Last chunk: function calls (and, for non-streamed or JSON answers, the text), finishReason,
-    /// usageMetadata, modelVersion, responseId.
-    pub final_chunk: GenerateContentResponse,
-    /// The delivered calls (ids always set), in call order.
-    pub delivered_calls: Vec<FunctionCall>,
+    /// Last chunk: the calls (and, for non-streamed or JSON answers, the text), the finish
+    /// reason and the usage.
+    pub final_chunk: TurnChunk,
+    /// The delivered calls, in call order.
+    pub delivered_calls: Vec<ToolCall>,
     /// Ids of `delivered_calls`, for [`crate::CallLedger::register_delivered`].
     pub delivered_call_ids: Vec<String>,
     /// Visible text the guest has received (including any previous attempts).
@@ -83,8 +86,8 @@ pub struct MalformedTurn {
     /// Visible text the guest already received; pass it as
     /// [`ResponseConfig::already_forwarded_text`] to the retry's translator.
     pub forwarded_text: String,
-    /// Give-up chunk: finishReason `MALFORMED_FUNCTION_CALL`, no functionCall part, usage.
-    pub final_chunk: GenerateContentResponse,
+    /// Give-up chunk: finish [`Finish::MalformedCall`], no call, usage.
+    pub final_chunk: TurnChunk,
     /// Decisions and notes.
     pub report: ResponseReport,
 }
@@ -145,38 +148,37 @@ pub enum MalformedReason {
 }
 
 /// Maps an upstream finish_reason: `stop`/`tool_calls`/`function_call` (and the non-standard
-/// `eos`, `end_turn`, `stop_sequence`) -> STOP, `length`/`max_tokens` -> MAX_TOKENS,
-/// `content_filter` -> SAFETY, missing -> STOP (the translator notes it), anything else -> OTHER.
-pub fn map_finish_reason(reason: Option<&str>) -> FinishReason {
+/// `eos`, `end_turn`, `stop_sequence`) -> stop, `length`/`max_tokens` -> max tokens,
+/// `content_filter` -> safety, missing -> stop (the translator notes it), anything else -> other.
+pub fn map_finish_reason(reason: Option<&str>) -> Finish {
     match reason {
-        None => FinishReason::Stop,
+        None => Finish::Stop,
         Some("stop" | "tool_calls" | "function_call" | "eos" | "end_turn" | "stop_sequence") => {
-            FinishReason::Stop
+            Finish::Stop
         }
-        Some("length" | "max_tokens") => FinishReason::MaxTokens,
-        Some("content_filter") => FinishReason::Safety,
-        Some(_) => FinishReason::Other,
+        Some("length" | "max_tokens") => Finish::MaxTokens,
+        Some("content_filter") => Finish::Safety,
+        Some(_) => Finish::Other,
     }
 }
 
-/// Maps upstream usage: prompt_tokens -> promptTokenCount, completion_tokens ->
-/// candidatesTokenCount, total_tokens -> totalTokenCount (prompt + completion when 0),
-/// cached_tokens -> cachedContentTokenCount, reasoning_tokens -> thoughtsTokenCount.
-pub fn map_usage(usage: &ChatUsage) -> UsageMetadata {
+/// Maps upstream usage: prompt_tokens -> input, completion_tokens -> output, total_tokens ->
+/// total (prompt + completion when 0), cached_tokens -> cached, reasoning_tokens -> reasoning.
+pub fn map_usage(usage: &ChatUsage) -> TurnUsage {
     let total = if usage.total_tokens == 0 {
         usage.prompt_tokens.saturating_add(usage.completion_tokens)
     } else {
         usage.total_tokens
     };
-    UsageMetadata {
-        prompt_token_count: usage.prompt_tokens,
-        candidates_token_count: usage.completion_tokens,
-        total_token_count: total,
-        cached_content_token_count: usage
+    TurnUsage {
+        input: usage.prompt_tokens,
+        output: usage.completion_tokens,
+        total,
+        cached: usage
             .prompt_tokens_details
             .as_ref()
             .and_then(|d| d.cached_tokens),
-        thoughts_token_count: usage
+        reasoning: usage
             .completion_tokens_details
             .as_ref()
             .and_then(|d| d.reasoning_tokens),
@@ -199,6 +201,8 @@ pub fn strip_json_fences(text: &str) -> Option<&str> {
 
 #[derive(Debug, Default, Clone)]
 struct PendingCall {
+    /// The upstream's index of the call.
+    index: u32,
     id: Option<String>,
     name: String,
     arguments: String,
@@ -224,8 +228,12 @@ pub struct StreamTranslator {
     upstream_model: Option<String>,
     finish_reason: Option<String>,
     usage: Option<ChatUsage>,
-    calls: BTreeMap<u32, PendingCall>,
-    last_index: Option<u32>,
+    /// The calls, in the order they began.
+    calls: Vec<PendingCall>,
+    /// The call each upstream index stands for now (a later call may reuse an index).
+    by_index: HashMap<u32, usize>,
+    /// The call the latest fragment went to.
+    last_call: Option<usize>,
     /// Visible text received in this attempt.
     received_text: String,
     /// Visible text the guest has (previous attempts + forwarded now).
@@ -258,8 +266,9 @@ impl StreamTranslator {
             upstream_model: None,
             finish_reason: None,
             usage: None,
-            calls: BTreeMap::new(),
-            last_index: None,
+            calls: Vec::new(),
+            by_index: HashMap::new(),
+            last_call: None,
             received_text: String::new(),
             collected_thoughts: String::new(),
             carried_reasoning: String::new(),
@@ -293,7 +302,7 @@ impl StreamTranslator {
     /// Feeds one SSE `data:` payload (JSON chunk, `[DONE]`, or empty keep-alive) and returns the
     /// chunks to forward now. An upstream error object in the stream is [`UpstreamError::Reported`];
     /// payloads after `[DONE]` are ignored and counted under `"<after [DONE]>"`.
-    pub fn push(&mut self, data: &str) -> Result<Vec<GenerateContentResponse>, UpstreamError> {
+    pub fn push(&mut self, data: &str) -> Result<Vec<TurnChunk>, UpstreamError> {
         let data = data.trim();
         if data.is_empty() {
             return Ok(Vec::new());
@@ -350,7 +359,7 @@ impl StreamTranslator {
         }
     }
 
-    fn apply_delta(&mut self, delta: &ChatDelta) -> Vec<GenerateContentResponse> {
+    fn apply_delta(&mut self, delta: &ChatDelta) -> Vec<TurnChunk> {
         self.count_unknown("choices[].delta.", &delta.extra);
         if delta.function_call.is_some() {
             // Next to `tool_calls` it only repeats them; alone it is a shape no server here
@@ -383,7 +392,7 @@ impl StreamTranslator {
                 self.collected_thoughts.push_str(reasoning);
             } else {
                 self.report.reasoning_parts += 1;
-                out.push(self.chunk(vec![Part::thought_text(reasoning.clone())]));
+                out.push(self.chunk(vec![TurnPart::reasoning(reasoning.clone())]));
             }
         }
         for text in [&delta.content, &delta.refusal].into_iter().flatten() {
@@ -391,7 +400,7 @@ impl StreamTranslator {
                 continue;
             }
             if let Some(visible) = self.accept_text(text) {
-                out.push(self.chunk(vec![Part::text(visible)]));
+                out.push(self.chunk(vec![TurnPart::text(visible)]));
             }
         }
         for call in delta.tool_calls.iter().flatten() {
@@ -442,20 +451,33 @@ impl StreamTranslator {
     fn apply_tool_delta(&mut self, delta: &ToolCallDelta) {
         self.count_unknown("choices[].delta.tool_calls[].", &delta.extra);
         let id = delta.id.as_deref().filter(|s| !s.is_empty());
-        let index = match delta.index {
-            Some(i) => i,
+        let slot = match delta.index {
+            Some(index) => match self.by_index.get(&index).copied() {
+                // A new id at an index whose call is complete: the next call, sent whole at
+                // the same index.
+                Some(slot) if id.is_some_and(|id| self.calls[slot].begins_another(id)) => {
+                    self.open_call(index)
+                }
+                Some(slot) => slot,
+                None => self.open_call(index),
+            },
             None => match id {
-                Some(id) => self
-                    .calls
-                    .iter()
-                    .find(|(_, c)| c.id.as_deref() == Some(id))
-                    .map(|(i, _)| *i)
-                    .unwrap_or_else(|| self.calls.keys().next_back().map_or(0, |i| i + 1)),
-                None => self.last_index.unwrap_or(0),
+                Some(id) => match self.calls.iter().position(|c| c.id.as_deref() == Some(id)) {
+                    Some(slot) => slot,
+                    None => {
+                        let next = self.calls.iter().map(|c| c.index + 1).max().unwrap_or(0);
+                        self.open_call(next)
+                    }
+                },
+                None => match self.last_call {
+                    Some(slot) => slot,
+                    None => self.open_call(0),
+                },
             },
         };
-        self.last_index = Some(index);
-        let call = self.calls.entry(index).or_default();
+        self.last_call = Some(slot);
+        let call = &mut self.calls[slot];
+        let index = call.index;
         // The id and the name come whole, once; servers such as llama.cpp's repeat them in every
         // fragment. A repeat is ignored, a different value makes the call malformed.
         if let Some(id) = id {
@@ -489,20 +511,21 @@ impl StreamTranslator {
         }
     }
 
-    fn chunk(&self, parts: Vec<Part>) -> GenerateContentResponse {
-        GenerateContentResponse {
-            candidates: vec![Candidate {
-                content: Content {
-                    role: Some("model".into()),
-                    parts,
-                    ..Content::default()
-                },
-                finish_reason: None,
-                index: 0,
-            }],
-            usage_metadata: None,
-            model_version: Some(self.model_version()),
-            response_id: Some(self.response_id()),
+    /// Starts a call at upstream index `index`; its slot.
+    fn open_call(&mut self, index: u32) -> usize {
+        self.calls.push(PendingCall {
+            index,
+            ..PendingCall::default()
+        });
+        let slot = self.calls.len() - 1;
+        self.by_index.insert(index, slot);
+        slot
+    }
+
+    fn chunk(&self, parts: Vec<TurnPart>) -> TurnChunk {
+        TurnChunk {
+            parts,
+            ..TurnChunk::new(self.model_version(), self.response_id())
         }
     }
 
@@ -526,32 +549,33 @@ impl StreamTranslator {
         }
     }
 
-    fn usage_metadata(&mut self) -> UsageMetadata {
+    fn usage(&mut self) -> TurnUsage {
         match &self.usage {
             Some(usage) => map_usage(usage),
             None => {
                 self.report.usage_estimated = true;
                 let prompt = self.cfg.prompt_token_estimate.unwrap_or(0);
-                let args: usize = self.calls.values().map(|c| c.arguments.len()).sum();
+                let args: usize = self.calls.iter().map(|c| c.arguments.len()).sum();
                 let completion = estimate_text_tokens(&self.received_text)
                     .saturating_add(u32::try_from(args.div_ceil(4)).unwrap_or(u32::MAX));
-                UsageMetadata {
-                    prompt_token_count: prompt,
-                    candidates_token_count: completion,
-                    total_token_count: prompt.saturating_add(completion),
-                    cached_content_token_count: None,
-                    thoughts_token_count: None,
+                TurnUsage {
+                    input: prompt,
+                    output: completion,
+                    total: prompt.saturating_add(completion),
+                    cached: None,
+                    reasoning: None,
                 }
             }
         }
     }
 
-    /// Validates the assembled calls, in index order.
-    fn assemble_calls(&mut self) -> Result<Vec<FunctionCall>, MalformedReason> {
+    /// Validates the assembled calls, in the order they began.
+    fn assemble_calls(&mut self) -> Result<Vec<ToolCall>, MalformedReason> {
         let finish = self.finish_reason.as_deref();
         let calls = std::mem::take(&mut self.calls);
-        let mut out: Vec<FunctionCall> = Vec::with_capacity(calls.len());
-        for (index, call) in calls {
+        let mut out: Vec<ToolCall> = Vec::with_capacity(calls.len());
+        for (position, call) in calls.into_iter().enumerate() {
+            let index = call.index;
             if finish == Some("length") {
                 return Err(MalformedReason::TruncatedByLength { index });
             }
@@ -581,22 +605,26 @@ impl StreamTranslator {
                     }
                 }
             };
-            let id = match call.id {
-                Some(id) => id,
-                None => {
-                    let id = format!("{}_{index}", self.synthetic_prefix());
-                    self.report.synthesized_call_ids.push(id.clone());
-                    id
-                }
+            let minted = || format!("{}_{position}", self.synthetic_prefix());
+            let id = match (&call.id, self.cfg.mint_call_ids) {
+                (_, true) => minted(),
+                (Some(id), false) => id.clone(),
+                (None, false) => format!("{}_{index}", self.synthetic_prefix()),
             };
-            if out.iter().any(|c| c.id.as_deref() == Some(id.as_str())) {
+            if call.id.is_none() {
+                self.report.synthesized_call_ids.push(id.clone());
+            }
+            if out.iter().any(|c| c.id == id) {
                 return Err(MalformedReason::DuplicateId { id });
             }
-            out.push(FunctionCall {
-                id: Some(id),
+            out.push(ToolCall {
+                id,
+                upstream_id: call.id,
+                kind: CallKind::Function,
+                namespace: None,
                 name,
-                args: Some(args),
-                ..FunctionCall::default()
+                arguments: args,
+                signature: None,
             });
         }
         Ok(out)
@@ -613,19 +641,19 @@ impl StreamTranslator {
     /// Ends the attempt (after `[DONE]` or when the stream closed) and returns the outcome.
     pub fn finish(mut self) -> TurnOutcome {
         self.report.upstream_finish_reason = self.finish_reason.clone();
-        let usage = self.usage_metadata();
+        let usage = self.usage();
         let mut forwarded_text = std::mem::take(&mut self.forwarded_text);
 
         if self.finish_reason.as_deref() == Some("content_filter") && !self.calls.is_empty() {
             self.report.calls_discarded_on_safety = self.calls.len() as u32;
             self.calls.clear();
         }
-        let calls = match self.assemble_calls() {
+        let mut calls = match self.assemble_calls() {
             Ok(calls) => calls,
             Err(reason) => {
                 let mut final_chunk = self.chunk(Vec::new());
-                final_chunk.candidates[0].finish_reason = Some(FinishReason::MalformedFunctionCall);
-                final_chunk.usage_metadata = Some(usage);
+                final_chunk.finish = Some(Finish::MalformedCall);
+                final_chunk.usage = Some(usage);
                 return TurnOutcome::Malformed(MalformedTurn {
                     reason,
                     forwarded_text,
@@ -643,7 +671,7 @@ impl StreamTranslator {
         if self.mode == TextMode::Collect {
             if !self.collected_thoughts.is_empty() {
                 self.report.reasoning_parts += 1;
-                parts.push(Part::thought_text(std::mem::take(
+                parts.push(TurnPart::reasoning(std::mem::take(
                     &mut self.collected_thoughts,
                 )));
             }
@@ -656,29 +684,41 @@ impl StreamTranslator {
             }
             if !text.is_empty() {
                 forwarded_text.push_str(&text);
-                parts.push(Part::text(text));
+                parts.push(TurnPart::text(text));
             }
         }
-        let first_call = parts.len();
-        parts.extend(calls.iter().cloned().map(Part::function_call));
-        if let Some(part) = parts.get_mut(first_call)
+        if let Some(first) = calls.first_mut()
             && !self.carried_reasoning.is_empty()
         {
             self.report.carried_reasoning_chars = self.carried_reasoning.chars().count() as u64;
-            part.thought_signature = Some(crate::reasoning::reasoning_signature(
+            first.signature = Some(crate::reasoning::reasoning_signature(
                 &self.carried_reasoning,
             ));
         }
+        parts.extend(calls.iter().cloned().map(TurnPart::Call));
         let mut final_chunk = self.chunk(parts);
-        final_chunk.candidates[0].finish_reason = Some(finish);
-        final_chunk.usage_metadata = Some(usage);
+        final_chunk.finish = Some(finish);
+        final_chunk.usage = Some(usage);
         TurnOutcome::Complete(CompletedTurn {
             final_chunk,
-            delivered_call_ids: calls.iter().filter_map(|c| c.id.clone()).collect(),
+            delivered_call_ids: calls.iter().map(|c| c.id.clone()).collect(),
             delivered_calls: calls,
             forwarded_text,
             report: self.report,
         })
+    }
+}
+
+impl PendingCall {
+    /// A fragment with `id` starts another call instead of continuing this one: this call has
+    /// another id, a name and arguments that are a whole JSON object.
+    fn begins_another(&self, id: &str) -> bool {
+        self.id.as_deref().is_some_and(|own| own != id)
+            && !self.name.is_empty()
+            && matches!(
+                serde_json::from_str::<Value>(&self.arguments),
+                Ok(Value::Object(_))
+            )
     }
 }
 

@@ -68,13 +68,8 @@ fn a_forced_call_whose_id_and_name_repeat_in_every_chunk_is_one_call() {
     assert_eq!(turn.delivered_calls.len(), 1);
     let call = &turn.delivered_calls[0];
     assert_eq!(call.name, "read_file");
-    assert!(
-        call.id
-            .as_deref()
-            .unwrap()
-            .starts_with("call__0_read_file_")
-    );
-    assert!(call.args.as_ref().unwrap().is_object());
+    assert!(call.id.starts_with("call__0_read_file_"));
+    assert!(call.arguments.is_object());
     // The legacy function_call next to tool_calls is counted, not appended.
     assert!(
         turn.report

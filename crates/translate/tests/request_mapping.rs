@@ -411,6 +411,7 @@ fn images_reach_the_upstream_and_tool_images_follow_tool_messages() {
     match &m[0] {
         ChatMessage::User {
             content: UserContent::Parts(parts),
+            ..
         } => {
             assert_eq!(
                 parts[0],
@@ -430,6 +431,7 @@ fn images_reach_the_upstream_and_tool_images_follow_tool_messages() {
     match &m[3] {
         ChatMessage::User {
             content: UserContent::Parts(parts),
+            ..
         } => {
             assert_eq!(
                 parts[0],
@@ -489,6 +491,7 @@ fn url_safe_image_data_is_forwarded_as_standard_base64() {
     match &t.chat.messages[0] {
         ChatMessage::User {
             content: UserContent::Parts(parts),
+            ..
         } => assert!(
             matches!(&parts[0], ContentPart::ImageUrl { image_url } if image_url.url == "data:image/jpeg;base64,+/+/"),
             "{parts:?}"

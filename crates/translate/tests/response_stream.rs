@@ -4,11 +4,38 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use switchyard_translate::google::{FinishReason, FunctionCall, GenerateContentResponse};
+use switchyard_translate::google::{
+    FinishReason, FunctionCall, GenerateContentResponse, Part, UsageMetadata,
+};
+use switchyard_translate::google_answer::to_google;
+use switchyard_translate::turn::TurnChunk;
 use switchyard_translate::{
-    MalformedReason, ResponseConfig, StreamTranslator, TurnOutcome, UpstreamError,
+    MalformedReason, ResponseConfig, ResponseReport, StreamTranslator, TurnOutcome, UpstreamError,
     translate_completion,
 };
+
+/// A turn chunk read as the GenerateContent chunk its guest receives.
+trait AsGoogle {
+    fn to_json_line(&self) -> String;
+    fn finish_reason(&self) -> Option<FinishReason>;
+    fn parts(&self) -> Vec<Part>;
+    fn usage_metadata(&self) -> Option<UsageMetadata>;
+}
+
+impl AsGoogle for TurnChunk {
+    fn to_json_line(&self) -> String {
+        to_google(self).to_json_line()
+    }
+    fn finish_reason(&self) -> Option<FinishReason> {
+        to_google(self).finish_reason()
+    }
+    fn parts(&self) -> Vec<Part> {
+        to_google(self).parts().to_vec()
+    }
+    fn usage_metadata(&self) -> Option<UsageMetadata> {
+        to_google(self).usage_metadata
+    }
+}
 
 fn cfg() -> ResponseConfig {
     ResponseConfig {
@@ -47,19 +74,38 @@ fn usage_chunk() -> String {
     .to_string()
 }
 
-/// Feeds payloads; returns forwarded chunks and the outcome.
+/// Feeds payloads; returns forwarded chunks (as the Google guest gets them) and the outcome.
 fn run(cfg: ResponseConfig, payloads: &[String]) -> (Vec<GenerateContentResponse>, TurnOutcome) {
     let mut tr = StreamTranslator::new(cfg);
     let mut chunks = Vec::new();
     for p in payloads {
-        chunks.extend(tr.push(p).unwrap());
+        chunks.extend(tr.push(p).unwrap().iter().map(to_google));
     }
     (chunks, tr.finish())
 }
 
-fn complete(outcome: TurnOutcome) -> switchyard_translate::CompletedTurn {
+/// A complete turn, its calls as the Google guest gets them.
+struct Done {
+    final_chunk: TurnChunk,
+    delivered_calls: Vec<FunctionCall>,
+    delivered_call_ids: Vec<String>,
+    forwarded_text: String,
+    report: ResponseReport,
+}
+
+fn complete(outcome: TurnOutcome) -> Done {
     match outcome {
-        TurnOutcome::Complete(c) => c,
+        TurnOutcome::Complete(c) => Done {
+            delivered_calls: to_google(&c.final_chunk)
+                .parts()
+                .iter()
+                .filter_map(|p| p.function_call.clone())
+                .collect(),
+            final_chunk: c.final_chunk,
+            delivered_call_ids: c.delivered_call_ids,
+            forwarded_text: c.forwarded_text,
+            report: c.report,
+        },
         TurnOutcome::Malformed(m) => panic!("malformed: {:?}", m.reason),
     }
 }
@@ -122,7 +168,7 @@ fn finish_reasons_map() {
     assert_eq!(done.final_chunk.finish_reason(), Some(FinishReason::Stop));
     assert!(done.report.synthesized_finish_reason);
     assert!(done.report.usage_estimated);
-    let usage = done.final_chunk.usage_metadata.unwrap();
+    let usage = done.final_chunk.usage_metadata().unwrap();
     assert_eq!(
         (
             usage.prompt_token_count,
@@ -249,7 +295,7 @@ fn malformed_or_truncated_calls_are_never_delivered() {
                         .iter()
                         .all(|p| p.function_call.is_none())
                 );
-                assert!(m.final_chunk.usage_metadata.is_some());
+                assert!(m.final_chunk.usage_metadata().is_some());
             }
             TurnOutcome::Complete(c) => panic!("delivered {:?}", c.delivered_calls),
         }
@@ -397,7 +443,7 @@ fn json_answers_are_buffered_and_unfenced() {
         Some("{\"a\":1}")
     );
     assert_eq!(
-        done.final_chunk.usage_metadata.unwrap().total_token_count,
+        done.final_chunk.usage_metadata().unwrap().total_token_count,
         7
     );
 }
@@ -533,7 +579,7 @@ fn carried_reasoning_rides_in_the_first_calls_signature_only() {
         ..cfg()
     };
     let turn = complete(run(carrying, &payloads).1);
-    let parts = &turn.final_chunk.candidates[0].content.parts;
+    let parts = &to_google(&turn.final_chunk).candidates[0].content.parts;
     let signatures: Vec<Option<&str>> = parts
         .iter()
         .map(|p| p.thought_signature.as_deref())
@@ -549,7 +595,7 @@ fn carried_reasoning_rides_in_the_first_calls_signature_only() {
 
     // Off: no signature at all.
     let turn = complete(run(cfg(), &payloads).1);
-    let parts = &turn.final_chunk.candidates[0].content.parts;
+    let parts = &to_google(&turn.final_chunk).candidates[0].content.parts;
     assert!(parts.iter().all(|p| p.thought_signature.is_none()));
 
     // A turn without calls carries nothing (no part to carry it, and no call to answer).
@@ -581,7 +627,8 @@ fn a_non_streamed_completion_carries_its_reasoning_too() {
     };
     let outcome = translate_completion(body.to_string().as_bytes(), carrying).unwrap();
     let turn = complete(outcome);
-    let call_part = turn.final_chunk.candidates[0]
+    let google = to_google(&turn.final_chunk);
+    let call_part = google.candidates[0]
         .content
         .parts
         .iter()
@@ -613,22 +660,22 @@ fn an_id_and_name_repeated_in_every_fragment_are_taken_once_and_a_change_is_malf
         done.delivered_calls[0].args,
         Some(json!({"file_path": "a"}))
     );
-    for (id, name, field) in [
-        ("call_1", "write_file", "name"),
-        ("call_2", "read_file", "id"),
-    ] {
-        let payloads = [
-            tool_chunk(0, Some("call_1"), Some("read_file"), "{}"),
-            tool_chunk(0, Some(id), Some(name), ""),
-            finish_chunk("tool_calls"),
-        ];
-        match run(cfg(), &payloads).1 {
-            TurnOutcome::Malformed(turn) => assert_eq!(
-                turn.reason,
-                MalformedReason::ConflictingFragments { index: 0, field }
-            ),
-            TurnOutcome::Complete(turn) => panic!("delivered {:?}", turn.delivered_calls),
-        }
+    // The same id under another name is a conflict (a new id would be the next call: see
+    // `complete_calls_sent_one_by_one_at_index_zero_are_each_a_call`).
+    let payloads = [
+        tool_chunk(0, Some("call_1"), Some("read_file"), "{}"),
+        tool_chunk(0, Some("call_1"), Some("write_file"), ""),
+        finish_chunk("tool_calls"),
+    ];
+    match run(cfg(), &payloads).1 {
+        TurnOutcome::Malformed(turn) => assert_eq!(
+            turn.reason,
+            MalformedReason::ConflictingFragments {
+                index: 0,
+                field: "name"
+            }
+        ),
+        TurnOutcome::Complete(turn) => panic!("delivered {:?}", turn.delivered_calls),
     }
 }
 
@@ -650,4 +697,83 @@ fn a_stream_without_chunks_or_without_its_end_is_unfinished() {
         whole.push(&end).unwrap();
         assert_eq!(whole.unfinished(), None);
     }
+}
+
+#[test]
+fn complete_calls_sent_one_by_one_at_index_zero_are_each_a_call() {
+    // Servers that send each parallel call whole, in its own chunk, all at `index: 0`.
+    let payloads = [
+        tool_chunk(0, Some("call_a"), Some("read_file"), r#"{"file_path":"a"}"#),
+        tool_chunk(0, Some("call_b"), Some("read_file"), r#"{"file_path":"b"}"#),
+        tool_chunk(0, Some("call_c"), Some("list"), ""),
+        finish_chunk("tool_calls"),
+        "[DONE]".into(),
+    ];
+    let done = complete(run(cfg(), &payloads).1);
+    let calls: Vec<(Option<&str>, &str, Option<&Value>)> = done
+        .delivered_calls
+        .iter()
+        .map(|c| (c.id.as_deref(), c.name.as_str(), c.args.as_ref()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (
+                Some("call_a"),
+                "read_file",
+                Some(&json!({"file_path": "a"}))
+            ),
+            (
+                Some("call_b"),
+                "read_file",
+                Some(&json!({"file_path": "b"}))
+            ),
+            (Some("call_c"), "list", Some(&json!({}))),
+        ]
+    );
+    // A new id before the call's arguments are whole is still a conflict, not a new call.
+    let payloads = [
+        tool_chunk(0, Some("call_a"), Some("read_file"), r#"{"file_"#),
+        tool_chunk(0, Some("call_b"), None, r#"path":"a"}"#),
+        finish_chunk("tool_calls"),
+    ];
+    assert!(matches!(
+        run(cfg(), &payloads).1,
+        TurnOutcome::Malformed(m) if m.reason == MalformedReason::ConflictingFragments { index: 0, field: "id" }
+    ));
+}
+
+#[test]
+fn minted_ids_are_the_gateways_and_keep_the_upstreams_beside_them() {
+    let mut c = cfg();
+    c.mint_call_ids = true;
+    // A local server that restarts its ids every turn, and one call without an id.
+    let payloads = [
+        tool_chunk(0, Some("call_0"), Some("read_file"), r#"{"file_path":"a"}"#),
+        tool_chunk(1, None, Some("read_file"), r#"{"file_path":"b"}"#),
+        tool_chunk(2, Some("call_0"), Some("read_file"), r#"{"file_path":"c"}"#),
+        finish_chunk("tool_calls"),
+        "[DONE]".into(),
+    ];
+    let TurnOutcome::Complete(done) = run(c, &payloads).1 else {
+        panic!("a turn with a repeated upstream id is still delivered");
+    };
+    let ids: Vec<(&str, Option<&str>)> = done
+        .delivered_calls
+        .iter()
+        .map(|c| (c.id.as_str(), c.upstream_id.as_deref()))
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            ("call_x_0", Some("call_0")),
+            ("call_x_1", None),
+            ("call_x_2", Some("call_0"))
+        ]
+    );
+    assert_eq!(
+        done.delivered_call_ids,
+        ["call_x_0", "call_x_1", "call_x_2"]
+    );
+    assert_eq!(done.report.synthesized_call_ids, ["call_x_1"]);
 }

@@ -31,7 +31,7 @@ pub struct RunLimits {
 #[derive(Debug, Clone)]
 pub enum RunItem {
     /// A canonical event.
-    Event(Envelope),
+    Event(Box<Envelope>),
     /// A raw stdout line, exactly as received (bounded by the line cap).
     RawStdout(Line),
     /// A raw stderr line (diagnostics; bounded).
@@ -65,7 +65,12 @@ pub struct GeminiRun {
     started: RunStarted,
     /// Events from elsewhere in the run (the host-tool binding), merged into the sequence.
     host_events: Option<tokio::sync::mpsc::Receiver<Event>>,
+    /// The gateway's delivered calls, by delivered call id.
+    lookup: Option<DeliveredLookup>,
 }
+
+/// The gateway's record of a delivered call, by the id the guest received.
+pub type DeliveredLookup = Box<dyn Fn(&str) -> Option<switchyard_events::Delivered> + Send + Sync>;
 
 impl GeminiRun {
     /// Spawns the guest.
@@ -78,6 +83,7 @@ impl GeminiRun {
             process: ManagedProcess::spawn(process_spec(launch, limits))?,
             started,
             host_events: None,
+            lookup: None,
         })
     }
 
@@ -85,6 +91,13 @@ impl GeminiRun {
     /// as they arrive.
     pub fn with_host_events(mut self, events: tokio::sync::mpsc::Receiver<Event>) -> Self {
         self.host_events = Some(events);
+        self
+    }
+
+    /// Looks up each call the guest names in the gateway's delivered calls, so its events
+    /// carry the model's own id.
+    pub fn with_lookup(mut self, lookup: DeliveredLookup) -> Self {
+        self.lookup = Some(lookup);
         self
     }
 
@@ -115,12 +128,12 @@ impl GeminiRun {
         let mut seq = 0u64;
         let mut items: Vec<RunItem> = Vec::new();
         let mut emit = |event: Event, guest_timestamp: Option<String>, items: &mut Vec<RunItem>| {
-            items.push(RunItem::Event(Envelope {
+            items.push(RunItem::Event(Box::new(Envelope {
                 seq,
                 at: Utc::now(),
                 guest_timestamp,
                 event,
-            }));
+            })));
             seq += 1;
         };
         emit(Event::RunStarted(self.started.clone()), None, &mut items);
@@ -159,6 +172,11 @@ impl GeminiRun {
                             None,
                             &mut items,
                         );
+                    }
+                    if let (Some(lookup), Some(id)) =
+                        (&self.lookup, GeminiNormalizer::named_call(&parsed))
+                    {
+                        normalizer.delivered(&id, lookup(&id));
                     }
                     for n in normalizer.push_line(parsed) {
                         emit(n.event, n.guest_timestamp, &mut items);

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use switchyard_events::event::{Permission, SessionStarted, Warning};
 use switchyard_events::opencode::OpenCodeNormalizer;
-use switchyard_events::{Event, GuestExit, OutcomeStatus, RunError, RunOutcome};
+use switchyard_events::{Delivered, Event, GuestExit, OutcomeStatus, RunError, RunOutcome};
 
 /// One thing the run observed or did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -22,6 +22,12 @@ pub enum Note {
     /// The data of one server-sent event, as received (or a part read back after a
     /// reconnect, wrapped as the `message.part.updated` it stands for).
     Event(String),
+    /// What the gateway delivered under a call id an event named (looked up before the
+    /// event; `None`: nothing).
+    Delivered {
+        call_id: String,
+        call: Option<Box<Delivered>>,
+    },
     /// Switchyard's answer to a `permission.asked`.
     Permission(Box<Permission>),
     /// Something Switchyard did or saw besides the guest's events (a rejected question, a
@@ -51,6 +57,10 @@ pub fn apply(normalizer: &mut OpenCodeNormalizer, note: &Note) -> Vec<Event> {
                 Value::String(data.clone()),
             )],
         },
+        Note::Delivered { call_id, call } => {
+            normalizer.delivered(call_id, call.as_deref().cloned());
+            Vec::new()
+        }
         Note::Permission(permission) => vec![normalizer.permission((**permission).clone())],
         Note::Warning(message) => vec![Event::Warning(Warning {
             message: message.clone(),

@@ -58,6 +58,11 @@ pub struct OpenCodePlan {
 
 /// The host side of a run: the permission policy.
 pub trait OpenCodeHost: Send + Sync + 'static {
+    /// The call the gateway delivered under `call_id` (the id OpenCode names a call by).
+    fn delivered(&self, _call_id: &str) -> Option<switchyard_events::Delivered> {
+        None
+    }
+
     /// Decides one `permission.asked`: OpenCode's permission name, the model call it belongs
     /// to (when OpenCode names one) and its metadata. `Err` says why it is refused (answered
     /// as a reject).
@@ -93,9 +98,23 @@ pub struct OpenCodeRun {
 struct Mapper {
     normalizer: OpenCodeNormalizer,
     transcript: Option<mpsc::UnboundedSender<Note>>,
+    /// Call ids looked up already.
+    looked_up: std::collections::HashSet<String>,
 }
 
 impl Mapper {
+    /// One server-sent event's data: the call it names looked up first (once per call).
+    fn event(&mut self, data: String, host: &dyn OpenCodeHost, out: &mut Emitter) {
+        if let Ok(event) = serde_json::from_str::<Value>(&data)
+            && let Some(call_id) = OpenCodeNormalizer::named_call(&event)
+            && self.looked_up.insert(call_id.clone())
+        {
+            let call = host.delivered(&call_id).map(Box::new);
+            self.note(Note::Delivered { call_id, call }, out);
+        }
+        self.note(Note::Event(data), out);
+    }
+
     fn note(&mut self, note: Note, out: &mut Emitter) {
         let events = apply(&mut self.normalizer, &note);
         if let Some(transcript) = &self.transcript {
@@ -126,12 +145,12 @@ struct Emitter {
 
 impl Emitter {
     fn event(&mut self, event: Event) {
-        self.items.push(RunItem::Event(Envelope {
+        self.items.push(RunItem::Event(Box::new(Envelope {
             seq: self.seq,
             at: Utc::now(),
             guest_timestamp: None,
             event,
-        }));
+        })));
         self.seq += 1;
     }
 
@@ -245,6 +264,7 @@ impl OpenCodeRun {
         let mut mapper = Mapper {
             normalizer: OpenCodeNormalizer::default(),
             transcript: self.transcript.take(),
+            looked_up: std::collections::HashSet::new(),
         };
         let halt = self.session(&mut out, &mut mapper, &mut sink).await;
         let process_outcome = match halt {
@@ -343,7 +363,7 @@ impl OpenCodeRun {
             self.plan.prompts.iter().cloned().collect();
         let mut more = self.plan.more_prompts.take();
         let mut reconnects = 0;
-        let mut last_activity = tokio::time::Instant::now();
+        let mut last_activity;
         loop {
             for item in out.items.drain(..) {
                 sink(item).await;
@@ -363,6 +383,8 @@ impl OpenCodeRun {
                 break;
             }
             m.note(Note::PromptSent(prompt.clone()), out);
+            // The clock of this prompt starts when it is sent (the wait for it is the host's).
+            last_activity = tokio::time::Instant::now();
             if let Err(e) = client
                 .prompt(&session, &prompt, &self.plan.provider, &self.plan.model)
                 .await
@@ -509,7 +531,7 @@ impl OpenCodeRun {
         state: &mut PromptState,
     ) {
         let Ok(event) = serde_json::from_str::<Value>(&data) else {
-            m.note(Note::Event(data), out);
+            m.event(data, self.host.as_ref(), out);
             return;
         };
         let kind = event
@@ -551,7 +573,7 @@ impl OpenCodeRun {
             "session.idle" if ours && state.busy => state.done = true,
             _ => {}
         }
-        m.note(Note::Event(data), out);
+        m.event(data, self.host.as_ref(), out);
     }
 
     async fn answer_permission(&self, client: &ServerClient, properties: &Value) -> Permission {
@@ -605,6 +627,7 @@ impl OpenCodeRun {
                 .as_ref()
                 .map(|r| r.model_call_id.clone())
                 .or_else(|| call_id.map(str::to_owned)),
+            call_id: call_id.map(str::to_owned),
             tool: ruling.as_ref().map(|r| r.tool.clone()),
             arguments: ruling.as_ref().map(|r| r.arguments.clone()),
             options,
@@ -642,7 +665,7 @@ impl OpenCodeRun {
                     {
                         let updated = json!({"type": "message.part.updated",
                             "properties": {"sessionID": session, "part": part}});
-                        m.note(Note::Event(updated.to_string()), out);
+                        m.event(updated.to_string(), self.host.as_ref(), out);
                     }
                 }
             }

@@ -42,6 +42,11 @@ impl GracefulCancel {
         });
     }
 
+    /// The process's stop handle (the inactivity watchdog's controls).
+    pub fn stop_handle(&self) -> &StopHandle {
+        &self.stop
+    }
+
     /// Whether the run was cancelled.
     pub fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::Acquire)

@@ -39,6 +39,114 @@ const STOP_SIGNALS: [Signal; 4] = [
 /// Size of one read from a pipe.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
+/// The variable every guest process starts with, set to the run's own mark: a descendant that
+/// left the guest's process group (`setsid`, a pty) still carries it in its initial
+/// environment, so it is found and ended with the group.
+pub const MARK_VAR: &str = "SWITCHYARD_PROCESS_MARK";
+
+/// After the leader exited and its group was killed, how long the pipe readers may take to
+/// reach EOF; a descendant that escaped every kill and still holds a pipe cannot hold the run.
+const PIPE_EOF_WAIT: Duration = Duration::from_secs(2);
+
+/// When the guest was last active, and whether the inactivity watchdog is paused.
+#[derive(Debug)]
+pub(crate) struct Activity {
+    start: Instant,
+    /// Milliseconds after `start`.
+    last_ms: AtomicU64,
+    paused: AtomicBool,
+}
+
+impl Activity {
+    fn new(start: Instant) -> Self {
+        Self {
+            start,
+            last_ms: AtomicU64::new(0),
+            paused: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn touch(&self) {
+        self.last_ms.store(
+            u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+
+    pub(crate) fn pause(&self) {
+        self.paused.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn resume(&self) {
+        self.touch();
+        self.paused.store(false, Ordering::Release);
+    }
+
+    fn last(&self) -> Option<Instant> {
+        if self.paused.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed)))
+    }
+}
+
+/// A mark unique to one spawn: the pid of Switchyard, the time and a counter.
+fn fresh_mark() -> String {
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{}-{nanos}-{}",
+        std::process::id(),
+        COUNT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Kills every process (but this one) whose initial environment carries `MARK_VAR=mark`, until
+/// none is left (bounded: a process forking as fast as it is killed is noted).
+fn kill_marked(mark: &str) -> usize {
+    let needle = format!("{MARK_VAR}={mark}");
+    let me = std::process::id();
+    let mut killed = 0;
+    for _ in 0..5 {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return killed;
+        };
+        let mut found = 0;
+        for pid in entries
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| *pid != me)
+        {
+            // Bounded: an environment block is at most a few MiB (ARG_MAX).
+            let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                continue;
+            };
+            if environ
+                .split(|b| *b == 0)
+                .any(|entry| entry == needle.as_bytes())
+            {
+                let _ = nix::sys::signal::kill(
+                    Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX)),
+                    Signal::SIGKILL,
+                );
+                found += 1;
+            }
+        }
+        if found == 0 {
+            return killed;
+        }
+        killed += found;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    tracing::warn!(
+        mark,
+        killed,
+        "guest descendants kept appearing while being killed"
+    );
+    killed
+}
+
 /// Sends SIGKILL to a process group, ignoring "no such process".
 pub(super) fn kill_group(pgid: u32) {
     signal_group(pgid, Signal::SIGKILL);
@@ -59,11 +167,13 @@ struct OrphanGuard {
 
 pub(super) fn spawn(spec: ProcessSpec) -> Result<ManagedProcess, SpawnError> {
     let runtime = tokio::runtime::Handle::try_current().map_err(|_| SpawnError::NoRuntime)?;
+    let mark = fresh_mark();
     let mut command = Command::new(&spec.program);
     command
         .args(&spec.args)
         .env_clear()
         .envs(spec.env.iter().map(|(key, value)| (key, value)))
+        .env(MARK_VAR, &mark)
         .current_dir(&spec.cwd)
         .stdin(if spec.stdin_pipe {
             Stdio::piped()
@@ -132,9 +242,13 @@ pub(super) fn spawn(spec: ProcessSpec) -> Result<ManagedProcess, SpawnError> {
     let (events, receiver) = mpsc::channel(spec.limits.event_channel_capacity.max(1));
     let (stop_sender, stop_requests) = watch::channel(None);
     let finished = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    let activity = Arc::new(Activity::new(start));
     let run = Supervision {
         pid,
-        start: Instant::now(),
+        mark,
+        activity: activity.clone(),
+        start,
         limits: spec.limits,
         watchdogs: spec.watchdogs,
         stop_policy: spec.stop_policy,
@@ -146,6 +260,7 @@ pub(super) fn spawn(spec: ProcessSpec) -> Result<ManagedProcess, SpawnError> {
         events: receiver,
         stop: StopHandle {
             request: Arc::new(stop_sender),
+            activity,
         },
         pid,
         finished,
@@ -218,6 +333,9 @@ fn start_orphan_guard(pgid: u32) -> io::Result<OrphanGuard> {
 /// State shared by the control loop and the pipe readers of one process.
 struct Supervision {
     pid: u32,
+    /// The value of [`MARK_VAR`] in the guest's environment.
+    mark: String,
+    activity: Arc<Activity>,
     start: Instant,
     limits: Limits,
     watchdogs: Watchdogs,
@@ -246,13 +364,11 @@ impl Supervision {
         stderr: impl AsyncRead + Unpin + Send + 'static,
         stop_requests: watch::Receiver<Option<StopReason>>,
     ) {
-        let last_stdout_ms = Arc::new(AtomicU64::new(0));
         let stdout_task = tokio::spawn(read_stdout(
             stdout,
             self.limits.max_line_bytes,
             self.events.clone(),
-            last_stdout_ms.clone(),
-            self.start,
+            self.activity.clone(),
         ));
         let stderr_task = tokio::spawn(read_stderr(
             stderr,
@@ -260,23 +376,51 @@ impl Supervision {
             self.events.clone(),
         ));
 
-        let (status, phase) = self
-            .control(&mut child, stop_requests, &last_stdout_ms)
-            .await;
+        let (status, phase) = self.control(&mut child, stop_requests).await;
 
         // The leader is gone: nothing it started may outlive it. The guard is still a member,
-        // so the group id cannot have been reused yet.
+        // so the group id cannot have been reused yet. Descendants that left the group are
+        // found by their mark.
         kill_group(self.pid);
+        let mark = self.mark.clone();
+        let escaped = tokio::task::spawn_blocking(move || kill_marked(&mark))
+            .await
+            .unwrap_or(0);
+        if escaped > 0 {
+            tracing::debug!(
+                pid = self.pid,
+                escaped,
+                "ended guest descendants outside its group"
+            );
+        }
         self.finished.store(true, Ordering::Release);
         if let Some(guard) = guard {
             drop(guard.lifeline);
             let mut guard_child = guard.child;
             let _ = guard_child.wait().await;
         }
-        let stdout_stats = stdout_task.await.unwrap_or_default();
-        let (stderr_stats, ring) = stderr_task
-            .await
-            .unwrap_or_else(|_| (StreamStats::default(), TailRing::new(0)));
+        // Bounded: a pipe still held open by something no kill reached must not hold the run.
+        let eof_by = tokio::time::Instant::now() + PIPE_EOF_WAIT;
+        let stdout_abort = stdout_task.abort_handle();
+        let stdout_stats = match tokio::time::timeout_at(eof_by, stdout_task).await {
+            Ok(stats) => stats.unwrap_or_default(),
+            Err(_) => {
+                stdout_abort.abort();
+                tracing::warn!(
+                    pid = self.pid,
+                    "guest stdout still open after its exit; cut"
+                );
+                StreamStats::default()
+            }
+        };
+        let stderr_abort = stderr_task.abort_handle();
+        let (stderr_stats, ring) = match tokio::time::timeout_at(eof_by, stderr_task).await {
+            Ok(read) => read.unwrap_or_else(|_| (StreamStats::default(), TailRing::new(0))),
+            Err(_) => {
+                stderr_abort.abort();
+                (StreamStats::default(), TailRing::new(0))
+            }
+        };
 
         let (termination, exit) = termination_of(status, phase);
         let outcome = Outcome {
@@ -296,16 +440,13 @@ impl Supervision {
         &self,
         child: &mut Child,
         mut stop_requests: watch::Receiver<Option<StopReason>>,
-        last_stdout_ms: &AtomicU64,
     ) -> (io::Result<ExitStatus>, Phase) {
         let overall_deadline = self.watchdogs.overall_timeout.map(|t| self.start + t);
         let mut phase = Phase::Running;
         let mut stop_handles_alive = true;
         loop {
             let wake_at = match phase {
-                Phase::Running => {
-                    earliest(overall_deadline, self.inactivity_deadline(last_stdout_ms))
-                }
+                Phase::Running => earliest(overall_deadline, self.inactivity_deadline()),
                 Phase::Stopping {
                     next_escalation, ..
                 } => next_escalation,
@@ -332,7 +473,7 @@ impl Supervision {
                         Phase::Running if due(overall_deadline) => {
                             self.begin_stop(StopReason::Timeout)
                         }
-                        Phase::Running if due(self.inactivity_deadline(last_stdout_ms)) => {
+                        Phase::Running if due(self.inactivity_deadline()) => {
                             self.begin_stop(StopReason::Inactivity)
                         }
                         Phase::Running => Phase::Running,
@@ -343,13 +484,11 @@ impl Supervision {
         }
     }
 
-    /// When the inactivity watchdog fires if stdout stays silent from now on.
-    fn inactivity_deadline(&self, last_stdout_ms: &AtomicU64) -> Option<Instant> {
-        let last_stdout =
-            self.start + Duration::from_millis(last_stdout_ms.load(Ordering::Relaxed));
-        self.watchdogs
-            .inactivity_timeout
-            .map(|limit| last_stdout + limit)
+    /// When the inactivity watchdog fires if the guest stays inactive from now on (never while
+    /// it is paused).
+    fn inactivity_deadline(&self) -> Option<Instant> {
+        let last = self.activity.last()?;
+        self.watchdogs.inactivity_timeout.map(|limit| last + limit)
     }
 
     fn begin_stop(&self, reason: StopReason) -> Phase {
@@ -437,12 +576,11 @@ async fn read_stdout(
     pipe: impl AsyncRead + Unpin,
     max_line_bytes: usize,
     events: mpsc::Sender<ProcessEvent>,
-    last_stdout_ms: Arc<AtomicU64>,
-    start: Instant,
+    activity: Arc<Activity>,
 ) -> StreamStats {
     let forward = Forwarder::new(events, true);
     pump_lines(pipe, max_line_bytes, forward, ProcessEvent::Stdout, |_| {
-        last_stdout_ms.store(start.elapsed().as_millis() as u64, Ordering::Relaxed);
+        activity.touch();
     })
     .await
 }

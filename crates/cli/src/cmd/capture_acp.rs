@@ -136,6 +136,7 @@ impl AcpHost for FixedAnswer {
             .split_once("__")
             .ok_or("not a <tool>__<id> tool call id")?;
         Ok(PermissionRuling {
+            call_id: id.to_owned(),
             model_call_id: id.to_owned(),
             tool: tool.to_owned(),
             arguments: Value::Null,

@@ -188,8 +188,10 @@ impl OpenCodeHost for FixedAnswer {
         call_id: Option<&str>,
         metadata: &Value,
     ) -> Result<PermissionRuling, String> {
+        let call_id = call_id.ok_or("no call")?.to_owned();
         Ok(PermissionRuling {
-            model_call_id: call_id.ok_or("no call")?.to_owned(),
+            model_call_id: call_id.clone(),
+            call_id,
             tool: permission.to_owned(),
             arguments: metadata.clone(),
             allow: self.allow,

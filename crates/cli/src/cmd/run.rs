@@ -495,9 +495,10 @@ impl RunArgs {
             keep_run_dir: a.keep_run_dir.unwrap_or(false),
             host_tools,
             binding_limits: BindingLimits {
-                batch_wait: a
-                    .host_batch_wait_ms
-                    .map_or(switchyard_binding::DEFAULT_BATCH_WAIT, Duration::from_millis),
+                batch_wait: a.host_batch_wait_ms.map_or(
+                    switchyard_binding::DEFAULT_BATCH_WAIT,
+                    Duration::from_millis,
+                ),
                 ..BindingLimits::default()
             },
         })
@@ -733,13 +734,12 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
         }
         None => Recorder::disabled(),
     };
-    // Host tools: the binding the gateway feeds, served to the guest over MCP. An ACP run has a
-    // binding even without host tools: its permission requests are checked against the calls
-    // the gateway delivered.
-    let acp = resolved.protocol == Protocol::Acp;
+    // Host tools: the binding the gateway feeds, served to the guest over MCP. A run through
+    // the gateway has a binding even without host tools: its delivered-call table names each
+    // call by the model's own id in the events, and permission requests are checked against it.
     let host = match resolved.host_tools.take() {
         Some(tools) => Some(tools),
-        None if acp && matches!(resolved.target, Target::Gateway { .. }) => Some(HostTools {
+        None if matches!(resolved.target, Target::Gateway { .. }) => Some(HostTools {
             registry: ToolRegistry::new(),
             finish: None,
         }),
@@ -874,19 +874,26 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
     let mut raw_lines = RawLineBudget::default();
     let mut session = SessionTrack::default();
     let conclude = async |outcome: RunOutcome| {
+        // The host's own evidence first: what its gateway saw of the model traffic.
+        let outcome = match &gateway {
+            Some(gateway) => switchyard_events::verdict::apply(outcome, &gateway.verdict()),
+            None => outcome,
+        };
         let Some(binding) = &host_binding else {
             return outcome;
         };
         // The guest is gone: no callback may start, the admitted ones finish (an incomplete
-        // cleanup is a warning event of the run).
+        // cleanup is a warning event of the run, and part of its outcome).
         binding.close();
-        binding.drain(CLEANUP_DRAIN).await;
+        let drained = binding.drain(CLEANUP_DRAIN).await;
         let host = HostConclusion {
             finish_required: finish_slot.is_some(),
             result: finish_slot.as_ref().and_then(FinishSlot::result),
             provider_error: gateway.as_ref().and_then(|g| g.provider_error()),
         };
-        switchyard_events::conclude(outcome, &host)
+        let mut outcome = switchyard_events::conclude(outcome, &host);
+        outcome.incomplete_cleanup = drained.incomplete;
+        outcome
     };
     let sink = async |item| match item {
         RunItem::Event(envelope) => {
@@ -923,7 +930,7 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
         }
     };
     let report = match runner {
-        Runner::Headless(run) => run.drive_concluding(sink, conclude).await,
+        Runner::Headless(run) => (*run).drive_concluding(sink, conclude).await,
         Runner::Acp(run) => (*run).drive_concluding(sink, conclude).await,
         Runner::OpenCode(run) => (*run).drive_concluding(sink, conclude).await,
     };
@@ -1063,7 +1070,10 @@ fn launch_gemini(start: Start<'_>, base_url: &str) -> Result<Launched> {
             if let Some(events) = host_events {
                 run = run.with_host_events(events);
             }
-            Runner::Headless(run)
+            if let Some(binding) = binding.clone() {
+                run = run.with_lookup(Box::new(move |id| delivered_of(&binding, id)));
+            }
+            Runner::Headless(Box::new(run))
         }
         Protocol::Acp => {
             let plan = AcpPlan {
@@ -1111,7 +1121,7 @@ const ACP_CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// The guest being driven.
 pub(crate) enum Runner {
-    Headless(GeminiRun),
+    Headless(Box<GeminiRun>),
     Acp(Box<AcpRun>),
     OpenCode(Box<switchyard_backend::opencode::run::OpenCodeRun>),
 }
@@ -1144,14 +1154,21 @@ struct PolicyHost {
     policy: Policy,
 }
 
+/// The gateway's record of the call delivered under `call_id`, for the event mappings.
+pub(crate) fn delivered_of(binding: &HostBinding, call_id: &str) -> Option<Delivered> {
+    let (call, batch) = binding.delivered_call(call_id)?;
+    Some(Delivered {
+        call_id: call.call_id,
+        model_call_id: call.model_call_id,
+        tool: call.tool,
+        arguments: call.arguments,
+        batch,
+    })
+}
+
 impl AcpHost for PolicyHost {
-    fn delivered(&self, model_call_id: &str) -> Option<Delivered> {
-        let (call, batch) = self.binding.as_ref()?.delivered_call(model_call_id)?;
-        Some(Delivered {
-            tool: call.tool,
-            arguments: call.arguments,
-            batch,
-        })
+    fn delivered(&self, call_id: &str) -> Option<Delivered> {
+        delivered_of(self.binding.as_ref()?, call_id)
     }
 
     fn permission(&self, tool_call_id: &str) -> std::result::Result<PermissionRuling, String> {
@@ -1166,9 +1183,10 @@ impl AcpHost for PolicyHost {
         let ruling = self.policy.decide(&call.tool, &call.arguments, host_tool);
         if ruling.decision != switchyard_binding::Decision::Allow {
             // The guest is told not to run it; no callback of it may run either.
-            binding.reject(&call.model_call_id);
+            binding.reject(&call.call_id);
         }
         Ok(PermissionRuling {
+            call_id: call.call_id,
             model_call_id: call.model_call_id,
             tool: call.tool,
             arguments: call.arguments,
@@ -1770,6 +1788,7 @@ mod tests {
             error: Some(RunError::new(kind, "m")),
             exit: GuestExit::default(),
             result: None,
+            incomplete_cleanup: Vec::new(),
         };
         assert_eq!(
             exit_code_for(&RunOutcome {
@@ -1777,6 +1796,7 @@ mod tests {
                 error: None,
                 exit: GuestExit::default(),
                 result: None,
+                incomplete_cleanup: Vec::new(),
             }),
             0
         );
@@ -1805,6 +1825,7 @@ mod tests {
             error: None,
             exit: GuestExit::default(),
             result: None,
+            incomplete_cleanup: Vec::new(),
         };
         assert_eq!(
             exit_code_for(&with_status(OutcomeStatus::Cancelled)),

@@ -113,6 +113,10 @@ struct OpenCodePolicy {
 }
 
 impl OpenCodeHost for OpenCodePolicy {
+    fn delivered(&self, call_id: &str) -> Option<switchyard_events::Delivered> {
+        super::run::delivered_of(self.binding.as_ref()?, call_id)
+    }
+
     fn permission(
         &self,
         permission: &str,
@@ -154,9 +158,10 @@ impl OpenCodeHost for OpenCodePolicy {
             .decide_as(&tool, &category, &call.arguments, host_tool);
         if ruling.decision != Decision::Allow {
             // The guest is told not to run it; no callback of it may run either.
-            binding.reject(&call.model_call_id);
+            binding.reject(&call.call_id);
         }
         Ok(PermissionRuling {
+            call_id: call.call_id,
             model_call_id: call.model_call_id,
             tool,
             arguments: call.arguments,

@@ -385,9 +385,10 @@ fn checks(
         .into_iter()
         .filter(|e| e["decision"] == "admitted")
         .collect();
+    // The delivered ids: distinct even when the upstream gives two calls one id.
     let record_ids: Vec<&str> = admitted_records
         .iter()
-        .filter_map(|e| e["model_call_id"].as_str())
+        .filter_map(|e| e["call_id"].as_str())
         .collect();
     let distinct: std::collections::BTreeSet<&str> = record_ids.iter().copied().collect();
     let mut out = vec![check(
@@ -455,7 +456,7 @@ fn checks(
         .map(|e| {
             (
                 e["tool"].as_str().unwrap_or_default().to_owned(),
-                e["model_call_id"].as_str().unwrap_or_default().to_owned(),
+                e["call_id"].as_str().unwrap_or_default().to_owned(),
             )
         })
         .collect();
@@ -510,7 +511,7 @@ fn checks(
         .all(|call| {
             order
                 .iter()
-                .any(|(_, id)| Some(id.as_str()) == call["model_call_id"].as_str())
+                .any(|(_, id)| Some(id.as_str()) == call["call_id"].as_str())
         });
     let ended = run
         .as_ref()

@@ -5,6 +5,32 @@
 // and a notification with no mapping, which must be kept.
 const readline = require("readline");
 const out = (msg) => process.stdout.write(JSON.stringify(msg) + "\n");
+// Like a real agent, it asks the model (through the gateway it was given in `authenticate`)
+// before it answers a prompt: the host only believes an answer its gateway delivered.
+const http = require("http");
+let gateway = null;
+const askModel = (text) =>
+  new Promise((resolve) => {
+    if (!gateway) return resolve("");
+    const url = new URL(`${gateway.baseUrl}/v1beta/models/scripted-model:streamGenerateContent?alt=sse`);
+    const body = JSON.stringify({ contents: [{ role: "user", parts: [{ text }] }] });
+    const req = http.request(
+      url,
+      { method: "POST", headers: { "content-type": "application/json", "x-goog-api-key": gateway.key } },
+      (res) => {
+        let data = "";
+        res.on("data", (chunk) => (data += chunk));
+        res.on("end", () => resolve(data));
+      },
+    );
+    req.on("error", () => resolve(""));
+    req.end(body);
+  });
+const authenticated = (params) => {
+  const meta = (params && params._meta) || {};
+  if (meta.gateway) gateway = { baseUrl: meta.gateway.baseUrl, key: meta["api-key"] };
+};
+
 const pending = new Map();
 let nextId = 0;
 const ask = (method, params) =>
@@ -40,6 +66,7 @@ readline.createInterface({ input: process.stdin }).on("line", async (line) => {
         agentCapabilities: { loadSession: true },
       });
     case "authenticate":
+      authenticated(msg.params);
       return reply({});
     case "session/new":
       return reply({ sessionId: "fake-session" });
@@ -49,6 +76,7 @@ readline.createInterface({ input: process.stdin }).on("line", async (line) => {
       const undelivered = await permission("fake-session", "run_shell_command__never_delivered");
       const elsewhere = await permission("other-session", "run_shell_command__never_delivered");
       const text = `answers: ${undelivered.error?.code} ${elsewhere.error?.code}`;
+      await askModel(text);
       out({
         jsonrpc: "2.0",
         method: "session/update",

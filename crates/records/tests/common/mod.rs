@@ -152,6 +152,7 @@ pub fn sample_exchange(id: Uuid, run_id: Option<Uuid>, n: u64) -> ExchangeRecord
         },
         function_calls: vec![DeliveredCall {
             id: format!("call_{n}"),
+            delivered_id: None,
             name: "list_directory".into(),
             arguments: json!({"dir_path": "."}),
         }],

@@ -305,12 +305,12 @@ struct Loop {
 
 impl Loop {
     fn emit(&mut self, event: Event) {
-        self.items.push(RunItem::Event(Envelope {
+        self.items.push(RunItem::Event(Box::new(Envelope {
             seq: self.seq,
             at: Utc::now(),
             guest_timestamp: None,
             event,
-        }));
+        })));
         self.seq += 1;
     }
 

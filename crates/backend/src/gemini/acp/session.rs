@@ -118,13 +118,19 @@ async fn run_session(
         let prompt = match fixed.next() {
             Some(prompt) => prompt,
             None => match &mut more {
-                Some(rx) => tokio::select! {
-                    next = rx.recv() => match next {
+                Some(rx) => {
+                    // The host owes the next prompt: the guest's silence is no inactivity.
+                    cancel.stop_handle().pause_inactivity();
+                    let next = tokio::select! {
+                        next = rx.recv() => next,
+                        () = cancel.notified() => None,
+                    };
+                    cancel.stop_handle().resume_inactivity();
+                    match next {
                         Some(prompt) => prompt,
                         None => return,
-                    },
-                    () = cancel.notified() => return,
-                },
+                    }
+                }
                 None => return,
             },
         };
@@ -373,6 +379,7 @@ impl Handler {
         let _ = self.notes.send(Note::Permission(Box::new(Permission {
             tool_call_id,
             model_call_id: Some(ruling.model_call_id),
+            call_id: Some(ruling.call_id),
             tool: Some(ruling.tool),
             arguments: (!ruling.arguments.is_null()).then_some(ruling.arguments),
             options,
@@ -398,6 +405,7 @@ fn undecided(
     Permission {
         tool_call_id,
         model_call_id: None,
+        call_id: None,
         tool: None,
         arguments: None,
         options,
