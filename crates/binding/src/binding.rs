@@ -418,12 +418,13 @@ impl HostBinding {
                 for id in unsent {
                     if self.ledger().abandon(&id) {
                         self.bump();
+                        let model = self.ledger().model_call_id(&id).unwrap_or_default();
                         self.emit(Event::Warning(Warning {
                             message: format!(
-                                "host call {id} abandoned: the guest did not send it within \
-                                 {:?} while the later call {} of its batch waited; it will \
-                                 not run",
-                                self.shared.limits.batch_wait, admission.call_id
+                                "host call {model} (delivered as {id}) abandoned: the guest did \
+                                 not send it within {:?} while the later call {} of its batch \
+                                 waited; it will not run",
+                                self.shared.limits.batch_wait, admission.model_call_id
                             ),
                             derived: true,
                         }))

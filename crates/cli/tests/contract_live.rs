@@ -1,0 +1,607 @@
+//! The host contract on every agent path: the real `switchyard` binary drives the real, pinned
+//! Gemini CLI (headless and over ACP) and OpenCode through the embedded gateway to a scripted
+//! Chat Completions upstream on 127.0.0.1, in the cases a new user met on each of them:
+//! upstream ids that restart every turn, parallel calls sent whole at index 0, float arguments
+//! of a host tool, a rejected host-tool call claimed from the guest's shell, a skipped call in
+//! a batch, an upstream the gateway gives up on, a turn that never delivers its answer, an idle
+//! gap between stdin prompts, and a shell tool's `setsid` grandchild.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchyard_testkit::chat_upstream::{ChatUpstream, RecordedRequest, Reply, Script};
+
+mod common;
+use common::{events, of_kind, output_of, tools_dir, transcript};
+
+/// How the guest is driven.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path3 {
+    Headless,
+    Acp,
+    OpenCode,
+}
+
+impl Path3 {
+    /// `switchyard run` for this path, on `ws`, through the gateway to `upstream`.
+    fn command(self, ws: &Path, upstream: &ChatUpstream, prompt: &str) -> Command {
+        let mut cmd = match self {
+            Path3::Headless => common::gemini_run(ws, &upstream.base_url(), prompt),
+            Path3::Acp => {
+                let mut cmd = common::gemini_run(ws, &upstream.base_url(), prompt);
+                cmd.args(["--protocol", "acp"]);
+                cmd
+            }
+            Path3::OpenCode => common::opencode_run(ws, &upstream.base_url(), prompt),
+        };
+        if self != Path3::OpenCode {
+            // `opencode_run` sets its own.
+            cmd.args(["--timeout", "90"]);
+        }
+        cmd
+    }
+
+    /// A call of the guest's file-reading tool for `file` in `ws`.
+    fn read(self, ws: &Path, file: &str) -> (&'static str, String) {
+        match self {
+            Path3::OpenCode => (
+                "read",
+                json!({"filePath": ws.canonicalize().unwrap().join(file)}).to_string(),
+            ),
+            _ => ("read_file", json!({"file_path": file}).to_string()),
+        }
+    }
+
+    /// A call of the guest's shell tool.
+    fn shell(self, command: &str) -> (&'static str, String) {
+        let args = json!({"command": command, "description": "run it"}).to_string();
+        match self {
+            Path3::OpenCode => ("bash", args),
+            _ => ("run_shell_command", args),
+        }
+    }
+
+    /// The guest's name of the host tool `record`.
+    fn record(self) -> &'static str {
+        match self {
+            Path3::OpenCode => "switchyard_record",
+            _ => "mcp_switchyard_record",
+        }
+    }
+
+    /// Flags that let the guest run `command_prefix` in its shell.
+    fn allowing_shell(self, command_prefix: &str, policy: &Path) -> Vec<String> {
+        match self {
+            Path3::Headless => vec!["--approval-mode".into(), "yolo".into()],
+            _ => {
+                std::fs::write(
+                    policy,
+                    format!(
+                        "[[rule]]\ncommand_prefix = \"{command_prefix}\"\ndecision = \"allow\"\n"
+                    ),
+                )
+                .unwrap();
+                vec![
+                    "--permissions".into(),
+                    policy.to_string_lossy().into_owned(),
+                ]
+            }
+        }
+    }
+}
+
+/// A finished run.
+struct Run {
+    output: Output,
+    events: Vec<Value>,
+    upstream: ChatUpstream,
+}
+
+impl Run {
+    async fn of(path: Path3, script: Script, ws: &Path, prompt: &str, extra: &[String]) -> Run {
+        let upstream = ChatUpstream::start(script).await.unwrap();
+        let mut cmd = path.command(ws, &upstream, prompt);
+        cmd.args(extra);
+        let output = output_of(cmd).await;
+        let events = events(&output);
+        Run {
+            output,
+            events,
+            upstream,
+        }
+    }
+
+    fn kind(&self, kind: &str) -> Vec<&Value> {
+        of_kind(&self.events, kind)
+    }
+
+    fn finished(&self) -> &Value {
+        let last = self.events.last().expect("events");
+        assert_eq!(last["type"], "run_finished", "{}", self.transcript());
+        last
+    }
+
+    fn transcript(&self) -> String {
+        transcript(&self.output)
+    }
+
+    fn assert_succeeded(&self) {
+        assert_eq!(self.output.status.code(), Some(0), "{}", self.transcript());
+        assert_eq!(
+            self.finished()["status"],
+            "succeeded",
+            "{}",
+            self.transcript()
+        );
+    }
+
+    /// The streamed (main) requests the upstream was sent.
+    fn turns(&self) -> Vec<RecordedRequest> {
+        self.upstream
+            .requests()
+            .into_iter()
+            .filter(RecordedRequest::wants_stream)
+            .collect()
+    }
+}
+
+/// The `k`-th model turn of a streamed run: the request carries `k` tool results.
+fn turn(k: usize) -> impl Fn(&RecordedRequest) -> bool + Send + Sync + 'static {
+    move |r| r.wants_stream() && r.tool_messages().len() == k
+}
+
+fn ids(r: &RecordedRequest) -> Vec<String> {
+    r.tool_messages()
+        .iter()
+        .map(|m| m["tool_call_id"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+macro_rules! on_every_path {
+    ($scenario:ident: $($name:ident => $path:expr),+ $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                $scenario($path).await;
+            }
+        )+
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+on_every_path!(ids_reused_across_turns:
+    ids_reused_across_turns_headless => Path3::Headless,
+    ids_reused_across_turns_acp => Path3::Acp,
+    ids_reused_across_turns_opencode => Path3::OpenCode,
+);
+
+/// A local server that restarts its ids every turn: each turn's call is delivered and run, and
+/// the upstream never sees one id twice in its history.
+async fn ids_reused_across_turns(path: Path3) {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha-7\n").unwrap();
+    std::fs::write(ws.path().join("b.txt"), "beta-9\n").unwrap();
+    let (tool, a) = path.read(ws.path(), "a.txt");
+    let (_, b) = path.read(ws.path(), "b.txt");
+    let script = Script::new()
+        .then_when(
+            turn(0),
+            Reply::tool_calls_stream(&[("call_0", tool, &a)], 5),
+        )
+        .then_when(
+            turn(1),
+            Reply::tool_calls_stream(&[("call_0", tool, &b)], 5),
+        )
+        .then_when(turn(2), Reply::text_stream(["read both"]));
+    let r = Run::of(path, script, ws.path(), "Read a.txt, then b.txt.", &[]).await;
+    r.assert_succeeded();
+    assert_eq!(r.finished()["final_text"], "read both");
+    let results = r.kind("tool_result");
+    assert_eq!(results.len(), 2, "{}", r.transcript());
+    assert!(
+        results.iter().all(|t| t["status"] == "success"),
+        "{}",
+        r.transcript()
+    );
+    let last = r.turns().pop().unwrap();
+    let answered = ids(&last);
+    assert_eq!(answered.len(), 2, "{}", r.transcript());
+    assert_eq!(
+        answered[0], "call_0",
+        "the upstream's own id where it is unique"
+    );
+    assert_ne!(
+        answered[1], "call_0",
+        "a repeat keeps the gateway's id: {answered:?}"
+    );
+    let contents: Vec<String> = last
+        .tool_messages()
+        .iter()
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert!(
+        contents[0].contains("alpha-7") && contents[1].contains("beta-9"),
+        "{contents:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+
+on_every_path!(index_zero_parallel_calls:
+    index_zero_parallel_calls_headless => Path3::Headless,
+    index_zero_parallel_calls_acp => Path3::Acp,
+    index_zero_parallel_calls_opencode => Path3::OpenCode,
+);
+
+/// Parallel calls sent whole, one chunk each, all at `index: 0`: both are delivered and run.
+async fn index_zero_parallel_calls(path: Path3) {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha-7\n").unwrap();
+    std::fs::write(ws.path().join("b.txt"), "beta-9\n").unwrap();
+    let (tool, a) = path.read(ws.path(), "a.txt");
+    let (_, b) = path.read(ws.path(), "b.txt");
+    let script = Script::new()
+        .then_when(
+            turn(0),
+            Reply::tool_calls_whole_at_index_zero(&[("call_a", tool, &a), ("call_b", tool, &b)]),
+        )
+        .then_when(turn(2), Reply::text_stream(["read two"]));
+    let r = Run::of(path, script, ws.path(), "Read a.txt and b.txt.", &[]).await;
+    r.assert_succeeded();
+    assert_eq!(r.kind("tool_call").len(), 2, "{}", r.transcript());
+    let results = r.kind("tool_result");
+    assert_eq!(results.len(), 2, "{}", r.transcript());
+    assert!(results.iter().all(|t| t["status"] == "success"));
+    let mut answered = ids(&r.turns().pop().unwrap());
+    answered.sort();
+    assert_eq!(answered, ["call_a", "call_b"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+on_every_path!(float_argument_host_tool:
+    float_argument_host_tool_headless => Path3::Headless,
+    float_argument_host_tool_acp => Path3::Acp,
+    float_argument_host_tool_opencode => Path3::OpenCode,
+);
+
+fn ran(tools: &Path) -> Vec<Value> {
+    std::fs::read_to_string(tools.join("ran.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A host-tool call whose arguments hold floats (`90.0`, `1.0`), which the guest re-encodes
+/// (`90`, `1`): the call is the model's, and it runs once.
+async fn float_argument_host_tool(path: Path3) {
+    let ws = tempfile::tempdir().unwrap();
+    let tools = tools_dir();
+    let args = r#"{"nonce":"f-1","angle":90.0,"scale":1.0}"#;
+    let script = Script::new()
+        .then_when(
+            turn(0),
+            Reply::tool_calls_stream(&[("call_f", path.record(), args)], 7),
+        )
+        .then_when(turn(1), Reply::text_stream(["recorded"]));
+    let extra = vec![
+        "--tools".to_owned(),
+        tools
+            .path()
+            .join("tools.toml")
+            .to_string_lossy()
+            .into_owned(),
+    ];
+    let r = Run::of(path, script, ws.path(), "Record it.", &extra).await;
+    r.assert_succeeded();
+    assert_eq!(
+        ran(tools.path()),
+        [json!({"nonce": "f-1", "angle": 90, "scale": 1})],
+        "{}",
+        r.transcript()
+    );
+    let decisions: Vec<&Value> = r.kind("host_call").iter().map(|e| &e["decision"]).collect();
+    assert_eq!(decisions, ["admitted"], "{}", r.transcript());
+    assert_eq!(r.kind("host_call")[0]["model_call_id"], "call_f");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+on_every_path!(rejected_host_call_claimed_from_the_shell:
+    rejected_host_call_claimed_from_the_shell_opencode => Path3::OpenCode,
+);
+
+/// The policy rejects a host-tool call; the guest's shell then claims it over MCP with the
+/// token and the identity it finds in its home: refused, and the tool never runs. Only
+/// OpenCode has both a permission channel and the token where its shell can read it: headless
+/// Gemini CLI asks no permission, and over ACP the token travels in `session/new` only (never
+/// in the guest's environment or files), so no shell of the guest's can make this claim; the
+/// ledger's refusal itself is `binding`'s `a_rejected_call_is_never_admitted`.
+async fn rejected_host_call_claimed_from_the_shell(path: Path3) {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/host_tools/claim.py"),
+        ws.path().join("claim.py"),
+    )
+    .unwrap();
+    let tools = tools_dir();
+    let policy = ws.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[[rule]]\ntool = \"{}\"\ndecision = \"reject\"\n\n[[rule]]\ncommand_prefix = \
+             \"python3 claim.py\"\ndecision = \"allow\"\n",
+            path.record()
+        ),
+    )
+    .unwrap();
+    let (shell, claim) = path.shell("python3 claim.py");
+    let script = Script::new()
+        .then_when(
+            turn(0),
+            Reply::tool_calls_stream(&[("call_r", path.record(), r#"{"nonce":"rejected-1"}"#)], 6),
+        )
+        .then_when(
+            turn(1),
+            Reply::tool_calls_stream(&[("call_sh", shell, &claim)], 6),
+        )
+        .then_when(turn(2), Reply::text_stream(["done"]));
+    let extra = vec![
+        "--tools".to_owned(),
+        tools
+            .path()
+            .join("tools.toml")
+            .to_string_lossy()
+            .into_owned(),
+        "--permissions".to_owned(),
+        policy.to_string_lossy().into_owned(),
+    ];
+    let r = Run::of(
+        path,
+        script,
+        ws.path(),
+        "Record, then run claim.py.",
+        &extra,
+    )
+    .await;
+    r.assert_succeeded();
+    assert!(ran(tools.path()).is_empty(), "the rejected call never ran");
+    let permissions = r.kind("permission");
+    assert_eq!(permissions[0]["outcome"], "rejected", "{}", r.transcript());
+    let shell_output = r.turns().pop().unwrap().tool_messages()[1]["content"].to_string();
+    assert!(
+        shell_output.contains("identities found: ")
+            && !shell_output.contains("identities found: 0"),
+        "the shell found the identity: {shell_output}"
+    );
+    let claims: Vec<&Value> = r.kind("host_call");
+    assert!(
+        claims
+            .iter()
+            .any(|c| c["decision"] == "refused" && c["reason"] == "rejected"),
+        "the claim was refused as rejected: {}",
+        r.transcript()
+    );
+    assert!(claims.iter().all(|c| c["decision"] != "admitted"));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+on_every_path!(skipped_call_does_not_stall_its_batch:
+    skipped_call_does_not_stall_its_batch_headless => Path3::Headless,
+    skipped_call_does_not_stall_its_batch_acp => Path3::Acp,
+);
+
+/// Two host calls in one turn, the first with arguments the guest refuses itself (Gemini CLI
+/// checks them against the tool's schema and never calls back): the second runs after the
+/// batch wait, the first is abandoned and recorded. OpenCode never skips a call: it sends every
+/// call it has permission for (the binding then refuses bad arguments itself), and a rejected
+/// permission ends its whole step, the other calls of the batch included.
+async fn skipped_call_does_not_stall_its_batch(path: Path3) {
+    let ws = tempfile::tempdir().unwrap();
+    let tools = tools_dir();
+    let extra = vec![
+        "--tools".to_owned(),
+        tools
+            .path()
+            .join("tools.toml")
+            .to_string_lossy()
+            .into_owned(),
+        "--host-batch-wait-ms".to_owned(),
+        "2000".to_owned(),
+    ];
+    let script = Script::new()
+        .then_when(
+            turn(0),
+            Reply::tool_calls_stream(
+                &[
+                    ("call_skip", path.record(), r#"{"nonce":5}"#),
+                    ("call_next", path.record(), r#"{"nonce":"next-1"}"#),
+                ],
+                6,
+            ),
+        )
+        .then_when(turn(2), Reply::text_stream(["one of two"]));
+    let r = Run::of(path, script, ws.path(), "Record both.", &extra).await;
+    r.assert_succeeded();
+    assert_eq!(
+        ran(tools.path()),
+        [json!({"nonce": "next-1"})],
+        "{}",
+        r.transcript()
+    );
+    let abandoned: Vec<&str> = r
+        .kind("warning")
+        .into_iter()
+        .filter_map(|w| w["message"].as_str())
+        .filter(|m| m.contains("abandoned"))
+        .collect();
+    assert_eq!(abandoned.len(), 1, "{}", r.transcript());
+    assert!(
+        abandoned[0].contains("call_skip") || abandoned[0].contains("call_"),
+        "{abandoned:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+
+on_every_path!(an_upstream_the_gateway_gives_up_on:
+    an_upstream_the_gateway_gives_up_on_headless => Path3::Headless,
+    an_upstream_the_gateway_gives_up_on_acp => Path3::Acp,
+    an_upstream_the_gateway_gives_up_on_opencode => Path3::OpenCode,
+);
+
+/// A 200 whose stream carries nothing, every time: the gateway gives up, and the run ends as
+/// the provider's failure (exit 4), whatever the guest makes of it.
+async fn an_upstream_the_gateway_gives_up_on(path: Path3) {
+    let ws = tempfile::tempdir().unwrap();
+    let r = Run::of(
+        path,
+        Script::always(Reply::empty_stream()),
+        ws.path(),
+        "Hi.",
+        &[],
+    )
+    .await;
+    assert_eq!(r.output.status.code(), Some(4), "{}", r.transcript());
+    let done = r.finished();
+    assert_eq!(done["status"], "failed");
+    assert_eq!(done["error"]["kind"], "api", "{done}");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+on_every_path!(an_answer_that_never_arrived:
+    an_answer_that_never_arrived_headless => Path3::Headless,
+    an_answer_that_never_arrived_acp => Path3::Acp,
+    an_answer_that_never_arrived_opencode => Path3::OpenCode,
+);
+
+/// Every attempt's call is malformed: the model's answer never reaches the guest, so the run
+/// is no success, whatever the guest reports; the failure is the model's output.
+async fn an_answer_that_never_arrived(path: Path3) {
+    let ws = tempfile::tempdir().unwrap();
+    let (tool, _) = path.read(ws.path(), "a.txt");
+    let script = Script::always(Reply::malformed_tool_call_stream("call_bad", tool));
+    let r = Run::of(path, script, ws.path(), "Read a.txt.", &[]).await;
+    let done = r.finished();
+    assert_ne!(done["status"], "succeeded", "{}", r.transcript());
+    assert_eq!(done["error"]["kind"], "model_output", "{}", r.transcript());
+    assert_eq!(r.output.status.code(), Some(3), "{}", r.transcript());
+}
+
+// ---------------------------------------------------------------------------------------------
+
+on_every_path!(a_stdin_gap_longer_than_the_inactivity_limit:
+    a_stdin_gap_longer_than_the_inactivity_limit_acp => Path3::Acp,
+    a_stdin_gap_longer_than_the_inactivity_limit_opencode => Path3::OpenCode,
+);
+
+/// Runs `cmd`, writes `line` to its stdin after `gap`, then closes it.
+async fn output_with_late_stdin(mut cmd: Command, gap: Duration, line: &'static [u8]) -> Output {
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        std::thread::sleep(gap);
+        stdin.write_all(line).unwrap();
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+/// While the host owes the next prompt, the guest's silence is no inactivity; the clock runs
+/// again from the moment the prompt is sent. (Headless runs take no stdin prompts.)
+async fn a_stdin_gap_longer_than_the_inactivity_limit(path: Path3) {
+    let ws = tempfile::tempdir().unwrap();
+    let upstream = ChatUpstream::start(Script::always(Reply::Dynamic(std::sync::Arc::new(|r| {
+        Reply::text_stream([format!("You said: {}", common::last_user_text(r).trim())])
+    }))))
+    .await
+    .unwrap();
+    let mut cmd = path.command(ws.path(), &upstream, "first");
+    cmd.args(["--prompts-stdin", "--inactivity-timeout", "4"]);
+    let output = output_with_late_stdin(cmd, Duration::from_secs(8), b"\"second\"\n").await;
+    assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
+    let events = events(&output);
+    let answers: Vec<&str> = of_kind(&events, "prompt_finished")
+        .iter()
+        .map(|p| p["final_text"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(answers.len(), 2, "{}", transcript(&output));
+    assert!(answers[1].contains("second"), "{answers:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+on_every_path!(a_setsid_grandchild_is_gone_after_the_run:
+    a_setsid_grandchild_is_gone_after_the_run_headless => Path3::Headless,
+    a_setsid_grandchild_is_gone_after_the_run_acp => Path3::Acp,
+    a_setsid_grandchild_is_gone_after_the_run_opencode => Path3::OpenCode,
+);
+
+/// Processes whose command line is exactly `words`.
+fn processes_running(words: &[&str]) -> Vec<i32> {
+    let wanted: Vec<u8> = words
+        .iter()
+        .flat_map(|w| [w.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted))
+        .collect()
+}
+
+/// A shell call that starts a process in a session of its own: the group kill cannot reach it,
+/// the run still ends it.
+async fn a_setsid_grandchild_is_gone_after_the_run(path: Path3) {
+    let ws = tempfile::tempdir().unwrap();
+    let seconds = format!("{}", 700_000 + std::process::id() % 100_000 + path as u32);
+    // A script, so the command the policy sees is plain (no redirections).
+    std::fs::write(
+        ws.path().join("start.sh"),
+        format!("setsid -f sleep {seconds} > /dev/null 2>&1 < /dev/null\n"),
+    )
+    .unwrap();
+    let (shell, args) = path.shell("sh start.sh");
+    let script = Script::new()
+        .then_when(
+            turn(0),
+            Reply::tool_calls_stream(&[("call_sh", shell, &args)], 8),
+        )
+        .then_when(turn(1), Reply::text_stream(["started"]));
+    let policy = ws.path().join("policy.toml");
+    let extra = path.allowing_shell("sh start.sh", &policy);
+    let r = Run::of(path, script, ws.path(), "Start it.", &extra).await;
+    r.assert_succeeded();
+    assert_eq!(
+        r.kind("tool_result")[0]["status"],
+        "success",
+        "{}",
+        r.transcript()
+    );
+    let left: Vec<i32> = processes_running(&["sleep", &seconds]);
+    for pid in &left {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        left.is_empty(),
+        "the setsid sleep outlived the run: {left:?}"
+    );
+}
