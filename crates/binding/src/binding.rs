@@ -230,6 +230,17 @@ impl HostBinding {
         self.delivered().decide(tool_call_id)
     }
 
+    /// The delivered call `call_id`, for a permission request that asks for it as `key` (its
+    /// tool, or another permission for it): refused when its response has not reached the
+    /// guest whole, or when it was decided as `key` already.
+    pub fn ask_permission(
+        &self,
+        call_id: &str,
+        key: &str,
+    ) -> Result<DeliveredCall, PermissionRefusal> {
+        self.delivered().ask(call_id, key)
+    }
+
     /// The permission policy rejected the delivered call `call_id`: when it is a host-tool
     /// call, no callback of it will ever run (the guest was told not to run it; a callback
     /// anyway, e.g. from the guest's shell with the identity read from its home, is refused).

@@ -29,7 +29,16 @@ enum State {
     Offered,
     Delivered,
     Revoked,
-    Decided,
+}
+
+/// One entered call.
+#[derive(Debug)]
+struct Entry {
+    call: DeliveredCall,
+    batch: u64,
+    state: State,
+    /// What was decided for it already (the tools it was asked as).
+    decided: std::collections::HashSet<String>,
 }
 
 /// Why a permission request does not name a pending delivered call.
@@ -66,7 +75,7 @@ pub const BATCHES_WITH_ARGUMENTS: u64 = 8;
 /// The delivered calls of one run.
 #[derive(Debug, Default)]
 pub struct DeliveredCalls {
-    entries: HashMap<String, (DeliveredCall, u64, State)>,
+    entries: HashMap<String, Entry>,
 }
 
 impl DeliveredCalls {
@@ -75,23 +84,26 @@ impl DeliveredCalls {
     /// batches [`BATCHES_WITH_ARGUMENTS`] or more before it lose their arguments (`null`).
     pub fn offer(&mut self, batch: u64, calls: Vec<DeliveredCall>) {
         if let Some(oldest_kept) = batch.checked_sub(BATCHES_WITH_ARGUMENTS - 1) {
-            for (call, b, _) in self.entries.values_mut() {
-                if *b < oldest_kept && !call.arguments.is_null() {
-                    call.arguments = Value::Null;
+            for entry in self.entries.values_mut() {
+                if entry.batch < oldest_kept && !entry.call.arguments.is_null() {
+                    entry.call.arguments = Value::Null;
                 }
             }
         }
         for call in calls {
-            self.entries
-                .entry(call.call_id.clone())
-                .or_insert((call, batch, State::Offered));
+            self.entries.entry(call.call_id.clone()).or_insert(Entry {
+                call,
+                batch,
+                state: State::Offered,
+                decided: std::collections::HashSet::new(),
+            });
         }
     }
 
     fn settle(&mut self, batch: u64, to: State) {
-        for (_, b, state) in self.entries.values_mut() {
-            if *b == batch && *state == State::Offered {
-                *state = to;
+        for entry in self.entries.values_mut() {
+            if entry.batch == batch && entry.state == State::Offered {
+                entry.state = to;
             }
         }
     }
@@ -105,42 +117,50 @@ impl DeliveredCalls {
     }
 
     /// The delivered, undecided call a guest's tool call id names, marked decided. The guest
-    /// names a call `<tool>__<model call id>` (Gemini CLI's `toolCallId`); the id is accepted
-    /// only if it is exactly that for a delivered call.
+    /// names a call `<tool>__<call id>` (Gemini CLI's `toolCallId`); the id is accepted only if
+    /// it is exactly that for a delivered call.
     pub fn decide(&mut self, tool_call_id: &str) -> Result<DeliveredCall, PermissionRefusal> {
-        let key = tool_call_id
+        let named = tool_call_id
             .match_indices("__")
             .map(|(at, _)| (&tool_call_id[..at], &tool_call_id[at + 2..]))
-            .find(|(tool, id)| {
-                self.entries
-                    .get(*id)
-                    .is_some_and(|(call, _, _)| call.tool == *tool)
-            })
-            .map(|(_, id)| id);
-        let Some((call, _, state)) = key.and_then(|id| self.entries.get_mut(id)) else {
-            return Err(PermissionRefusal::NotDelivered {
-                tool_call_id: tool_call_id.to_owned(),
-            });
-        };
-        let call_id = call.call_id.clone();
-        match state {
-            State::Offered => Err(PermissionRefusal::NotYetDelivered { call_id }),
-            State::Revoked => Err(PermissionRefusal::Revoked { call_id }),
-            State::Decided => Err(PermissionRefusal::AlreadyDecided { call_id }),
-            State::Delivered => {
-                *state = State::Decided;
-                Ok(call.clone())
+            .find(|(tool, id)| self.entries.get(*id).is_some_and(|e| e.call.tool == *tool));
+        match named {
+            Some((tool, id)) => {
+                let (tool, id) = (tool.to_owned(), id.to_owned());
+                self.ask(&id, &tool)
             }
+            None => Err(PermissionRefusal::NotDelivered {
+                tool_call_id: tool_call_id.to_owned(),
+            }),
         }
     }
 
-    /// The delivered call with this model call id (any state but revoked) and its batch, for
-    /// display.
+    /// The delivered call `call_id`, when its response reached the guest whole and it was not
+    /// decided as `key` yet (a call may be asked for under several permissions, each once);
+    /// marks it decided as `key`.
+    pub fn ask(&mut self, call_id: &str, key: &str) -> Result<DeliveredCall, PermissionRefusal> {
+        let Some(entry) = self.entries.get_mut(call_id) else {
+            return Err(PermissionRefusal::NotDelivered {
+                tool_call_id: call_id.to_owned(),
+            });
+        };
+        let call_id = entry.call.call_id.clone();
+        match entry.state {
+            State::Offered => Err(PermissionRefusal::NotYetDelivered { call_id }),
+            State::Revoked => Err(PermissionRefusal::Revoked { call_id }),
+            State::Delivered if !entry.decided.insert(key.to_owned()) => {
+                Err(PermissionRefusal::AlreadyDecided { call_id })
+            }
+            State::Delivered => Ok(entry.call.clone()),
+        }
+    }
+
+    /// The delivered call with this id (any state but revoked) and its batch, for display.
     pub fn get(&self, call_id: &str) -> Option<(&DeliveredCall, u64)> {
         self.entries
             .get(call_id)
-            .filter(|(_, _, state)| *state != State::Revoked)
-            .map(|(call, batch, _)| (call, *batch))
+            .filter(|e| e.state != State::Revoked)
+            .map(|e| (&e.call, e.batch))
     }
 }
 

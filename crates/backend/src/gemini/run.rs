@@ -1,296 +1,149 @@
-//! Drives one headless Gemini CLI run: spawns the prepared launch as a managed process, parses
-//! each stdout line as stream-json, normalizes it into canonical events as it arrives, and maps
-//! the end of the process to a typed outcome.
+//! Headless Gemini CLI (`gemini -p … --output-format stream-json`) on the neutral driver: its
+//! controller hands each stdout line over as a note (the CLI needs nothing on stdin), its
+//! mapping parses the line as stream-json and normalizes it; the outcome comes from the
+//! terminal `result` line and the process exit.
 
-use super::launch::PreparedLaunch;
-use crate::process::{
-    ExitStatusInfo, Limits, Line, ManagedProcess, ProcessEvent, ProcessSpec, SpawnError,
-    StopHandle, StopPolicy, StopReason, StreamStats, Termination, Watchdogs,
-};
-use chrono::Utc;
+use std::sync::Arc;
 use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 use switchyard_events::event::{RunStarted, Warning};
-use switchyard_events::gemini::{GeminiNormalizer, StderrSummary};
-use switchyard_events::{Envelope, Event, GuestExit, RunOutcome, StopCause};
+use switchyard_events::gemini::{GeminiNormalizer, Normalized, StderrSummary};
+use switchyard_events::{Delivered, Event, GuestExit, RunOutcome};
 use switchyard_protocol::gemini_cli::stream_json::parse_line;
 
-/// Limits of one run.
-#[derive(Debug, Clone, Default)]
-pub struct RunLimits {
-    /// Stop the run after this long.
-    pub timeout: Option<Duration>,
-    /// Stop the run when the guest prints nothing on stdout for this long.
-    pub inactivity: Option<Duration>,
-    /// Grace periods of the INT → TERM → KILL escalation.
-    pub stop_policy: StopPolicy,
-    /// Longest stdout line kept.
-    pub max_line_bytes: Option<usize>,
+use super::launch::PreparedLaunch;
+use crate::driver::{Controller, ControllerIo, Driver, Mapping, RunLimits};
+use crate::permission::PermissionHost;
+use crate::process::cancel::GracefulCancel;
+use crate::process::{ManagedProcess, ProcessSpec, SpawnError};
+
+/// What a headless run observes, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeadlessNote {
+    /// One stdout line, as received (`truncated`: it exceeded the line cap).
+    Line { text: String, truncated: bool },
+    /// What the gateway delivered under a call id a line named.
+    Delivered {
+        call_id: String,
+        call: Option<Box<Delivered>>,
+    },
 }
 
-/// What the run reports while it runs, in order.
-#[derive(Debug, Clone)]
-pub enum RunItem {
-    /// A canonical event.
-    Event(Box<Envelope>),
-    /// A raw stdout line, exactly as received (bounded by the line cap).
-    RawStdout(Line),
-    /// A raw stderr line (diagnostics; bounded).
-    RawStderr(Line),
-    /// A line Switchyard wrote to the guest's stdin (ACP), exactly as sent.
-    RawStdin(Line),
-    /// The data of one server-sent event of the guest's server (OpenCode), exactly as
-    /// received (bounded).
-    RawEvent(Line),
+/// stream-json lines → canonical events.
+#[derive(Debug, Default)]
+pub struct HeadlessMapping {
+    normalizer: GeminiNormalizer,
 }
 
-/// The end of a run.
-#[derive(Debug, Clone)]
-pub struct RunReport {
-    pub outcome: RunOutcome,
-    /// The last assistant turn's text, if any.
-    pub final_text: Option<String>,
-    /// Events emitted, `RunFinished` included.
-    pub events: u64,
-    /// Lines kept as `unrecognized`.
-    pub unrecognized_lines: u64,
-    pub stdout: StreamStats,
-    /// The guest's last stderr bytes, for diagnostics.
-    pub stderr_tail: String,
-    pub duration: Duration,
+impl Mapping for HeadlessMapping {
+    type Note = HeadlessNote;
+
+    fn calls_named(&self, note: &HeadlessNote) -> Vec<String> {
+        match note {
+            HeadlessNote::Line { text, .. } => GeminiNormalizer::named_call(&parse_line(text))
+                .into_iter()
+                .collect(),
+            HeadlessNote::Delivered { .. } => Vec::new(),
+        }
+    }
+
+    fn delivered_note(&self, call_id: String, call: Option<Delivered>) -> HeadlessNote {
+        HeadlessNote::Delivered {
+            call_id,
+            call: call.map(Box::new),
+        }
+    }
+
+    fn note(&mut self, note: HeadlessNote) -> Vec<Normalized> {
+        match note {
+            HeadlessNote::Line { text, truncated } => {
+                let mut out = Vec::new();
+                if truncated {
+                    out.push(Normalized {
+                        event: Event::Warning(Warning {
+                            message: "a stdout line exceeded the line cap and was truncated".into(),
+                            derived: true,
+                        }),
+                        guest_timestamp: None,
+                    });
+                }
+                out.extend(self.normalizer.push_line(parse_line(&text)));
+                out
+            }
+            HeadlessNote::Delivered { call_id, call } => {
+                self.normalizer.delivered(&call_id, call.map(|c| *c));
+                Vec::new()
+            }
+        }
+    }
+
+    fn unrecognized(&self) -> u64 {
+        self.normalizer.unrecognized_lines()
+    }
+
+    fn finish(
+        &mut self,
+        exit: GuestExit,
+        stderr: &StderrSummary,
+        _stderr_tail: &str,
+    ) -> (Vec<Event>, RunOutcome) {
+        let hint = stderr.message();
+        std::mem::take(&mut self.normalizer).finish(exit, hint.as_deref())
+    }
 }
 
-/// A started run. Use [`GeminiRun::stop_handle`] to cancel it from elsewhere.
-pub struct GeminiRun {
-    process: ManagedProcess,
-    started: RunStarted,
-    /// Events from elsewhere in the run (the host-tool binding), merged into the sequence.
-    host_events: Option<tokio::sync::mpsc::Receiver<Event>>,
-    /// The gateway's delivered calls, by delivered call id.
-    lookup: Option<DeliveredLookup>,
-}
+/// Hands every stdout line over; the CLI ends by itself.
+struct HeadlessController;
 
-/// The gateway's record of a delivered call, by the id the guest received.
-pub type DeliveredLookup = Box<dyn Fn(&str) -> Option<switchyard_events::Delivered> + Send + Sync>;
+impl Controller for HeadlessController {
+    type Note = HeadlessNote;
 
-impl GeminiRun {
-    /// Spawns the guest.
-    pub fn start(
-        launch: &PreparedLaunch,
-        limits: &RunLimits,
-        started: RunStarted,
-    ) -> Result<Self, SpawnError> {
-        Ok(GeminiRun {
-            process: ManagedProcess::spawn(process_spec(launch, limits))?,
-            started,
-            host_events: None,
-            lookup: None,
+    fn run(
+        self: Box<Self>,
+        mut io: ControllerIo<HeadlessNote>,
+    ) -> futures_util::future::BoxFuture<'static, ()> {
+        Box::pin(async move {
+            while let Some(line) = io.stdout.recv().await {
+                io.note(HeadlessNote::Line {
+                    text: line.text,
+                    truncated: line.truncated,
+                });
+            }
         })
     }
-
-    /// Merges `events` (e.g. the host-tool binding's decisions) into the run's event sequence
-    /// as they arrive.
-    pub fn with_host_events(mut self, events: tokio::sync::mpsc::Receiver<Event>) -> Self {
-        self.host_events = Some(events);
-        self
-    }
-
-    /// Looks up each call the guest names in the gateway's delivered calls, so its events
-    /// carry the model's own id.
-    pub fn with_lookup(mut self, lookup: DeliveredLookup) -> Self {
-        self.lookup = Some(lookup);
-        self
-    }
-
-    /// A handle that cancels the run (INT → TERM → KILL to the guest's process group).
-    pub fn stop_handle(&self) -> StopHandle {
-        self.process.stop_handle()
-    }
-
-    /// Pid of the guest (its process-group id).
-    pub fn pid(&self) -> u32 {
-        self.process.pid()
-    }
-
-    /// Runs to the end, calling `sink` for every event and raw line as they happen (awaited in
-    /// order: a sink that waits, e.g. on a full records queue, slows the run down instead of
-    /// dropping anything).
-    pub async fn drive(self, sink: impl AsyncFnMut(RunItem)) -> RunReport {
-        self.drive_concluding(sink, async |outcome| outcome).await
-    }
-
-    /// [`GeminiRun::drive`], with `conclude` applied to the guest's outcome once the guest has
-    /// exited (e.g. the host contract: a finish result), before `run_finished` is emitted.
-    pub async fn drive_concluding(
-        mut self,
-        mut sink: impl AsyncFnMut(RunItem),
-        conclude: impl AsyncFnOnce(RunOutcome) -> RunOutcome,
-    ) -> RunReport {
-        let mut seq = 0u64;
-        let mut items: Vec<RunItem> = Vec::new();
-        let mut emit = |event: Event, guest_timestamp: Option<String>, items: &mut Vec<RunItem>| {
-            items.push(RunItem::Event(Box::new(Envelope {
-                seq,
-                at: Utc::now(),
-                guest_timestamp,
-                event,
-            })));
-            seq += 1;
-        };
-        emit(Event::RunStarted(self.started.clone()), None, &mut items);
-        let mut normalizer = GeminiNormalizer::new();
-        let mut stderr_summary = StderrSummary::default();
-        let outcome = loop {
-            for item in items.drain(..) {
-                sink(item).await;
-            }
-            let next = match &mut self.host_events {
-                Some(host) => tokio::select! {
-                    biased;
-                    event = self.process.next_event() => event,
-                    host_event = host.recv() => {
-                        match host_event {
-                            Some(event) => emit(event, None, &mut items),
-                            None => self.host_events = None,
-                        }
-                        continue;
-                    }
-                },
-                None => self.process.next_event().await,
-            };
-            match next {
-                Some(ProcessEvent::Stdout(line)) => {
-                    let truncated = line.truncated;
-                    let parsed = parse_line(&line.text);
-                    items.push(RunItem::RawStdout(line));
-                    if truncated {
-                        emit(
-                            Event::Warning(Warning {
-                                message: "a stdout line exceeded the line cap and was truncated"
-                                    .into(),
-                                derived: true,
-                            }),
-                            None,
-                            &mut items,
-                        );
-                    }
-                    if let (Some(lookup), Some(id)) =
-                        (&self.lookup, GeminiNormalizer::named_call(&parsed))
-                    {
-                        normalizer.delivered(&id, lookup(&id));
-                    }
-                    for n in normalizer.push_line(parsed) {
-                        emit(n.event, n.guest_timestamp, &mut items);
-                    }
-                }
-                Some(ProcessEvent::Stderr(line)) => {
-                    stderr_summary.push(&line.text);
-                    items.push(RunItem::RawStderr(line));
-                }
-                Some(ProcessEvent::Finished(outcome)) => break outcome,
-                // The process always reports Finished before closing; if it ever does not,
-                // the run ends as if the guest vanished.
-                None => break crate::process::Outcome::supervisor_lost(),
-            }
-        };
-        let exit = guest_exit(&outcome.termination, outcome.exit);
-        let hint = stderr_summary.message();
-        let unrecognized = normalizer.unrecognized_lines();
-        let (mut events, run_outcome) = normalizer.finish(exit, hint.as_deref());
-        let run_outcome = conclude(run_outcome).await;
-        // What the host side reported up to now (its decisions during cleanup included).
-        if let Some(mut host) = self.host_events.take() {
-            host.close();
-            while let Some(event) = host.recv().await {
-                emit(event, None, &mut items);
-            }
-        }
-        let final_text = conclude_events(&mut events, &run_outcome);
-        for event in events {
-            emit(event, None, &mut items);
-        }
-        for item in items {
-            sink(item).await;
-        }
-        RunReport {
-            outcome: run_outcome,
-            final_text,
-            events: seq,
-            unrecognized_lines: unrecognized,
-            stdout: outcome.stdout,
-            stderr_tail: outcome.stderr_tail,
-            duration: outcome.duration,
-        }
-    }
 }
 
-/// Puts the concluded outcome into the closing `run_finished`; the run's answer.
-pub(crate) fn conclude_events(events: &mut [Event], outcome: &RunOutcome) -> Option<String> {
-    let mut final_text = None;
-    for event in events {
-        if let Event::RunFinished(f) = event {
-            f.status = outcome.status;
-            f.error.clone_from(&outcome.error);
-            f.result.clone_from(&outcome.result);
-            final_text = f.final_text.clone();
-        }
-    }
-    final_text
+/// Spawns the guest for a headless run: a driver ready to drive. Cancelling it stops the
+/// group at once (INT → TERM → KILL): a headless CLI has no way to be asked.
+pub fn headless(
+    launch: &PreparedLaunch,
+    limits: &RunLimits,
+    started: RunStarted,
+    host: Arc<dyn PermissionHost>,
+) -> Result<Driver<HeadlessMapping>, SpawnError> {
+    let process = ManagedProcess::spawn(process_spec(launch, limits))?;
+    let cancel = GracefulCancel::new(process.stop_handle(), Duration::ZERO);
+    Ok(Driver {
+        process,
+        started,
+        mapping: HeadlessMapping::default(),
+        controller: Box::new(HeadlessController),
+        cancel,
+        host,
+        host_events: None,
+        transcript: None,
+    })
 }
 
 /// The managed-process spec of a prepared launch under `limits`.
 pub(crate) fn process_spec(launch: &PreparedLaunch, limits: &RunLimits) -> ProcessSpec {
-    guest_spec(
+    crate::driver::guest_spec(
         &launch.program,
         &launch.args,
         &launch.env,
         &launch.cwd,
         limits,
     )
-}
-
-/// The managed-process spec of a guest: `program args` in `cwd` with exactly `env`, under
-/// `limits` (line cap, watchdogs, stop policy).
-pub(crate) fn guest_spec(
-    program: &std::path::Path,
-    args: &[std::ffi::OsString],
-    env: &[(std::ffi::OsString, std::ffi::OsString)],
-    cwd: &std::path::Path,
-    limits: &RunLimits,
-) -> ProcessSpec {
-    let mut process_limits = Limits::default();
-    if let Some(max) = limits.max_line_bytes {
-        process_limits.max_line_bytes = max;
-    }
-    let spec = ProcessSpec::new(program, cwd)
-        .args(args.iter().cloned())
-        .limits(process_limits)
-        .watchdogs(Watchdogs {
-            overall_timeout: limits.timeout,
-            inactivity_timeout: limits.inactivity,
-        })
-        .stop_policy(limits.stop_policy.clone());
-    env.iter().fold(spec, |spec, (k, v)| spec.env(k, v))
-}
-
-/// Maps the process manager's termination (and the leader's raw status) to the canonical
-/// guest exit.
-pub fn guest_exit(termination: &Termination, raw: ExitStatusInfo) -> GuestExit {
-    // Code and signal come from the raw status in every case; the termination adds only why
-    // Switchyard stopped the guest, if it did.
-    let stopped_by = match termination {
-        Termination::Stopped { reason, .. } => Some(match reason {
-            StopReason::Cancelled => StopCause::Cancelled,
-            StopReason::Timeout => StopCause::Timeout,
-            StopReason::Inactivity => StopCause::Inactivity,
-            StopReason::Closed => StopCause::Closed,
-        }),
-        Termination::Exited { .. }
-        | Termination::Signaled { .. }
-        | Termination::WaitFailed { .. } => None,
-    };
-    GuestExit {
-        code: raw.code,
-        signal: raw.signal,
-        stopped_by,
-    }
 }

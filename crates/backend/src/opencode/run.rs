@@ -1,7 +1,7 @@
-//! Drives one OpenCode run: owns `opencode serve` as a managed process, waits for it within one
-//! start-up budget (the readiness line, health, the event subscription), warms it up, opens a
-//! session, sends the prompts in turn and maps the server-sent events to canonical events as
-//! they arrive.
+//! One OpenCode run on the neutral driver: `opencode serve` is the managed process; the
+//! controller waits for it within one start-up budget (the readiness line, health, the event
+//! subscription), warms it up, opens a session, sends the prompts in turn and reports each
+//! server-sent event as a note.
 //!
 //! - A prompt ends when the session goes idle after it was busy (an idle of an earlier prompt
 //!   is not this one's end).
@@ -10,28 +10,30 @@
 //! - A dropped event stream is reopened (bounded) and the session's messages are read back,
 //!   so what the stream missed is still reported.
 //! - Cancel aborts the session, then stops the server's process group after a grace.
-//! - Inactivity counts server-sent events (the server's heartbeat excluded), not stdout,
-//!   which a server does not write to.
+//! - Inactivity counts server-sent events (the server's heartbeat excluded), and stops while
+//!   the host owes the next prompt.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use switchyard_events::event::{Permission, PermissionChoice, PermissionOutcome, RunStarted};
+use switchyard_events::gemini::{Normalized, StderrSummary};
 use switchyard_events::opencode::OpenCodeNormalizer;
-use switchyard_events::{Envelope, ErrorKind, Event, OutcomeStatus, RunError, RunOutcome};
+use switchyard_events::tools::opencode_tool_category;
+use switchyard_events::{
+    Delivered, ErrorKind, Event, GuestExit, OutcomeStatus, RunError, RunOutcome, ToolCategory,
+};
 use tokio::sync::mpsc;
 
 use super::launch::{PreparedServe, SERVER_USER};
 use super::notes::{Note, apply};
 use super::server::{ServerClient, ServerError};
-use crate::gemini::run::{RunItem, RunLimits, RunReport, conclude_events, guest_exit, guest_spec};
-use crate::permission::PermissionRuling;
-use crate::process::{
-    Limits, Line, ManagedProcess, ProcessEvent, SpawnError, StopReason, Watchdogs,
-};
+use crate::driver::{Controller, ControllerIo, Driver, Mapping, RunItem, RunLimits, guest_spec};
+use crate::permission::{PermissionAsk, PermissionHost, PermissionRuling};
+use crate::process::cancel::GracefulCancel;
+use crate::process::{Limits, Line, ManagedProcess, SpawnError};
 
 /// The line `opencode serve` prints once it listens.
 pub const READY_PREFIX: &str = "opencode server listening on ";
@@ -56,117 +58,176 @@ pub struct OpenCodePlan {
     pub cancel_grace: Duration,
 }
 
-/// The host side of a run: the permission policy.
-pub trait OpenCodeHost: Send + Sync + 'static {
-    /// The call the gateway delivered under `call_id` (the id OpenCode names a call by).
-    fn delivered(&self, _call_id: &str) -> Option<switchyard_events::Delivered> {
-        None
-    }
+/// Cancels a run: the session is aborted, and the server stopped after the plan's grace.
+pub type OpenCodeCancel = GracefulCancel;
 
-    /// Decides one `permission.asked`: OpenCode's permission name, the model call it belongs
-    /// to (when OpenCode names one) and its metadata. `Err` says why it is refused (answered
-    /// as a reject).
-    fn permission(
-        &self,
-        permission: &str,
-        call_id: Option<&str>,
-        metadata: &Value,
-    ) -> Result<PermissionRuling, String>;
+/// OpenCode's notes → canonical events and outcome.
+pub struct OpenCodeMapping {
+    normalizer: OpenCodeNormalizer,
+    expected_prompts: u32,
 }
 
-/// Cancels a run: the session is aborted, and the server stopped after the plan's grace.
-pub type OpenCodeCancel = crate::process::cancel::GracefulCancel;
+impl Mapping for OpenCodeMapping {
+    type Note = Note;
 
-/// A started run.
-pub struct OpenCodeRun {
-    process: ManagedProcess,
+    fn calls_named(&self, note: &Note) -> Vec<String> {
+        match note {
+            Note::Event(data) => serde_json::from_str::<Value>(data)
+                .ok()
+                .and_then(|event| OpenCodeNormalizer::named_call(&event))
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn delivered_note(&self, call_id: String, call: Option<Delivered>) -> Note {
+        Note::Delivered {
+            call_id,
+            call: call.map(Box::new),
+        }
+    }
+
+    fn note(&mut self, note: Note) -> Vec<Normalized> {
+        apply(&mut self.normalizer, &note)
+            .into_iter()
+            .map(|event| Normalized {
+                event,
+                guest_timestamp: None,
+            })
+            .collect()
+    }
+
+    fn unrecognized(&self) -> u64 {
+        self.normalizer.unrecognized()
+    }
+
+    fn finish(
+        &mut self,
+        exit: GuestExit,
+        _stderr: &StderrSummary,
+        stderr_tail: &str,
+    ) -> (Vec<Event>, RunOutcome) {
+        let hint = last_stderr_line(stderr_tail);
+        std::mem::take(&mut self.normalizer).finish(self.expected_prompts, exit, hint.as_deref())
+    }
+}
+
+/// Spawns `opencode serve`: a driver ready to drive the run.
+pub fn opencode(
+    launch: &PreparedServe,
+    limits: &RunLimits,
     started: RunStarted,
     plan: OpenCodePlan,
-    host: Arc<dyn OpenCodeHost>,
+    host: Arc<dyn PermissionHost>,
+) -> Result<Driver<OpenCodeMapping>, SpawnError> {
+    let spec = guest_spec(
+        &launch.program,
+        &launch.args,
+        &launch.env,
+        &launch.cwd,
+        limits,
+    );
+    let process = ManagedProcess::spawn(spec)?;
+    let cancel = OpenCodeCancel::new(process.stop_handle(), plan.cancel_grace);
+    let mapping = OpenCodeMapping {
+        normalizer: OpenCodeNormalizer::default(),
+        expected_prompts: u32::try_from(plan.prompts.len()).unwrap_or(u32::MAX),
+    };
+    let controller = OpenCodeController {
+        plan,
+        password: launch.password.clone(),
+        directory: launch.cwd.to_string_lossy().into_owned(),
+        max_raw_event: limits
+            .max_line_bytes
+            .unwrap_or(Limits::default().max_line_bytes),
+    };
+    Ok(Driver {
+        process,
+        started,
+        mapping,
+        controller: Box::new(controller),
+        cancel,
+        host,
+        host_events: None,
+        transcript: None,
+    })
+}
+
+/// The run's HTTP and event-stream side.
+struct OpenCodeController {
+    plan: OpenCodePlan,
     password: crate::secret::Secret,
     directory: String,
-    inactivity: Option<Duration>,
     /// Longest event data kept in the raw record (the run's line cap).
     max_raw_event: usize,
-    cancel: OpenCodeCancel,
-    host_events: Option<mpsc::Receiver<Event>>,
-    transcript: Option<mpsc::UnboundedSender<Note>>,
 }
 
-/// Maps notes to events (the only way the guest's events are made), keeping the transcript
-/// when one is asked for.
-struct Mapper {
-    normalizer: OpenCodeNormalizer,
-    transcript: Option<mpsc::UnboundedSender<Note>>,
-    /// Call ids looked up already.
-    looked_up: std::collections::HashSet<String>,
-}
+impl Controller for OpenCodeController {
+    type Note = Note;
 
-impl Mapper {
-    /// One server-sent event's data: the call it names looked up first (once per call).
-    fn event(&mut self, data: String, host: &dyn OpenCodeHost, out: &mut Emitter) {
-        if let Ok(event) = serde_json::from_str::<Value>(&data)
-            && let Some(call_id) = OpenCodeNormalizer::named_call(&event)
-            && self.looked_up.insert(call_id.clone())
-        {
-            let call = host.delivered(&call_id).map(Box::new);
-            self.note(Note::Delivered { call_id, call }, out);
-        }
-        self.note(Note::Event(data), out);
-    }
-
-    fn note(&mut self, note: Note, out: &mut Emitter) {
-        let events = apply(&mut self.normalizer, &note);
-        if let Some(transcript) = &self.transcript {
-            let _ = transcript.send(note);
-        }
-        out.events(events);
-    }
-
-    fn warn(&mut self, message: String, out: &mut Emitter) {
-        self.note(Note::Warning(message), out);
+    fn run(
+        self: Box<Self>,
+        io: ControllerIo<Note>,
+    ) -> futures_util::future::BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let mut session = Session {
+                io,
+                plan: self.plan,
+                raw_events: 0,
+                max_raw_event: self.max_raw_event,
+            };
+            match session.run(&self.password, &self.directory).await {
+                Ok(()) | Err(Halt::Gone) => {}
+                Err(Halt::Failed(status, error)) => session.io.note(Note::Failed(status, error)),
+            }
+            // Every prompt answered, or a failure: the server's work is done.
+            session.io.done(Duration::ZERO);
+        })
     }
 }
 
-/// Why the run stopped before its prompts were done.
+/// Why the session stopped before its prompts were done.
 enum Halt {
-    /// The server process ended.
-    Exited(crate::process::Outcome),
+    /// The server process ended (its stdout closed).
+    Gone,
     /// A failure of the run (start-up, the event stream); the server is stopped.
     Failed(OutcomeStatus, RunError),
 }
 
-/// Emits envelopes in order.
-struct Emitter {
-    seq: u64,
-    items: Vec<RunItem>,
-    raw_events: u64,
+fn setup_failure(message: String) -> Halt {
+    Halt::Failed(
+        OutcomeStatus::Failed,
+        RunError::new(ErrorKind::GuestFailure, message),
+    )
 }
 
-impl Emitter {
-    fn event(&mut self, event: Event) {
-        self.items.push(RunItem::Event(Box::new(Envelope {
-            seq: self.seq,
-            at: Utc::now(),
-            guest_timestamp: None,
-            event,
-        })));
-        self.seq += 1;
+/// The state of the prompt being answered.
+#[derive(Default)]
+struct PromptState {
+    busy: bool,
+    done: bool,
+}
+
+struct Session {
+    io: ControllerIo<Note>,
+    plan: OpenCodePlan,
+    raw_events: u64,
+    max_raw_event: usize,
+}
+
+impl Session {
+    fn warn(&self, message: String) {
+        self.io.note(Note::Warning(message));
     }
 
-    fn events(&mut self, events: impl IntoIterator<Item = Event>) {
-        for event in events {
-            self.event(event);
-        }
-    }
-
-    fn raw_event(&mut self, data: &str, max: usize) {
-        let kept = data.len().min(max);
+    fn raw_event(&mut self, data: &str) {
+        let kept = data.len().min(self.max_raw_event);
         let mut end = kept;
         while !data.is_char_boundary(end) {
             end -= 1;
         }
-        self.items.push(RunItem::RawEvent(Line {
+        self.io.raw(RunItem::RawEvent(Line {
             seq: self.raw_events,
             text: data[..end].to_owned(),
             kept_bytes: end,
@@ -177,361 +238,180 @@ impl Emitter {
         }));
         self.raw_events += 1;
     }
-}
 
-/// The state of the prompt being answered.
-#[derive(Default)]
-struct PromptState {
-    busy: bool,
-    done: bool,
-}
-
-impl OpenCodeRun {
-    /// Spawns `opencode serve`.
-    pub fn start(
-        launch: &PreparedServe,
-        limits: &RunLimits,
-        started: RunStarted,
-        plan: OpenCodePlan,
-        host: Arc<dyn OpenCodeHost>,
-    ) -> Result<Self, SpawnError> {
-        let spec = guest_spec(
-            &launch.program,
-            &launch.args,
-            &launch.env,
-            &launch.cwd,
-            limits,
-        )
-        .watchdogs(Watchdogs {
-            overall_timeout: limits.timeout,
-            // The server's stdout is quiet by design: inactivity is measured on events.
-            inactivity_timeout: None,
-        });
-        let process = ManagedProcess::spawn(spec)?;
-        let cancel = OpenCodeCancel::new(process.stop_handle(), plan.cancel_grace);
-        Ok(Self {
-            process,
-            started,
-            plan,
-            host,
-            password: launch.password.clone(),
-            directory: launch.cwd.to_string_lossy().into_owned(),
-            inactivity: limits.inactivity,
-            max_raw_event: limits
-                .max_line_bytes
-                .unwrap_or(Limits::default().max_line_bytes),
-            cancel,
-            host_events: None,
-            transcript: None,
-        })
-    }
-
-    /// Sends every [`Note`] of the run to `transcript` (fixture capture).
-    pub fn with_transcript(mut self, transcript: mpsc::UnboundedSender<Note>) -> Self {
-        self.transcript = Some(transcript);
-        self
-    }
-
-    /// Merges `events` (the host-tool binding's decisions) into the run's event sequence.
-    pub fn with_host_events(mut self, events: mpsc::Receiver<Event>) -> Self {
-        self.host_events = Some(events);
-        self
-    }
-
-    /// What SIGINT/SIGTERM to Switchyard does.
-    pub fn cancel_handle(&self) -> OpenCodeCancel {
-        self.cancel.clone()
-    }
-
-    /// Pid of the server (its process-group id).
-    pub fn pid(&self) -> u32 {
-        self.process.pid()
-    }
-
-    /// Runs to the end, calling `sink` for every event and raw line in order; `conclude`
-    /// is applied to the outcome once the server is gone, before `run_finished`.
-    pub async fn drive_concluding(
-        mut self,
-        mut sink: impl AsyncFnMut(RunItem),
-        conclude: impl AsyncFnOnce(RunOutcome) -> RunOutcome,
-    ) -> RunReport {
-        let mut out = Emitter {
-            seq: 0,
-            items: Vec::new(),
-            raw_events: 0,
-        };
-        out.event(Event::RunStarted(self.started.clone()));
-        let mut mapper = Mapper {
-            normalizer: OpenCodeNormalizer::default(),
-            transcript: self.transcript.take(),
-            looked_up: std::collections::HashSet::new(),
-        };
-        let halt = self.session(&mut out, &mut mapper, &mut sink).await;
-        let process_outcome = match halt {
-            Halt::Exited(outcome) => outcome,
-            Halt::Failed(status, error) => {
-                mapper.note(Note::Failed(status, error), &mut out);
-                self.process.stop(StopReason::Closed);
-                self.finish_process(&mut out).await
-            }
-        };
-        let exit = guest_exit(&process_outcome.termination, process_outcome.exit);
-        let expected = u32::try_from(self.plan.prompts.len()).unwrap_or(u32::MAX);
-        let normalizer = mapper.normalizer;
-        let unrecognized = normalizer.unrecognized();
-        let hint = last_stderr_line(&process_outcome.stderr_tail);
-        let (mut events, run_outcome) = normalizer.finish(expected, exit, hint.as_deref());
-        let run_outcome = conclude(run_outcome).await;
-        if let Some(mut host) = self.host_events.take() {
-            host.close();
-            while let Some(event) = host.recv().await {
-                out.event(event);
-            }
-        }
-        let final_text = conclude_events(&mut events, &run_outcome);
-        out.events(events);
-        for item in out.items.drain(..) {
-            sink(item).await;
-        }
-        RunReport {
-            outcome: run_outcome,
-            final_text,
-            events: out.seq,
-            unrecognized_lines: unrecognized,
-            stdout: process_outcome.stdout,
-            stderr_tail: process_outcome.stderr_tail,
-            duration: process_outcome.duration,
-        }
-    }
-
-    /// Reads the process until it ends (its lines recorded).
-    async fn finish_process(&mut self, out: &mut Emitter) -> crate::process::Outcome {
-        loop {
-            match self.process.next_event().await {
-                Some(ProcessEvent::Stdout(line)) => out.items.push(RunItem::RawStdout(line)),
-                Some(ProcessEvent::Stderr(line)) => out.items.push(RunItem::RawStderr(line)),
-                Some(ProcessEvent::Finished(outcome)) => return outcome,
-                None => return crate::process::Outcome::supervisor_lost(),
-            }
-        }
-    }
-
-    /// The whole session: start-up, prompts, close. Ends with the process gone or a failure.
-    async fn session(
-        &mut self,
-        out: &mut Emitter,
-        m: &mut Mapper,
-        sink: &mut impl AsyncFnMut(RunItem),
-    ) -> Halt {
+    /// The whole session: start-up, prompts. Ends when the prompts are done, the server is
+    /// gone, or the run failed.
+    async fn run(&mut self, password: &crate::secret::Secret, directory: &str) -> Result<(), Halt> {
+        // Start-up has its own budget; the inactivity clock starts with the first prompt.
+        let stop = self.io.cancel.stop_handle().clone();
+        stop.pause_inactivity();
         let deadline = tokio::time::Instant::now() + self.plan.startup_timeout;
-        let base = match self.ready_line(out, deadline).await {
-            Ok(base) => base,
-            Err(halt) => return halt,
-        };
-        let client = match ServerClient::new(&base, SERVER_USER, &self.password, &self.directory) {
-            Ok(c) => c,
-            Err(e) => return setup_failure(format!("{e}")),
-        };
+        let base = self.ready_line(deadline).await?;
+        let client = ServerClient::new(&base, SERVER_USER, password, directory)
+            .map_err(|e| setup_failure(format!("{e}")))?;
         while !client.healthy().await {
             if tokio::time::Instant::now() >= deadline {
-                return setup_failure("opencode serve never reported healthy".to_owned());
+                return Err(setup_failure(
+                    "opencode serve never reported healthy".to_owned(),
+                ));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let (events_tx, mut events) = mpsc::channel::<Result<String, ServerError>>(256);
-        if let Err(e) = subscribe(&client, events_tx.clone(), &mut events, deadline).await {
-            return setup_failure(e);
-        }
+        subscribe(&client, events_tx.clone(), &mut events, deadline)
+            .await
+            .map_err(setup_failure)?;
         // Loads the project instance and its plugins now, so the first prompt is not cold.
         for path in ["/config", "/agent", "/provider", "/mcp"] {
             if let Err(e) = client.get(path).await {
-                m.warn(format!("warm-up {path}: {e}"), out);
+                self.warn(format!("warm-up {path}: {e}"));
             }
         }
-        let session = match client.create_session(&self.plan.title).await {
-            Ok(id) => id,
-            Err(e) => return setup_failure(format!("creating the session: {e}")),
-        };
-        m.note(
-            Note::SessionStarted {
-                id: session.clone(),
-                model: self.plan.model.clone(),
-            },
-            out,
-        );
+        let session = client
+            .create_session(&self.plan.title)
+            .await
+            .map_err(|e| setup_failure(format!("creating the session: {e}")))?;
+        self.io.note(Note::SessionStarted {
+            id: session.clone(),
+            model: self.plan.model.clone(),
+        });
         let mut prompts: std::collections::VecDeque<String> =
             self.plan.prompts.iter().cloned().collect();
         let mut more = self.plan.more_prompts.take();
         let mut reconnects = 0;
-        let mut last_activity;
         loop {
-            for item in out.items.drain(..) {
-                sink(item).await;
-            }
             let prompt = match prompts.pop_front() {
                 Some(p) => Some(p),
                 None => match &mut more {
-                    Some(rx) => match self.next_prompt(rx, out).await {
-                        Ok(p) => p,
-                        Err(halt) => return halt,
-                    },
+                    Some(rx) => {
+                        // The host owes the next prompt: the server's silence is no inactivity.
+                        stop.pause_inactivity();
+                        self.next_prompt(rx).await?
+                    }
                     None => None,
                 },
             };
             let Some(prompt) = prompt else { break };
-            if self.cancel.is_cancelled() {
+            if self.io.cancel.is_cancelled() {
                 break;
             }
-            m.note(Note::PromptSent(prompt.clone()), out);
-            // The clock of this prompt starts when it is sent (the wait for it is the host's).
-            last_activity = tokio::time::Instant::now();
-            if let Err(e) = client
+            self.io.note(Note::PromptSent(prompt.clone()));
+            // The prompt's clock starts now.
+            stop.resume_inactivity();
+            client
                 .prompt(&session, &prompt, &self.plan.provider, &self.plan.model)
                 .await
-            {
-                return setup_failure(format!("sending the prompt: {e}"));
-            }
+                .map_err(|e| setup_failure(format!("sending the prompt: {e}")))?;
             let mut state = PromptState::default();
             let mut aborted = false;
             while !state.done {
-                for item in out.items.drain(..) {
-                    sink(item).await;
-                }
-                if self.cancel.is_cancelled() && !aborted {
+                if self.io.cancel.is_cancelled() && !aborted {
                     aborted = true;
                     if let Err(e) = client.abort(&session).await {
-                        m.warn(format!("aborting the session: {e}"), out);
+                        self.warn(format!("aborting the session: {e}"));
                     }
                 }
-                let inactivity = async {
-                    match self.inactivity {
-                        Some(limit) => tokio::time::sleep_until(last_activity + limit).await,
-                        None => std::future::pending().await,
-                    }
-                };
+                let cancel = self.io.cancel.clone();
                 tokio::select! {
                     biased;
-                    event = self.process.next_event() => match event {
-                        Some(ProcessEvent::Stdout(line)) => out.items.push(RunItem::RawStdout(line)),
-                        Some(ProcessEvent::Stderr(line)) => out.items.push(RunItem::RawStderr(line)),
-                        Some(ProcessEvent::Finished(outcome)) => return Halt::Exited(outcome),
-                        None => return Halt::Exited(crate::process::Outcome::supervisor_lost()),
-                    },
-                    () = self.cancel.notified(), if !aborted => {}
-                    host_event = recv_host(&mut self.host_events) => match host_event {
-                        Some(event) => out.event(event),
-                        None => self.host_events = None,
-                    },
+                    line = self.io.stdout.recv() => {
+                        if line.is_none() {
+                            return Err(Halt::Gone);
+                        }
+                    }
+                    () = cancel.notified(), if !aborted => {}
                     data = events.recv() => match data {
                         Some(Ok(data)) => {
                             if !data.contains("\"server.heartbeat\"") {
-                                last_activity = tokio::time::Instant::now();
+                                stop.touch();
                             }
-                            out.raw_event(&data, self.max_raw_event);
-                            self.on_event(&client, &session, data, m, out, &mut state).await;
+                            self.raw_event(&data);
+                            self.on_event(&client, &session, data, &mut state).await;
                         }
                         Some(Err(e)) => {
                             // The stream broke: reopen it and read back what it missed.
                             reconnects += 1;
                             if reconnects > MAX_RECONNECTS {
-                                return setup_failure(format!("the event stream kept failing: {e}"));
+                                return Err(setup_failure(format!(
+                                    "the event stream kept failing: {e}"
+                                )));
                             }
-                                                        m.warn(format!("event stream lost ({e}); reconnecting"), out);
-                            let deadline = tokio::time::Instant::now() + self.plan.startup_timeout;
-                            if let Err(e) = subscribe(&client, events_tx.clone(), &mut events, deadline).await {
-                                return setup_failure(e);
-                            }
-                            self.resync(&client, &session, m, out, &mut state).await;
+                            self.warn(format!("event stream lost ({e}); reconnecting"));
+                            let deadline =
+                                tokio::time::Instant::now() + self.plan.startup_timeout;
+                            subscribe(&client, events_tx.clone(), &mut events, deadline)
+                                .await
+                                .map_err(setup_failure)?;
+                            self.resync(&client, &session, &mut state).await;
                         }
-                        None => return setup_failure("the event stream ended".to_owned()),
+                        None => return Err(setup_failure("the event stream ended".to_owned())),
                     },
-                    () = inactivity => {
-                        self.process.stop(StopReason::Inactivity);
-                        return Halt::Exited(self.finish_process(out).await);
-                    }
                 }
             }
-            m.note(Note::PromptDone, out);
+            self.io.note(Note::PromptDone);
             if aborted {
                 break;
             }
         }
-        for item in out.items.drain(..) {
-            sink(item).await;
-        }
-        // Every prompt answered: the server's work is done.
-        self.process.stop(StopReason::Closed);
-        Halt::Exited(self.finish_process(out).await)
+        Ok(())
     }
 
     /// The next prompt from `more`, while the server stays watched: `None` when the channel
-    /// closes or the run is cancelled; the halt when the server ends meanwhile.
+    /// closes or the run is cancelled; `Gone` when the server ends meanwhile.
     async fn next_prompt(
         &mut self,
         more: &mut mpsc::Receiver<String>,
-        out: &mut Emitter,
     ) -> Result<Option<String>, Halt> {
+        let cancel = self.io.cancel.clone();
         loop {
             tokio::select! {
                 prompt = more.recv() => return Ok(prompt),
-                () = self.cancel.notified() => return Ok(None),
-                event = self.process.next_event() => match event {
-                    Some(ProcessEvent::Stdout(line)) => out.items.push(RunItem::RawStdout(line)),
-                    Some(ProcessEvent::Stderr(line)) => out.items.push(RunItem::RawStderr(line)),
-                    Some(ProcessEvent::Finished(outcome)) => return Err(Halt::Exited(outcome)),
-                    None => return Err(Halt::Exited(crate::process::Outcome::supervisor_lost())),
-                },
+                () = cancel.notified() => return Ok(None),
+                line = self.io.stdout.recv() => {
+                    if line.is_none() {
+                        return Err(Halt::Gone);
+                    }
+                }
             }
         }
     }
 
     /// Waits for the readiness line; returns the server's base URL.
-    async fn ready_line(
-        &mut self,
-        out: &mut Emitter,
-        deadline: tokio::time::Instant,
-    ) -> Result<String, Halt> {
+    async fn ready_line(&mut self, deadline: tokio::time::Instant) -> Result<String, Halt> {
         loop {
-            let event = tokio::select! {
-                e = self.process.next_event() => e,
+            let line = tokio::select! {
+                line = self.io.stdout.recv() => line,
                 () = tokio::time::sleep_until(deadline) => {
                     return Err(setup_failure(
                         "opencode serve did not print its address in time".to_owned(),
                     ));
                 }
             };
-            match event {
-                Some(ProcessEvent::Stdout(line)) => {
-                    let base = line
-                        .text
-                        .trim()
-                        .strip_prefix(READY_PREFIX)
-                        .filter(|url| url.starts_with("http://127.0.0.1:"))
-                        .map(str::to_owned);
-                    out.items.push(RunItem::RawStdout(line));
-                    if let Some(base) = base {
-                        return Ok(base);
-                    }
-                }
-                Some(ProcessEvent::Stderr(line)) => out.items.push(RunItem::RawStderr(line)),
-                Some(ProcessEvent::Finished(outcome)) => return Err(Halt::Exited(outcome)),
-                None => return Err(Halt::Exited(crate::process::Outcome::supervisor_lost())),
+            let Some(line) = line else {
+                return Err(Halt::Gone);
+            };
+            let base = line
+                .text
+                .trim()
+                .strip_prefix(READY_PREFIX)
+                .filter(|url| url.starts_with("http://127.0.0.1:"))
+                .map(str::to_owned);
+            if let Some(base) = base {
+                return Ok(base);
             }
         }
     }
 
     /// One server-sent event: permission and question requests answered, the rest mapped.
     async fn on_event(
-        &self,
+        &mut self,
         client: &ServerClient,
         session: &str,
         data: String,
-        m: &mut Mapper,
-        out: &mut Emitter,
         state: &mut PromptState,
     ) {
         let Ok(event) = serde_json::from_str::<Value>(&data) else {
-            m.event(data, self.host.as_ref(), out);
+            self.io.note(Note::Event(data));
             return;
         };
         let kind = event
@@ -543,9 +423,9 @@ impl OpenCodeRun {
         match kind {
             "permission.asked" if ours => {
                 // The request as received first, then the answer it got.
-                m.note(Note::Event(data.clone()), out);
+                self.io.note(Note::Event(data.clone()));
                 let permission = self.answer_permission(client, properties).await;
-                m.note(Note::Permission(Box::new(permission)), out);
+                self.io.note(Note::Permission(Box::new(permission)));
                 return;
             }
             "question.asked" if ours => {
@@ -559,8 +439,8 @@ impl OpenCodeRun {
                     }
                     Err(e) => format!("rejecting question {id}: {e}"),
                 };
-                m.note(Note::Event(data.clone()), out);
-                m.warn(message, out);
+                self.io.note(Note::Event(data.clone()));
+                self.warn(message);
                 return;
             }
             "session.status" if ours => {
@@ -573,7 +453,33 @@ impl OpenCodeRun {
             "session.idle" if ours && state.busy => state.done = true,
             _ => {}
         }
-        m.event(data, self.host.as_ref(), out);
+        self.io.note(Note::Event(data));
+    }
+
+    /// The request of a `permission.asked`: OpenCode names the model call it belongs to and
+    /// its permission. A permission that is the call's own (`bash` for bash, `edit` for the
+    /// file-writing tools, the tool's name otherwise) is decided as that tool; any other
+    /// (`external_directory`, `doom_loop`) as a tool of that name, which only an explicit rule
+    /// allows. Each (call, permission) is decided once.
+    fn ask(&self, permission: &str, call_id: Option<&str>, details: &Value) -> PermissionAsk {
+        let delivered = call_id.and_then(|id| self.io.host.delivered(id));
+        let own = delivered.as_ref().is_some_and(|call| {
+            permission == call.tool
+                || (permission == "edit"
+                    && opencode_tool_category(&call.tool) == ToolCategory::FileWrite)
+        });
+        let (tool, category) = match (&delivered, own) {
+            (Some(call), true) => (call.tool.clone(), opencode_tool_category(&call.tool)),
+            _ => (permission.to_owned(), ToolCategory::Unknown),
+        };
+        PermissionAsk {
+            named: call_id.unwrap_or_default().to_owned(),
+            call_id: delivered.map(|call| call.call_id),
+            tool,
+            category,
+            own,
+            details: details.clone(),
+        }
     }
 
     async fn answer_permission(&self, client: &ServerClient, properties: &Value) -> Permission {
@@ -587,7 +493,10 @@ impl OpenCodeRun {
             .unwrap_or_default();
         let call_id = properties.pointer("/tool/callID").and_then(Value::as_str);
         let metadata = properties.get("metadata").unwrap_or(&Value::Null);
-        let ruling = self.host.permission(name, call_id, metadata);
+        let ruling: Result<PermissionRuling, String> = match call_id {
+            None => Err("the request names no model call".to_owned()),
+            Some(_) => self.io.host.permission(&self.ask(name, call_id, metadata)),
+        };
         let (allow, message) = match &ruling {
             Ok(r) if r.allow => (true, String::new()),
             Ok(r) => (
@@ -640,14 +549,7 @@ impl OpenCodeRun {
 
     /// After a reconnect: the session's messages read back and fed as whole parts (what was
     /// already reported is not repeated), and whether the session is idle now.
-    async fn resync(
-        &self,
-        client: &ServerClient,
-        session: &str,
-        m: &mut Mapper,
-        out: &mut Emitter,
-        state: &mut PromptState,
-    ) {
+    async fn resync(&self, client: &ServerClient, session: &str, state: &mut PromptState) {
         match client.messages(session).await {
             Ok(Value::Array(messages)) => {
                 for message in &messages {
@@ -656,7 +558,7 @@ impl OpenCodeRun {
                     };
                     let updated = json!({"type": "message.updated",
                         "properties": {"sessionID": session, "info": info}});
-                    m.note(Note::Event(updated.to_string()), out);
+                    self.io.note(Note::Event(updated.to_string()));
                     for part in message
                         .get("parts")
                         .and_then(Value::as_array)
@@ -665,18 +567,15 @@ impl OpenCodeRun {
                     {
                         let updated = json!({"type": "message.part.updated",
                             "properties": {"sessionID": session, "part": part}});
-                        m.event(updated.to_string(), self.host.as_ref(), out);
+                        self.io.note(Note::Event(updated.to_string()));
                     }
                 }
             }
-            Ok(other) => m.warn(
-                format!(
-                    "the session's messages are not a list: {}",
-                    other.to_string().chars().take(200).collect::<String>()
-                ),
-                out,
-            ),
-            Err(e) => m.warn(format!("reading the session back: {e}"), out),
+            Ok(other) => self.warn(format!(
+                "the session's messages are not a list: {}",
+                other.to_string().chars().take(200).collect::<String>()
+            )),
+            Err(e) => self.warn(format!("reading the session back: {e}")),
         }
         if let Ok(status) = client.get("/session/status").await {
             let idle = status
@@ -687,13 +586,6 @@ impl OpenCodeRun {
                 state.done = true;
             }
         }
-    }
-}
-
-async fn recv_host(host: &mut Option<mpsc::Receiver<Event>>) -> Option<Event> {
-    match host {
-        Some(rx) => rx.recv().await,
-        None => std::future::pending().await,
     }
 }
 
@@ -728,13 +620,6 @@ async fn subscribe(
         Ok(None) => Err("the event stream closed".to_owned()),
         Err(_) => Err("the event stream sent nothing in time".to_owned()),
     }
-}
-
-fn setup_failure(message: String) -> Halt {
-    Halt::Failed(
-        OutcomeStatus::Failed,
-        RunError::new(ErrorKind::GuestFailure, message),
-    )
 }
 
 fn last_stderr_line(tail: &str) -> Option<String> {

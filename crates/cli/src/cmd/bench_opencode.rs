@@ -31,7 +31,7 @@ const PROMPT: &str = "Please do the task";
 pub(super) async fn bench_run(args: &RunBenchArgs) -> Result<u8> {
     let prefix = match &args.opencode_binary {
         Some(p) => super::run::find_sealed_prefix(p)?,
-        None => super::install::Guest::Opencode.default_prefix(),
+        None => super::agents::spec(super::run::Agent::Opencode).default_prefix(),
     };
     let prefix = std::path::absolute(prefix)?;
     let (package, version) = super::run::Agent::Opencode.pin();

@@ -16,10 +16,11 @@ use anyhow::{Context, Result, ensure};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use switchyard_backend::driver::{RunItem, RunLimits};
 use switchyard_backend::gemini::launch::{
     GUEST_MAX_ATTEMPTS, GeminiLaunchConfig, PreparedLaunch, Secret, prepare,
 };
-use switchyard_backend::gemini::run::{GeminiRun, RunItem, RunLimits};
+use switchyard_backend::gemini::run::headless;
 use switchyard_backend::gemini::settings::ApprovalMode;
 use switchyard_events::event::RunStarted;
 use switchyard_events::{Event, GuestExit, RunOutcome};
@@ -479,23 +480,31 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
         workdir: WS.into(),
         model: Some(model.into()),
     };
-    let run = GeminiRun::start(&launch, &limits, started)?;
-    let stop = run.stop_handle();
+    let run = headless(
+        &launch,
+        &limits,
+        started,
+        std::sync::Arc::new(switchyard_backend::permission::NoHost),
+    )?;
+    let stop = run.cancel.clone();
     let cancel_on_text = s.cancel_on_first_text;
     let (mut stdout, mut stderr, mut live_events) = (Vec::new(), Vec::new(), Vec::new());
     let report = run
-        .drive(async |item| match item {
-            RunItem::RawStdout(l) => stdout.push(l.text),
-            RunItem::RawStderr(l) => stderr.push(l.text),
-            // Headless guests get no stdin.
-            RunItem::RawStdin(_) | RunItem::RawEvent(_) => {}
-            RunItem::Event(e) => {
-                if cancel_on_text && matches!(e.event, Event::AssistantDelta(_)) {
-                    stop.cancel();
+        .drive(
+            async |item| match item {
+                RunItem::RawStdout(l) => stdout.push(l.text),
+                RunItem::RawStderr(l) => stderr.push(l.text),
+                // Headless guests get no stdin.
+                RunItem::RawStdin(_) | RunItem::RawEvent(_) => {}
+                RunItem::Event(e) => {
+                    if cancel_on_text && matches!(e.event, Event::AssistantDelta(_)) {
+                        stop.cancel();
+                    }
+                    live_events.push(e);
                 }
-                live_events.push(e);
-            }
-        })
+            },
+            async |outcome| outcome,
+        )
         .await;
     let exit = report.outcome.exit;
 
@@ -593,7 +602,7 @@ async fn run_opencode(args: CaptureArgs) -> Result<u8> {
     let prefix = args
         .opencode_prefix
         .clone()
-        .unwrap_or_else(|| super::install::Guest::Opencode.default_prefix());
+        .unwrap_or_else(|| super::agents::spec(super::run::Agent::Opencode).default_prefix());
     let prefix = std::fs::canonicalize(&prefix)
         .with_context(|| format!("OpenCode install {}", prefix.display()))?;
     let install = switchyard_backend::install::verify(&prefix, package, version)

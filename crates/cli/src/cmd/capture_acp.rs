@@ -18,12 +18,13 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard_backend::gemini::acp::{AcpHost, AcpPlan, AcpRun, Note, PermissionRuling, replay};
+use switchyard_backend::driver::{RunItem, RunLimits};
+use switchyard_backend::gemini::acp::{AcpPlan, Note, acp, replay};
 use switchyard_backend::gemini::launch::{
     GUEST_MAX_ATTEMPTS, GeminiLaunchConfig, Protocol, Secret, prepare,
 };
-use switchyard_backend::gemini::run::{RunItem, RunLimits};
 use switchyard_backend::gemini::settings::ApprovalMode;
+use switchyard_backend::permission::{PermissionAsk, PermissionHost, PermissionRuling};
 use switchyard_events::Event;
 use switchyard_events::acp::Delivered;
 use switchyard_events::event::RunStarted;
@@ -126,13 +127,14 @@ struct FixedAnswer {
     allow: bool,
 }
 
-impl AcpHost for FixedAnswer {
+impl PermissionHost for FixedAnswer {
     fn delivered(&self, _: &str) -> Option<Delivered> {
         None
     }
 
-    fn permission(&self, tool_call_id: &str) -> Result<PermissionRuling, String> {
-        let (tool, id) = tool_call_id
+    fn permission(&self, ask: &PermissionAsk) -> Result<PermissionRuling, String> {
+        let (tool, id) = ask
+            .named
             .split_once("__")
             .ok_or("not a <tool>__<id> tool call id")?;
         Ok(PermissionRuling {
@@ -200,11 +202,12 @@ pub async fn capture_one(s: &AcpScenario, entry: &Path, dir: &Path) -> Result<St
     };
     let (tx, mut transcript) = tokio::sync::mpsc::unbounded_channel();
     let host = Arc::new(FixedAnswer { allow: s.allow });
-    let run = AcpRun::start(&launch, &limits, started, plan, host)?.with_transcript(tx);
-    let cancel = run.cancel_handle();
+    let mut run = acp(&launch, &limits, started, plan, host)?;
+    run.transcript = Some(tx);
+    let cancel = run.cancel.clone();
     let (mut stdout, mut stderr, mut live) = (Vec::new(), Vec::new(), Vec::new());
     let report = run
-        .drive_concluding(
+        .drive(
             async |item| match item {
                 RunItem::RawStdout(l) => stdout.push(l.text),
                 RunItem::RawStderr(l) => stderr.push(l.text),

@@ -23,14 +23,15 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
+use switchyard_backend::driver::{RunItem, RunLimits};
 use switchyard_backend::gemini::launch::Secret;
-use switchyard_backend::gemini::run::{RunItem, RunLimits};
 use switchyard_backend::opencode::launch::{
     ConfigInput, GATEWAY_KEY_ENV, OpenCodeLaunchConfig, PROVIDER, config_document, prepare,
 };
 use switchyard_backend::opencode::notes::{Note, replay};
-use switchyard_backend::opencode::run::{OpenCodeHost, OpenCodePlan, OpenCodeRun};
+use switchyard_backend::opencode::run::{OpenCodePlan, opencode};
 use switchyard_backend::permission::PermissionRuling;
+use switchyard_backend::permission::{PermissionAsk, PermissionHost};
 use switchyard_events::event::RunStarted;
 use switchyard_gateway::{Gateway, GatewayConfig, GatewayDeps};
 use switchyard_testkit::chat_upstream::{
@@ -181,19 +182,20 @@ struct FixedAnswer {
     allow: bool,
 }
 
-impl OpenCodeHost for FixedAnswer {
-    fn permission(
-        &self,
-        permission: &str,
-        call_id: Option<&str>,
-        metadata: &Value,
-    ) -> Result<PermissionRuling, String> {
-        let call_id = call_id.ok_or("no call")?.to_owned();
+impl PermissionHost for FixedAnswer {
+    fn delivered(&self, _: &str) -> Option<switchyard_events::Delivered> {
+        None
+    }
+
+    fn permission(&self, ask: &PermissionAsk) -> Result<PermissionRuling, String> {
+        if ask.named.is_empty() {
+            return Err("no call".to_owned());
+        }
         Ok(PermissionRuling {
-            model_call_id: call_id.clone(),
-            call_id,
-            tool: permission.to_owned(),
-            arguments: metadata.clone(),
+            model_call_id: ask.named.clone(),
+            call_id: ask.named.clone(),
+            tool: ask.tool.clone(),
+            arguments: ask.details.clone(),
             allow: self.allow,
             rule: if self.allow {
                 "capture: allow"
@@ -255,10 +257,11 @@ pub async fn capture_one(s: &OpenCodeScenario, entry: &Path, dir: &Path) -> Resu
     };
     let (tx, mut transcript) = tokio::sync::mpsc::unbounded_channel();
     let host = Arc::new(FixedAnswer { allow: s.allow });
-    let run = OpenCodeRun::start(&launch, &limits, started, plan, host)?.with_transcript(tx);
+    let mut run = opencode(&launch, &limits, started, plan, host)?;
+    run.transcript = Some(tx);
     let (mut raw, mut stderr, mut live) = (Vec::new(), Vec::new(), Vec::new());
     let report = run
-        .drive_concluding(
+        .drive(
             async |item| match item {
                 RunItem::RawEvent(l) => raw.push(l.text),
                 RunItem::RawStderr(l) => stderr.push(l.text),

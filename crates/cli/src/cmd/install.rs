@@ -6,39 +6,8 @@ use anyhow::{Context, Result};
 use std::path::Path;
 use std::path::PathBuf;
 
-/// Guests that can be installed.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum Guest {
-    GeminiCli,
-    Opencode,
-}
-
-impl Guest {
-    /// The pinned npm package and version.
-    pub fn pin(self) -> (&'static str, &'static str) {
-        match self {
-            Guest::GeminiCli => (
-                switchyard_backend::gemini::PACKAGE,
-                switchyard_backend::gemini::VERSION,
-            ),
-            Guest::Opencode => (
-                switchyard_backend::opencode::PACKAGE,
-                switchyard_backend::opencode::VERSION,
-            ),
-        }
-    }
-
-    /// `$SWITCHYARD_HOME/guests/<name>-<version>`.
-    pub fn default_prefix(self) -> PathBuf {
-        match self {
-            Guest::GeminiCli => super::default_gemini_prefix(),
-            Guest::Opencode => super::switchyard_home().join("guests").join(format!(
-                "opencode-{}",
-                switchyard_backend::opencode::VERSION
-            )),
-        }
-    }
-}
+/// Guests that can be installed: every agent of the registry.
+pub use super::run::Agent as Guest;
 
 /// `switchyard install` flags.
 #[derive(Debug, clap::Args)]
@@ -59,8 +28,10 @@ pub struct InstallArgs {
 
 /// Entry point.
 pub async fn run(args: InstallArgs) -> Result<u8> {
-    let (package, version) = args.guest.pin();
-    let prefix = args.prefix.unwrap_or_else(|| args.guest.default_prefix());
+    let (package, version) = super::agents::spec(args.guest).pin();
+    let prefix = args
+        .prefix
+        .unwrap_or_else(|| super::agents::spec(args.guest).default_prefix());
     if args.verify {
         return Ok(verify_only(&prefix, package, version));
     }

@@ -1,5 +1,6 @@
 //! One module per subcommand, plus what they share (exit codes, logging, install lookup).
 
+pub mod agents;
 pub mod bench;
 pub mod bench_opencode;
 pub mod capture;
@@ -8,6 +9,7 @@ pub mod capture_opencode;
 pub mod capture_upstream;
 pub mod demo;
 pub mod gateway;
+mod host;
 pub mod install;
 pub mod records;
 pub mod run;

@@ -5,7 +5,7 @@
 //! endpoint directly) → prepare the isolated launch → drive the guest, printing canonical
 //! events → exit with a code per outcome class (see [`exit_code_for`]).
 
-use super::{EXIT_CONFIG, default_gemini_prefix, which};
+use super::{EXIT_CONFIG, which};
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
 use serde::Deserialize;
@@ -13,17 +13,18 @@ use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use switchyard_backend::gemini::acp::{AcpHost, AcpPlan, AcpRun, PermissionRuling};
+use switchyard_backend::driver::{Driver, RunItem, RunLimits};
+use switchyard_backend::gemini::acp::{AcpEvents, AcpPlan, acp};
 use switchyard_backend::gemini::launch::{
     GUEST_MAX_ATTEMPTS, GeminiLaunchConfig, Protocol, Secret, prepare,
 };
-use switchyard_backend::gemini::run::{GeminiRun, RunItem, RunLimits};
+use switchyard_backend::gemini::run::{HeadlessMapping, headless};
 use switchyard_backend::gemini::settings::ApprovalMode;
+use switchyard_backend::opencode::run::OpenCodeMapping;
 use switchyard_backend::process::Line;
 use switchyard_binding::{
     BindingLimits, FinishSlot, FinishTool, HostBinding, McpServer, Policy, ToolRegistry, ToolsFile,
 };
-use switchyard_events::acp::Delivered;
 use switchyard_events::event::RunStarted;
 use switchyard_events::{ErrorKind, Event, HostConclusion, OutcomeStatus, RunOutcome};
 use switchyard_gateway::config::{RetryConfig, TimeoutConfig};
@@ -66,24 +67,12 @@ pub enum Agent {
 impl Agent {
     /// The name events and records use.
     pub fn name(self) -> &'static str {
-        match self {
-            Agent::GeminiCli => "gemini-cli",
-            Agent::Opencode => "opencode",
-        }
+        super::agents::spec(self).name
     }
 
     /// The pinned npm package and version.
     pub fn pin(self) -> (&'static str, &'static str) {
-        match self {
-            Agent::GeminiCli => (
-                switchyard_backend::gemini::PACKAGE,
-                switchyard_backend::gemini::VERSION,
-            ),
-            Agent::Opencode => (
-                switchyard_backend::opencode::PACKAGE,
-                switchyard_backend::opencode::VERSION,
-            ),
-        }
+        super::agents::spec(self).pin()
     }
 }
 
@@ -335,9 +324,6 @@ pub enum Target {
     Direct { base_url: String, model: String },
 }
 
-/// How OpenCode names the tools of Switchyard's MCP server (`<server>_<tool>`).
-pub const OPENCODE_HOST_TOOL_PREFIX: &str = "switchyard_";
-
 /// Default name of the variable holding the upstream key.
 pub const DEFAULT_KEY_ENV: &str = "SWITCHYARD_UPSTREAM_KEY";
 
@@ -389,9 +375,9 @@ impl RunArgs {
     pub fn resolve(self) -> Result<ResolvedRun> {
         let a = self.merged()?;
         let agent = a.agent.unwrap_or(Agent::GeminiCli);
-        if agent == Agent::Opencode {
-            check_opencode_flags(&a)?;
-        }
+        let spec = super::agents::spec(agent);
+        spec.check_flags(&a)?;
+        let guest_prefix = spec.install(&a)?;
         let workdir = a.workdir.context("--workdir is required")?;
         if !workdir.is_dir() {
             bail!("--workdir {} is not a directory", workdir.display());
@@ -405,8 +391,9 @@ impl RunArgs {
         }
         let protocol = match a.protocol {
             Some(ProtocolArg::Acp) => Protocol::Acp,
-            Some(ProtocolArg::Headless) | None if agent == Agent::Opencode => {
-                // An OpenCode run is a session, like ACP: several prompts, a policy.
+            Some(ProtocolArg::Headless) | None if !spec.caps.protocols => {
+                // An agent driven one way only runs a session, like ACP: several prompts, a
+                // policy.
                 Protocol::Acp
             }
             Some(ProtocolArg::Headless) | None => Protocol::Headless,
@@ -466,13 +453,6 @@ impl RunArgs {
                 }
             }
         };
-        let guest_prefix = match (agent, a.gemini_binary, a.opencode_binary) {
-            (Agent::GeminiCli, Some(p), _) | (Agent::Opencode, _, Some(p)) => {
-                find_sealed_prefix(&p)?
-            }
-            (Agent::GeminiCli, None, _) => default_gemini_prefix(),
-            (Agent::Opencode, _, None) => super::install::Guest::Opencode.default_prefix(),
-        };
         // The guest runs in the workspace: every path handed to it must be absolute.
         let guest_prefix =
             std::path::absolute(&guest_prefix).context("resolving the install path")?;
@@ -502,28 +482,6 @@ impl RunArgs {
                 ..BindingLimits::default()
             },
         })
-    }
-}
-
-/// Flags an OpenCode run cannot honour are refused, not ignored.
-fn check_opencode_flags(a: &RunArgs) -> Result<()> {
-    let refused = [
-        (
-            a.protocol.is_some(),
-            "--protocol (an OpenCode run is always a session)",
-        ),
-        (a.resume.is_some(), "--resume"),
-        (a.guest_base_url.is_some(), "--guest-base-url"),
-        (a.max_turns.is_some(), "--max-turns"),
-        (
-            a.approval_mode.is_some(),
-            "--approval-mode (use --permissions)",
-        ),
-        (a.gemini_binary.is_some(), "--gemini-binary"),
-    ];
-    match refused.iter().find(|(set, _)| *set) {
-        Some((_, flag)) => bail!("{flag} does not apply to --agent opencode"),
-        None => Ok(()),
     }
 }
 
@@ -748,10 +706,7 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
     let host = match host {
         Some(HostTools { registry, finish }) => {
             let serve = registry.tools().next().is_some();
-            let prefix = match resolved.agent {
-                Agent::GeminiCli => switchyard_backend::gemini::settings::HOST_TOOL_PREFIX,
-                Agent::Opencode => OPENCODE_HOST_TOOL_PREFIX,
-            };
+            let prefix = super::agents::spec(resolved.agent).host_tool_prefix;
             let (binding, events) = HostBinding::new(registry, prefix, resolved.binding_limits);
             let token = random_token();
             recorder.add_secret(token.clone());
@@ -825,19 +780,11 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
         binding: host_binding.clone(),
         host_events,
     };
-    let launched = match resolved.agent {
-        Agent::GeminiCli => launch_gemini(start, &base_url)?,
-        Agent::Opencode => {
-            let Some(gateway) = &gateway else {
-                bail!("an OpenCode run needs the gateway");
-            };
-            let provider = gateway.opencode_provider(
-                &model,
-                switchyard_backend::opencode::launch::GATEWAY_KEY_ENV,
-            );
-            super::run_opencode::launch(start, provider)?
-        }
+    let endpoint = super::agents::Endpoint {
+        base_url: &base_url,
+        gateway: gateway.as_ref(),
     };
+    let launched = (super::agents::spec(resolved.agent).launch)(start, &endpoint)?;
     let Launched {
         runner,
         cwd,
@@ -930,9 +877,9 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
         }
     };
     let report = match runner {
-        Runner::Headless(run) => (*run).drive_concluding(sink, conclude).await,
-        Runner::Acp(run) => (*run).drive_concluding(sink, conclude).await,
-        Runner::OpenCode(run) => (*run).drive_concluding(sink, conclude).await,
+        Runner::Headless(run) => run.drive(sink, conclude).await,
+        Runner::Acp(run) => run.drive(sink, conclude).await,
+        Runner::OpenCode(run) => run.drive(sink, conclude).await,
     };
     signals.abort();
     if let Some(server) = mcp_server {
@@ -1013,7 +960,7 @@ pub(crate) struct Start<'a> {
 }
 
 /// Prepares and starts Gemini CLI, headless or over ACP, its model calls going to `base_url`.
-fn launch_gemini(start: Start<'_>, base_url: &str) -> Result<Launched> {
+pub(crate) fn launch_gemini(start: Start<'_>, base_url: &str) -> Result<Launched> {
     let Start {
         resolved,
         entry,
@@ -1064,15 +1011,14 @@ fn launch_gemini(start: Start<'_>, base_url: &str) -> Result<Launched> {
         workdir: launch.cwd.to_string_lossy().into_owned(),
         model: Some(model.to_owned()),
     };
+    let host = Arc::new(super::host::PolicyHost {
+        binding,
+        policy: resolved.permissions.clone(),
+    });
     let runner = match resolved.protocol {
         Protocol::Headless => {
-            let mut run = GeminiRun::start(&launch, limits, started)?;
-            if let Some(events) = host_events {
-                run = run.with_host_events(events);
-            }
-            if let Some(binding) = binding.clone() {
-                run = run.with_lookup(Box::new(move |id| delivered_of(&binding, id)));
-            }
+            let mut run = headless(&launch, limits, started, host)?;
+            run.host_events = host_events;
             Runner::Headless(Box::new(run))
         }
         Protocol::Acp => {
@@ -1088,14 +1034,8 @@ fn launch_gemini(start: Start<'_>, base_url: &str) -> Result<Launched> {
                 cancel_grace: ACP_CANCEL_GRACE,
                 close_grace: ACP_CLOSE_GRACE,
             };
-            let acp_host = Arc::new(PolicyHost {
-                binding,
-                policy: resolved.permissions.clone(),
-            });
-            let mut run = AcpRun::start(&launch, limits, started, plan, acp_host)?;
-            if let Some(events) = host_events {
-                run = run.with_host_events(events);
-            }
+            let mut run = acp(&launch, limits, started, plan, host)?;
+            run.host_events = host_events;
             Runner::Acp(Box::new(run))
         }
     };
@@ -1121,78 +1061,20 @@ const ACP_CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// The guest being driven.
 pub(crate) enum Runner {
-    Headless(Box<GeminiRun>),
-    Acp(Box<AcpRun>),
-    OpenCode(Box<switchyard_backend::opencode::run::OpenCodeRun>),
+    Headless(Box<Driver<HeadlessMapping>>),
+    Acp(Box<Driver<AcpEvents>>),
+    OpenCode(Box<Driver<OpenCodeMapping>>),
 }
 
 impl Runner {
     /// What SIGINT/SIGTERM to Switchyard does.
     fn cancel(&self) -> Box<dyn FnOnce() + Send> {
-        match self {
-            Runner::Headless(run) => {
-                let stop = run.stop_handle();
-                Box::new(move || stop.cancel())
-            }
-            Runner::Acp(run) => {
-                let cancel = run.cancel_handle();
-                Box::new(move || cancel.cancel())
-            }
-            Runner::OpenCode(run) => {
-                let cancel = run.cancel_handle();
-                Box::new(move || cancel.cancel())
-            }
-        }
-    }
-}
-
-/// ACP permission requests: checked against the gateway's delivered calls, decided by the
-/// policy. Without the gateway (`--guest-base-url`) no call is known, so every request is
-/// refused.
-struct PolicyHost {
-    binding: Option<HostBinding>,
-    policy: Policy,
-}
-
-/// The gateway's record of the call delivered under `call_id`, for the event mappings.
-pub(crate) fn delivered_of(binding: &HostBinding, call_id: &str) -> Option<Delivered> {
-    let (call, batch) = binding.delivered_call(call_id)?;
-    Some(Delivered {
-        call_id: call.call_id,
-        model_call_id: call.model_call_id,
-        tool: call.tool,
-        arguments: call.arguments,
-        batch,
-    })
-}
-
-impl AcpHost for PolicyHost {
-    fn delivered(&self, call_id: &str) -> Option<Delivered> {
-        delivered_of(self.binding.as_ref()?, call_id)
-    }
-
-    fn permission(&self, tool_call_id: &str) -> std::result::Result<PermissionRuling, String> {
-        let binding = self
-            .binding
-            .as_ref()
-            .ok_or("no gateway: the run cannot tell which calls were delivered")?;
-        let call = binding
-            .permission_for(tool_call_id)
-            .map_err(|refusal| refusal.to_string())?;
-        let host_tool = binding.host_tool(&call.tool).is_some();
-        let ruling = self.policy.decide(&call.tool, &call.arguments, host_tool);
-        if ruling.decision != switchyard_binding::Decision::Allow {
-            // The guest is told not to run it; no callback of it may run either.
-            binding.reject(&call.call_id);
-        }
-        Ok(PermissionRuling {
-            call_id: call.call_id,
-            model_call_id: call.model_call_id,
-            tool: call.tool,
-            arguments: call.arguments,
-            allow: ruling.decision == switchyard_binding::Decision::Allow,
-            rule: ruling.rule,
-        })
+        let cancel = match self {
+            Runner::Headless(run) => run.cancel.clone(),
+            Runner::Acp(run) => run.cancel.clone(),
+            Runner::OpenCode(run) => run.cancel.clone(),
+        };
+        Box::new(move || cancel.cancel())
     }
 }
 

@@ -19,7 +19,6 @@ use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore};
 use switchyard_testkit::chat_upstream::{ChatUpstream, RecordedRequest, Reply, Script};
 
 use super::run::{Agent, HostTools, OutputMode, ProtocolArg, RunArgs};
-use switchyard_backend::gemini::settings::HOST_TOOL_PREFIX;
 
 /// Validation failed: at least one check did not pass (details in `validation.json`).
 pub const EXIT_VALIDATION_FAILED: u8 = 12;
@@ -288,10 +287,7 @@ pub async fn run(args: ValidateArgs) -> Result<u8> {
             args.upstream_model.clone().unwrap_or_default(),
         ),
         None => {
-            let prefix = match args.agent {
-                Agent::GeminiCli => HOST_TOOL_PREFIX,
-                Agent::Opencode => super::run::OPENCODE_HOST_TOOL_PREFIX,
-            };
+            let prefix = super::agents::spec(args.agent).host_tool_prefix;
             let scripted = ChatUpstream::start(scripted_model(args.scripted_fault, prefix)).await?;
             let url = format!("{}/v1", scripted.base_url());
             (Some(scripted), url, "scripted-validation-model".to_owned())

@@ -3,11 +3,16 @@
 //! answers) and what Switchyard sent or decided, in the order the run saw them; the mapping is
 //! deterministic, so a recorded note transcript [`replay`]s to the same events and outcome.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use switchyard_events::acp::{AcpNormalizer, Delivered, RpcError};
 use switchyard_events::event::{Permission, PermissionOutcome, SessionStarted};
+use switchyard_events::gemini::{Normalized, StderrSummary};
 use switchyard_events::{Event, GuestExit, OutcomeStatus, RunError, RunOutcome};
+
+use crate::driver::Mapping;
 
 /// One thing the connection side reports, in order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,39 +36,40 @@ pub enum Note {
     Failed(OutcomeStatus, RunError),
     /// Something with no mapping: why, its method, the raw value.
     Unrecognized(String, Option<String>, Value),
+    /// What the gateway delivered under a call id a note named (`None`: nothing).
+    Delivered {
+        call_id: String,
+        call: Option<Box<Delivered>>,
+    },
     /// The controller is done: every prompt answered, or a failure.
     Done,
 }
-
-/// A delivered-call lookup (the gateway's, or none).
-pub type Lookup = Box<dyn Fn(&str) -> Option<Delivered> + Send>;
 
 /// Notes → canonical events for one session.
 pub struct AcpEvents {
     normalizer: AcpNormalizer,
     /// The model the run asked for (ACP's session answer lists the CLI's own models).
     model: String,
-    lookup: Lookup,
+    /// Prompts the run was given up front.
+    expected_prompts: u32,
+    /// What the gateway delivered, by call id (as the driver looked it up).
+    delivered: HashMap<String, Delivered>,
 }
 
 impl AcpEvents {
-    pub fn new(model: String, lookup: Lookup) -> Self {
+    pub fn new(model: String, expected_prompts: u32) -> Self {
         Self {
             normalizer: AcpNormalizer::new(),
             model,
-            lookup,
+            expected_prompts,
+            delivered: HashMap::new(),
         }
     }
 
-    /// Guest messages kept as unrecognized so far.
-    pub fn unrecognized(&self) -> u64 {
-        self.normalizer.unrecognized()
-    }
-
     /// The events of one note.
-    pub fn note(&mut self, note: Note) -> Vec<Event> {
-        let lookup = &self.lookup;
-        let lookup = |id: &str| lookup(id);
+    pub fn events(&mut self, note: Note) -> Vec<Event> {
+        let delivered = &self.delivered;
+        let lookup = |id: &str| delivered.get(id).cloned();
         match note {
             Note::Sent(_) | Note::Done => Vec::new(),
             Note::SessionStarted(session_id) => vec![Event::SessionStarted(SessionStarted {
@@ -96,22 +102,72 @@ impl AcpEvents {
             Note::Unrecognized(reason, method, raw) => {
                 vec![self.normalizer.unrecognized_message(reason, method, raw)]
             }
+            Note::Delivered { call_id, call } => {
+                if let Some(call) = call {
+                    self.delivered.insert(call_id, *call);
+                }
+                Vec::new()
+            }
         }
-    }
-
-    /// The closing events and the outcome (see [`AcpNormalizer::finish`]); the mapping starts
-    /// over after it.
-    pub fn finish(
-        &mut self,
-        expected_prompts: u32,
-        exit: GuestExit,
-        fallback_message: Option<&str>,
-    ) -> (Vec<Event>, RunOutcome) {
-        std::mem::take(&mut self.normalizer).finish(expected_prompts, exit, fallback_message)
     }
 }
 
-/// Replays a recorded session: its notes (without the gateway, so no delivered calls), the
+/// The call ids a guest's `<tool>__<id>` may stand for (a tool name or an id may hold `__`).
+fn candidates(tool_call_id: &str) -> Vec<String> {
+    tool_call_id
+        .match_indices("__")
+        .map(|(at, _)| tool_call_id[at + 2..].to_owned())
+        .collect()
+}
+
+impl Mapping for AcpEvents {
+    type Note = Note;
+
+    fn calls_named(&self, note: &Note) -> Vec<String> {
+        match note {
+            Note::Update(params) => params
+                .pointer("/update/toolCallId")
+                .and_then(Value::as_str)
+                .map(candidates)
+                .unwrap_or_default(),
+            Note::PermissionAsked(tool_call_id) => candidates(tool_call_id),
+            _ => Vec::new(),
+        }
+    }
+
+    fn delivered_note(&self, call_id: String, call: Option<Delivered>) -> Note {
+        Note::Delivered {
+            call_id,
+            call: call.map(Box::new),
+        }
+    }
+
+    fn note(&mut self, note: Note) -> Vec<Normalized> {
+        self.events(note)
+            .into_iter()
+            .map(|event| Normalized {
+                event,
+                guest_timestamp: None,
+            })
+            .collect()
+    }
+
+    fn unrecognized(&self) -> u64 {
+        self.normalizer.unrecognized()
+    }
+
+    fn finish(
+        &mut self,
+        exit: GuestExit,
+        stderr: &StderrSummary,
+        _stderr_tail: &str,
+    ) -> (Vec<Event>, RunOutcome) {
+        let hint = stderr.message();
+        std::mem::take(&mut self.normalizer).finish(self.expected_prompts, exit, hint.as_deref())
+    }
+}
+
+/// Replays a recorded session: its notes (with the gateway's lookups, when it had them), the
 /// prompts it was given, the guest's exit and its stderr summary. Returns every event after
 /// `RunStarted` and the outcome, as the live backend produced them.
 pub fn replay(
@@ -121,12 +177,13 @@ pub fn replay(
     exit: GuestExit,
     fallback_message: Option<&str>,
 ) -> (Vec<Event>, RunOutcome) {
-    let mut mapping = AcpEvents::new(model.to_owned(), Box::new(|_| None));
+    let mut mapping = AcpEvents::new(model.to_owned(), expected_prompts);
     let mut events = Vec::new();
     for note in notes {
-        events.extend(mapping.note(note));
+        events.extend(mapping.events(note));
     }
-    let (closing, outcome) = mapping.finish(expected_prompts, exit, fallback_message);
+    let (closing, outcome) =
+        std::mem::take(&mut mapping.normalizer).finish(expected_prompts, exit, fallback_message);
     events.extend(closing);
     (events, outcome)
 }

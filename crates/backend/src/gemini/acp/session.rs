@@ -1,7 +1,7 @@
 //! The ACP session's controller and handler: the handshake (`initialize`, `authenticate` with
 //! the `gateway` method, `session/new` or `session/load`), the prompts in turn with
 //! `session/cancel`, and the answers to what the guest asks (`session/request_permission`
-//! through the [`AcpHost`]; anything else "method not found"). Everything is reported as
+//! through the run's [`PermissionHost`]; anything else "method not found"). Everything is reported as
 //! [`Note`]s, in order.
 
 use std::io;
@@ -20,7 +20,8 @@ use switchyard_events::acp::RpcError;
 use switchyard_events::event::{Permission, PermissionChoice, PermissionOutcome};
 use switchyard_events::{ErrorKind, OutcomeStatus, RunError};
 
-use super::{AcpCancel, AcpHost, AcpPlan, MCP_SERVER_NAME, Note, Notes, PROTOCOL_VERSION};
+use super::{AcpCancel, AcpPlan, MCP_SERVER_NAME, Note, Notes, PROTOCOL_VERSION};
+use crate::permission::{PermissionAsk, PermissionHost};
 
 /// The session's controller: handshake, prompts, cancel.
 pub(super) async fn control(
@@ -29,7 +30,7 @@ pub(super) async fn control(
         impl futures_util::Stream<Item = io::Result<String>> + Send + 'static,
     >,
     plan: AcpPlan,
-    host: Arc<dyn AcpHost>,
+    host: Arc<dyn PermissionHost>,
     cancel: AcpCancel,
     notes: Notes,
 ) {
@@ -264,7 +265,7 @@ async fn start_session(
 /// Answers what the guest asks and forwards what it says.
 struct Handler {
     notes: Notes,
-    host: Arc<dyn AcpHost>,
+    host: Arc<dyn PermissionHost>,
     cancelled: Arc<AtomicBool>,
     session: Arc<std::sync::Mutex<Option<String>>>,
 }
@@ -358,7 +359,7 @@ impl Handler {
             let _ = self.notes.send(Note::Permission(Box::new(cancelled)));
             return Ok(json!({"outcome": {"outcome": "cancelled"}}));
         }
-        let ruling = match self.host.permission(&tool_call_id) {
+        let ruling = match self.host.permission(&self.ask(&tool_call_id)) {
             Ok(ruling) => ruling,
             Err(reason) => return refuse(tool_call_id, options, reason),
         };
@@ -393,6 +394,29 @@ impl Handler {
             reason: None,
         })));
         Ok(json!({"outcome": {"outcome": "selected", "optionId": option_id}}))
+    }
+}
+
+impl Handler {
+    /// The request for `tool_call_id` (`<tool>__<call id>`): the delivered call it names, if
+    /// any, decided as its own tool.
+    fn ask(&self, tool_call_id: &str) -> PermissionAsk {
+        let found = tool_call_id
+            .match_indices("__")
+            .map(|(at, _)| (&tool_call_id[..at], &tool_call_id[at + 2..]))
+            .find(|(tool, id)| self.host.delivered(id).is_some_and(|d| d.tool == *tool));
+        let (tool, call_id) = match found {
+            Some((tool, id)) => (tool.to_owned(), Some(id.to_owned())),
+            None => (String::new(), None),
+        };
+        PermissionAsk {
+            named: tool_call_id.to_owned(),
+            call_id,
+            category: switchyard_events::tools::gemini_tool_category(&tool),
+            tool,
+            own: true,
+            details: Value::Null,
+        }
     }
 }
 

@@ -1,0 +1,209 @@
+//! The agent registry: one spec per guest agent (its name, pinned package, host-tool prefix,
+//! what it can do and how it is launched). Commands read the table instead of matching on the
+//! agent, and a flag an agent does not support is a clear error taken from it. A new agent is
+//! one entry here, a launch module, and its backend (a launch, a controller and a mapping on
+//! `switchyard_backend::driver`).
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+
+use super::run::{Agent, Launched, RunArgs, Start};
+
+/// Where the guest's model traffic goes (the embedded gateway, or a GenerateContent endpoint
+/// for tests).
+pub(crate) struct Endpoint<'a> {
+    pub base_url: &'a str,
+    pub gateway: Option<&'a switchyard_gateway::GatewayHandle>,
+}
+
+/// What an agent can do; the flags for the rest are refused.
+#[derive(Debug, Clone, Copy)]
+pub struct Capabilities {
+    /// Driven headless or over ACP (`--protocol`); otherwise always one way.
+    pub protocols: bool,
+    /// `--resume` of a recorded session.
+    pub resume: bool,
+    /// `--max-turns` (the guest's own turn limit).
+    pub max_turns: bool,
+    /// `--approval-mode` (the guest's own approval modes).
+    pub approval_modes: bool,
+    /// `--guest-base-url`: the guest can talk to a GenerateContent endpoint directly.
+    pub direct_endpoint: bool,
+}
+
+/// One agent.
+pub struct AgentSpec {
+    pub agent: Agent,
+    /// The name events, records and `--agent` use.
+    pub name: &'static str,
+    /// The pinned npm package and version.
+    pub package: &'static str,
+    pub version: &'static str,
+    /// What the guest calls host tool `t`: `{prefix}{t}`.
+    pub host_tool_prefix: &'static str,
+    pub caps: Capabilities,
+    /// The flag that names another install of it.
+    pub binary_flag: &'static str,
+    /// Starts it for a run.
+    pub(crate) launch: fn(Start<'_>, &Endpoint<'_>) -> Result<Launched>,
+}
+
+/// Every agent Switchyard runs.
+pub static REGISTRY: [AgentSpec; 2] = [
+    AgentSpec {
+        agent: Agent::GeminiCli,
+        name: "gemini-cli",
+        package: switchyard_backend::gemini::PACKAGE,
+        version: switchyard_backend::gemini::VERSION,
+        host_tool_prefix: switchyard_backend::gemini::settings::HOST_TOOL_PREFIX,
+        caps: Capabilities {
+            protocols: true,
+            resume: true,
+            max_turns: true,
+            approval_modes: true,
+            direct_endpoint: true,
+        },
+        binary_flag: "--gemini-binary",
+        launch: |start, endpoint| super::run::launch_gemini(start, endpoint.base_url),
+    },
+    AgentSpec {
+        agent: Agent::Opencode,
+        name: "opencode",
+        package: switchyard_backend::opencode::PACKAGE,
+        version: switchyard_backend::opencode::VERSION,
+        host_tool_prefix: "switchyard_",
+        caps: Capabilities {
+            protocols: false,
+            resume: false,
+            max_turns: false,
+            approval_modes: false,
+            direct_endpoint: false,
+        },
+        binary_flag: "--opencode-binary",
+        launch: super::run_opencode::launch,
+    },
+];
+
+/// The spec of `agent`.
+pub fn spec(agent: Agent) -> &'static AgentSpec {
+    // Every variant has its entry (checked by a test).
+    REGISTRY
+        .iter()
+        .find(|s| s.agent == agent)
+        .unwrap_or(&REGISTRY[0])
+}
+
+impl AgentSpec {
+    /// Refuses the flags this agent cannot honour (rather than ignoring them).
+    pub fn check_flags(&self, a: &RunArgs) -> Result<()> {
+        let name = self.name;
+        let refused = [
+            (
+                a.protocol.is_some() && !self.caps.protocols,
+                "--protocol (this agent is always driven one way: a session)",
+            ),
+            (a.resume.is_some() && !self.caps.resume, "--resume"),
+            (
+                a.guest_base_url.is_some() && !self.caps.direct_endpoint,
+                "--guest-base-url",
+            ),
+            (a.max_turns.is_some() && !self.caps.max_turns, "--max-turns"),
+            (
+                a.approval_mode.is_some() && !self.caps.approval_modes,
+                "--approval-mode (use --permissions)",
+            ),
+        ];
+        if let Some((_, flag)) = refused.iter().find(|(set, _)| *set) {
+            bail!("{flag} does not apply to --agent {name}");
+        }
+        for other in REGISTRY.iter().filter(|s| s.agent != self.agent) {
+            let given = match other.agent {
+                Agent::GeminiCli => a.gemini_binary.is_some(),
+                Agent::Opencode => a.opencode_binary.is_some(),
+            };
+            if given {
+                bail!("{} does not apply to --agent {name}", other.binary_flag);
+            }
+        }
+        Ok(())
+    }
+
+    /// The sealed install a run uses: the flag's, or the default one.
+    pub fn install(&self, a: &RunArgs) -> Result<PathBuf> {
+        let given = match self.agent {
+            Agent::GeminiCli => a.gemini_binary.as_deref(),
+            Agent::Opencode => a.opencode_binary.as_deref(),
+        };
+        match given {
+            Some(path) => super::run::find_sealed_prefix(path),
+            None => Ok(self.default_prefix()),
+        }
+    }
+
+    /// The pinned npm package and version.
+    pub fn pin(&self) -> (&'static str, &'static str) {
+        (self.package, self.version)
+    }
+
+    /// Where `switchyard install` puts it.
+    pub fn default_prefix(&self) -> PathBuf {
+        super::switchyard_home()
+            .join("guests")
+            .join(format!("{}-{}", self.name, self.version))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn every_agent_has_one_entry_and_its_own_name() {
+        for agent in Agent::value_variants() {
+            let entries: Vec<&AgentSpec> = REGISTRY.iter().filter(|s| s.agent == *agent).collect();
+            assert_eq!(entries.len(), 1, "{agent:?}");
+            assert_eq!(spec(*agent).name, agent.name());
+            assert_eq!(
+                Agent::from_str(spec(*agent).name, false).ok(),
+                Some(*agent),
+                "the name is the --agent value"
+            );
+        }
+    }
+
+    #[test]
+    fn unsupported_flags_are_refused_with_the_flag_named() {
+        let opencode = spec(Agent::Opencode);
+        let with = |f: fn(&mut RunArgs)| {
+            let mut a = RunArgs::default();
+            f(&mut a);
+            opencode.check_flags(&a).map_err(|e| e.to_string())
+        };
+        assert!(with(|_| {}).is_ok());
+        for (set, flag) in [
+            (
+                (|a: &mut RunArgs| a.resume = Some("r".into())) as fn(&mut RunArgs),
+                "--resume",
+            ),
+            (|a| a.max_turns = Some(3), "--max-turns"),
+            (|a| a.gemini_binary = Some("/x".into()), "--gemini-binary"),
+            (
+                |a| a.guest_base_url = Some("http://x".into()),
+                "--guest-base-url",
+            ),
+        ] {
+            let error = with(set).unwrap_err();
+            assert!(
+                error.contains(flag) && error.contains("opencode"),
+                "{error}"
+            );
+        }
+        let a = RunArgs {
+            opencode_binary: Some("/x".into()),
+            ..RunArgs::default()
+        };
+        assert!(spec(Agent::GeminiCli).check_flags(&a).is_err());
+    }
+}
