@@ -3,9 +3,9 @@
 //! A model gateway: serves Google's GenerateContent API (what Gemini CLI speaks) and OpenAI's Chat
 //! Completions API (`POST /v1/chat/completions`, what OpenCode speaks) on loopback and forwards
 //! every request to an OpenAI-compatible Chat Completions upstream, translating both ways with
-//! `switchyard-translate` and recording each exchange with `switchyard-records`. Both guest APIs
-//! share the whole exchange; only the framing of the answer and the shape of errors differ
-//! (`dialect`; the Chat Completions ingress is described in the crate's README).
+//! `switchyard-translate` and recording each exchange with `switchyard-records`. Each guest API
+//! is one `ingress::Ingress` (how a request is prepared, how the neutral model turn is framed,
+//! how failures are shaped); everything between is one exchange for all of them (`exchange`).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), switchyard_gateway::GatewayError> {
@@ -17,14 +17,18 @@
 //! ```
 //!
 //! ## Sessions and call ids
-//! Upstream `tool_calls[].id`s are delivered unchanged as `functionCall.id` and must come back as
-//! `functionResponse.id` (→ `tool_call_id`). The gateway keeps one call-id ledger per *session*:
-//! by default one gateway instance is one session (one `switchyard run`); a guest can name its
-//! session with the `x-switchyard-session` header (Gemini CLI: `GEMINI_CLI_CUSTOM_HEADERS`).
-//! The first request of a session adopts the function-call ids already in its history (a resumed
-//! conversation); after that a `functionResponse` id the session never delivered is a 400, and an
-//! upstream that reuses an id already delivered in the session is treated like a malformed call
-//! (retried, then `MALFORMED_FUNCTION_CALL`).
+//! Every delivered call gets the gateway's own id, unique in the run; the upstream's
+//! `tool_calls[].id` is kept beside it and restored in later requests' history where it is
+//! unique in the session (see the README, "Call ids"). The gateway keeps one call-id ledger per
+//! *session*: by default one gateway instance is one session (one `switchyard run`); a guest can
+//! name its session with the `x-switchyard-session` header (Gemini CLI:
+//! `GEMINI_CLI_CUSTOM_HEADERS`). The first request of a session adopts the call ids already in
+//! its history (a resumed conversation); after that a tool result for an id the session never
+//! delivered is a 400.
+//!
+//! ## The verdict
+//! How the last main (streamed) exchange ended is kept (`GatewayHandle::verdict`): the host types
+//! a run's outcome from it (`switchyard_events::verdict`), never only from what the guest says.
 //!
 //! ## Host tools
 //! With a run's [`switchyard_binding::HostBinding`] (`GatewayDeps::binding`), every call of a

@@ -23,7 +23,7 @@
 //!
 //! ## Response direction (upstream -> guest)
 //! * [`StreamTranslator`]: feed every SSE `data:` payload (including `[DONE]`) to
-//!   [`StreamTranslator::push`]; forward the returned chunks (`data: {chunk.to_json_line()}\r\n\r\n`);
+//!   [`StreamTranslator::push`]; render the returned [`turn::TurnChunk`]s for the guest;
 //!   at `[DONE]` or end of stream call [`StreamTranslator::finish`] which yields a [`TurnOutcome`]:
 //!   * [`TurnOutcome::Complete`]: write `final_chunk` (complete function calls, finishReason,
 //!     usageMetadata), then register `delivered_call_ids` in the session's [`CallLedger`].
@@ -36,10 +36,16 @@
 //!   call's `thoughtSignature` ([`reasoning`]), for upstreams that need it back.
 //!
 //! ## Call identity
-//! Upstream `tool_calls[].id` becomes `functionCall.id` unchanged and must come back as the
-//! `tool_call_id`. A call without upstream id gets `"{ResponseConfig::synthetic_id_prefix}_{index}"`.
-//! [`CallLedger`] (one per session, kept by the gateway) rejects reused ids and checks that request
-//! `functionResponse` ids were delivered before.
+//! With [`ResponseConfig::mint_call_ids`] (the gateway's setting) every call gets
+//! `"{ResponseConfig::synthetic_id_prefix}_{position}"` and keeps the upstream's `tool_calls[].id`
+//! as [`turn::ToolCall::upstream_id`]; without it the upstream id is the call's id and a call
+//! without one gets `"{prefix}_{index}"`. [`CallLedger`] (one per session, kept by the gateway)
+//! rejects reused ids, checks that a request's tool results answer delivered ids, and remembers
+//! the upstream id each delivered id stands for.
+//!
+//! ## The neutral turn and the upstream plan
+//! [`turn`] is the model turn every ingress renders ([`google_answer`], [`chat_answer`]);
+//! [`plan`] applies the provider's switches to every ingress's upstream request.
 //!
 //! ## Chat Completions guests
 //! A guest that speaks Chat Completions itself (OpenCode) is served by the same response

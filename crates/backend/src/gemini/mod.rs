@@ -2,8 +2,8 @@
 //!
 //! - [`settings`]: the per-run settings file Switchyard generates (pure);
 //! - [`launch`]: the isolated run directory, allowlisted environment and argv;
-//! - [`run`]: drives the managed process, normalizes stream-json into canonical events and
-//!   returns the typed outcome;
+//! - [`run`]: the headless controller and mapping on the neutral driver (stream-json into
+//!   canonical events, the typed outcome);
 //! - [`acp`]: the same over the Agent Client Protocol (`gemini --acp`): sessions, several
 //!   prompts, permission requests, cancel and resume.
 
