@@ -1,7 +1,9 @@
 //! Normalizer: OpenCode 1.18.33's server-sent events (`GET /event` of `opencode serve`) →
 //! canonical [`Event`]s, and the typed outcome of an OpenCode run.
 //!
-//! The backend hands over each event's JSON (`{id, type, properties}`) as received. State is
+//! The backend hands over each event's JSON (`{id, type, properties}`) as received; it is read
+//! with `switchyard_protocol::opencode`'s types (a known type without the fields read is
+//! invalid, never defaulted). State is
 //! kept by part id: `message.part.updated` repeats a whole part, `message.part.delta` carries
 //! increments of a text or reasoning part. Parts of user messages are the prompt Switchyard
 //! sent (the backend emits `user_message` itself). A tool part is announced as `tool_call` once
@@ -15,6 +17,10 @@
 use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
+use switchyard_protocol::opencode::{
+    ErrorInfo, EventLine, MessageUpdated, PartDelta, PartKind, PartUpdated, ServerEvent,
+    SessionStatus, Status, Tokens, ToolState, parse_event,
+};
 
 use crate::delivered::Delivered;
 use crate::event::{
@@ -45,14 +51,14 @@ pub const WITHOUT_MEANING: &[&str] = &[
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PartKind {
+enum TextKind {
     Text,
     Reasoning,
 }
 
 #[derive(Debug)]
 struct TextPart {
-    kind: PartKind,
+    kind: TextKind,
     /// Characters (bytes) of the part's text already emitted.
     emitted: usize,
 }
@@ -154,9 +160,20 @@ impl OpenCodeNormalizer {
     /// The delivered call id an event names (a tool part's `callID`), for the backend to look
     /// up before the event is mapped.
     pub fn named_call(raw: &Value) -> Option<String> {
-        (str_at(raw, "/type") == Some("message.part.updated"))
-            .then(|| str_at(raw, "/properties/part/callID").map(str::to_owned))
-            .flatten()
+        match parse_event(raw.clone()) {
+            EventLine::Event { event, .. } => match *event {
+                ServerEvent::PartUpdated(PartUpdated {
+                    part:
+                        switchyard_protocol::opencode::Part {
+                            kind: PartKind::Tool { call_id, .. },
+                            ..
+                        },
+                    ..
+                }) => Some(call_id),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// What the gateway delivered under `call_id` (`None`: nothing).
@@ -190,44 +207,47 @@ impl OpenCodeNormalizer {
 
     /// One server-sent event.
     pub fn event(&mut self, raw: &Value) -> Vec<Event> {
-        let Some(kind) = str_at(raw, "/type") else {
-            return vec![self.unrecognized_event("an event without a type", raw)];
+        let event = match parse_event(raw.clone()) {
+            EventLine::Event { event, .. } => event,
+            EventLine::UnknownType { type_name, .. } => {
+                if WITHOUT_MEANING.contains(&type_name.as_str()) {
+                    return Vec::new();
+                }
+                return vec![
+                    self.unrecognized_event("an event type with no canonical mapping", raw),
+                ];
+            }
+            EventLine::Invalid { reason, .. } => return vec![self.unrecognized_event(reason, raw)],
         };
-        let properties = raw.get("properties").unwrap_or(&Value::Null);
-        if let (Some(ours), Some(theirs)) = (&self.session, str_at(properties, "/sessionID"))
+        if let (Some(ours), Some(theirs)) = (&self.session, event.session_id())
             && ours != theirs
         {
             return vec![self.unrecognized_event("an event of another session", raw)];
         }
-        match kind {
-            "message.updated" => self.message_updated(raw, properties),
-            "message.part.updated" => self.part_updated(raw, properties),
-            "message.part.delta" => self.part_delta(raw, properties),
-            "session.status" => self.status(raw, properties),
-            "session.error" => self.session_error(properties),
+        match *event {
+            ServerEvent::MessageUpdated(update) => self.message_updated(raw, update),
+            ServerEvent::PartUpdated(update) => self.part_updated(raw, update),
+            ServerEvent::PartDelta(delta) => self.part_delta(raw, delta),
+            ServerEvent::SessionStatus(status) => self.status(raw, status),
+            ServerEvent::SessionError(error) => self.session_error(&error.error),
             // The end of a prompt; the backend calls `prompt_done` once for it.
-            "session.idle" => Vec::new(),
+            ServerEvent::SessionIdle(_) => Vec::new(),
             // Answered by the backend, which reports what it answered.
-            "permission.asked" | "question.asked" => Vec::new(),
-            kind if WITHOUT_MEANING.contains(&kind) => Vec::new(),
-            _ => vec![self.unrecognized_event("an event type with no canonical mapping", raw)],
+            ServerEvent::PermissionAsked(_) | ServerEvent::QuestionAsked(_) => Vec::new(),
         }
     }
 
-    fn message_updated(&mut self, raw: &Value, properties: &Value) -> Vec<Event> {
-        let info = properties.get("info").unwrap_or(&Value::Null);
-        let (Some(id), Some(role)) = (str_at(info, "/id"), str_at(info, "/role")) else {
-            return vec![self.unrecognized_event("message.updated without id and role", raw)];
-        };
-        match role {
+    fn message_updated(&mut self, raw: &Value, update: MessageUpdated) -> Vec<Event> {
+        let info = update.info;
+        match info.role.as_str() {
             "user" => {
-                self.user_messages.insert(id.to_owned());
+                self.user_messages.insert(info.id);
             }
             "assistant" => {
-                if let Some(finish) = str_at(info, "/finish") {
-                    self.finish = Some(finish.to_owned());
+                if let Some(finish) = info.finish {
+                    self.finish = Some(finish);
                 }
-                if let Some(error) = info.get("error").filter(|e| !e.is_null())
+                if let Some(error) = &info.error
                     && self.prompt_error.is_none()
                 {
                     self.prompt_error = Some(classify_error(error));
@@ -240,102 +260,86 @@ impl OpenCodeNormalizer {
         Vec::new()
     }
 
-    fn part_updated(&mut self, raw: &Value, properties: &Value) -> Vec<Event> {
-        let part = properties.get("part").unwrap_or(&Value::Null);
-        let (Some(id), Some(kind)) = (str_at(part, "/id"), str_at(part, "/type")) else {
-            return vec![self.unrecognized_event("a part without id and type", raw)];
-        };
-        if str_at(part, "/messageID").is_some_and(|m| self.user_messages.contains(m)) {
+    fn part_updated(&mut self, raw: &Value, update: PartUpdated) -> Vec<Event> {
+        let part = update.part;
+        if self.user_messages.contains(&part.message_id) {
             // The prompt as OpenCode stored it (Switchyard already emitted `user_message`).
             return Vec::new();
         }
-        match kind {
-            "text" | "reasoning" => {
-                let kind = if kind == "text" {
-                    PartKind::Text
-                } else {
-                    PartKind::Reasoning
-                };
-                let text = str_at(part, "/text").unwrap_or_default();
-                let state = self
-                    .text_parts
-                    .entry(id.to_owned())
-                    .or_insert(TextPart { kind, emitted: 0 });
-                // The whole part: anything past what the deltas carried (a missed delta, or a
-                // part read back after a reconnect) is emitted now.
-                let rest = text.get(state.emitted..).unwrap_or_default().to_owned();
-                state.emitted = state.emitted.max(text.len());
-                self.text(kind, &rest)
-            }
-            "tool" => self.tool_part(raw, part),
-            "step-start" => {
+        let id = part.id;
+        match part.kind {
+            PartKind::Text { text } => self.whole_text(id, TextKind::Text, &text),
+            PartKind::Reasoning { text } => self.whole_text(id, TextKind::Reasoning, &text),
+            PartKind::Tool {
+                call_id,
+                tool,
+                state,
+            } => self.tool_part(&call_id, &tool, &state),
+            PartKind::StepStart {} => {
                 // A new model step: after a tool round, a new turn.
                 self.turns.awaiting_next_turn = self.turns.saw_model_output();
                 Vec::new()
             }
-            "step-finish" => {
-                if self.steps_counted.insert(id.to_owned()) {
-                    self.add_tokens(part.get("tokens"));
+            PartKind::StepFinish { tokens } => {
+                if self.steps_counted.insert(id) {
+                    self.add_tokens(tokens.as_ref());
                 }
                 Vec::new()
             }
-            _ => vec![self.unrecognized_event("a part type with no canonical mapping", raw)],
+            PartKind::Other => {
+                vec![self.unrecognized_event("a part type with no canonical mapping", raw)]
+            }
         }
     }
 
-    fn part_delta(&mut self, raw: &Value, properties: &Value) -> Vec<Event> {
-        let (Some(id), Some(delta)) = (str_at(properties, "/partID"), str_at(properties, "/delta"))
-        else {
-            return vec![self.unrecognized_event("a delta without partID and delta", raw)];
-        };
-        if str_at(properties, "/field") != Some("text") {
+    /// A whole text or reasoning part: anything past what the deltas carried (a missed delta,
+    /// or a part read back after a reconnect) is emitted now.
+    fn whole_text(&mut self, id: String, kind: TextKind, text: &str) -> Vec<Event> {
+        let state = self
+            .text_parts
+            .entry(id)
+            .or_insert(TextPart { kind, emitted: 0 });
+        let rest = text.get(state.emitted..).unwrap_or_default().to_owned();
+        state.emitted = state.emitted.max(text.len());
+        self.text(kind, &rest)
+    }
+
+    fn part_delta(&mut self, raw: &Value, delta: PartDelta) -> Vec<Event> {
+        if delta.field != "text" {
             return vec![self.unrecognized_event("a delta of a field other than text", raw)];
         }
-        let Some(state) = self.text_parts.get_mut(id) else {
+        let Some(state) = self.text_parts.get_mut(&delta.part_id) else {
             return vec![self.unrecognized_event("a delta of a part never announced", raw)];
         };
-        state.emitted += delta.len();
+        state.emitted += delta.delta.len();
         let kind = state.kind;
-        self.text(kind, delta)
+        self.text(kind, &delta.delta)
     }
 
-    fn text(&mut self, kind: PartKind, text: &str) -> Vec<Event> {
+    fn text(&mut self, kind: TextKind, text: &str) -> Vec<Event> {
         if text.is_empty() {
             return Vec::new();
         }
         self.turns.begin_model_output();
         match kind {
-            PartKind::Text => {
+            TextKind::Text => {
                 self.turns.push_text(text);
                 vec![Event::AssistantDelta(AssistantDelta {
                     text: text.to_owned(),
                     turn: self.turns.turn,
                 })]
             }
-            PartKind::Reasoning => vec![Event::Thought(Thought {
+            TextKind::Reasoning => vec![Event::Thought(Thought {
                 text: text.to_owned(),
                 turn: self.turns.turn,
             })],
         }
     }
 
-    fn tool_part(&mut self, raw: &Value, part: &Value) -> Vec<Event> {
-        let (Some(call_id), Some(tool), Some(status)) = (
-            str_at(part, "/callID"),
-            str_at(part, "/tool"),
-            str_at(part, "/state/status"),
-        ) else {
-            return vec![
-                self.unrecognized_event("a tool part without callID, tool and state", raw),
-            ];
-        };
+    fn tool_part(&mut self, call_id: &str, tool: &str, state: &ToolState) -> Vec<Event> {
         let mut out = Vec::new();
-        if !matches!(status, "pending" | "running" | "completed" | "error") {
-            return vec![self.unrecognized_event("a tool state with no canonical mapping", raw)];
-        }
-        let state = part.get("state").unwrap_or(&Value::Null);
         let entry = self.tools.entry(call_id.to_owned()).or_default();
-        if status != "pending" && !entry.announced {
+        if !matches!(state, ToolState::Pending {}) && !entry.announced {
             entry.announced = true;
             // Calls of one step are one turn: only a new step starts the next turn.
             self.turns.tool_call(&mut out);
@@ -349,31 +353,37 @@ impl OpenCodeNormalizer {
                 model_call_id,
                 tool_name: tool.to_owned(),
                 category: opencode_tool_category(tool),
-                arguments: state.get("input").cloned().unwrap_or(Value::Null),
+                arguments: state.input().cloned().unwrap_or(Value::Null),
                 turn: self.turns.turn,
             }));
         }
         let entry = self.tools.entry(call_id.to_owned()).or_default();
-        if matches!(status, "completed" | "error") && !entry.done {
-            entry.done = true;
-            let (status, output, error) = if status == "completed" {
-                let output = str_at(state, "/output").map(str::to_owned);
-                (ToolStatus::Success, output, None)
-            } else {
-                let message = str_at(state, "/error").unwrap_or_default().to_owned();
+        let end = match state {
+            ToolState::Completed { output, .. } => {
+                Some((ToolStatus::Success, output.clone(), None))
+            }
+            ToolState::Error {
+                error, metadata, ..
+            } => {
                 let kind = if self.rejected.contains_key(call_id) {
                     "permission_rejected"
-                } else if state.pointer("/metadata/interrupted") == Some(&Value::Bool(true)) {
+                } else if metadata.as_ref().and_then(|m| m.interrupted) == Some(true) {
                     "interrupted"
                 } else {
                     "failed"
                 };
                 let error = ToolError {
                     kind: kind.to_owned(),
-                    message,
+                    message: error.clone().unwrap_or_default(),
                 };
-                (ToolStatus::Error, None, Some(error))
-            };
+                Some((ToolStatus::Error, None, Some(error)))
+            }
+            ToolState::Pending {} | ToolState::Running { .. } => None,
+        };
+        if let Some((status, output, error)) = end
+            && !entry.done
+        {
+            entry.done = true;
             out.push(Event::ToolResult(ToolResult {
                 call_id: call_id.to_owned(),
                 tool_name: Some(tool.to_owned()),
@@ -386,28 +396,24 @@ impl OpenCodeNormalizer {
         out
     }
 
-    fn status(&mut self, raw: &Value, properties: &Value) -> Vec<Event> {
-        match str_at(properties, "/status/type") {
-            Some("busy" | "idle") => Vec::new(),
-            Some("retry") => {
-                let attempt = properties
-                    .pointer("/status/attempt")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0);
-                let message = str_at(properties, "/status/message").unwrap_or_default();
-                vec![Event::Warning(Warning {
-                    message: format!(
-                        "the guest retries the model call (attempt {attempt}): {message}"
-                    ),
-                    derived: false,
-                })]
+    fn status(&mut self, raw: &Value, status: SessionStatus) -> Vec<Event> {
+        match status.status {
+            Status::Busy {} | Status::Idle {} => Vec::new(),
+            Status::Retry { attempt, message } => vec![Event::Warning(Warning {
+                message: format!(
+                    "the guest retries the model call (attempt {}): {}",
+                    attempt.unwrap_or(0),
+                    message.unwrap_or_default()
+                ),
+                derived: false,
+            })],
+            Status::Other => {
+                vec![self.unrecognized_event("a session status with no canonical mapping", raw)]
             }
-            _ => vec![self.unrecognized_event("a session status with no canonical mapping", raw)],
         }
     }
 
-    fn session_error(&mut self, properties: &Value) -> Vec<Event> {
-        let error = properties.get("error").unwrap_or(&Value::Null);
+    fn session_error(&mut self, error: &ErrorInfo) -> Vec<Event> {
         let classified = classify_error(error);
         let message = classified.1.message.clone();
         if self.prompt_error.is_none() {
@@ -416,16 +422,13 @@ impl OpenCodeNormalizer {
         vec![Event::Error(ErrorReport { message })]
     }
 
-    fn add_tokens(&mut self, tokens: Option<&Value>) {
+    fn add_tokens(&mut self, tokens: Option<&Tokens>) {
         let Some(tokens) = tokens else { return };
-        let count = |pointer: &str| tokens.pointer(pointer).and_then(Value::as_u64).unwrap_or(0);
-        let cache_read = count("/cache/read");
-        let input = count("/input");
-        let output = count("/output");
-        self.usage.input_tokens += input + cache_read;
+        let cache_read = tokens.cache.as_ref().map_or(0, |c| c.read);
+        self.usage.input_tokens += tokens.input + cache_read;
         self.usage.cached_tokens += cache_read;
-        self.usage.output_tokens += output;
-        self.usage.total_tokens += input + cache_read + output;
+        self.usage.output_tokens += tokens.output;
+        self.usage.total_tokens += tokens.input + cache_read + tokens.output;
     }
 
     /// The session went idle after a prompt: the prompt's end.
@@ -493,16 +496,19 @@ impl OpenCodeNormalizer {
 }
 
 /// A `session.error` / message `error` (`{name, data}`) as a typed failure.
-fn classify_error(error: &Value) -> (OutcomeStatus, RunError) {
-    let name = str_at(error, "/name").unwrap_or("UnknownError");
-    let message = str_at(error, "/data/message")
-        .map(str::to_owned)
-        .unwrap_or_else(|| error.to_string());
+fn classify_error(error: &ErrorInfo) -> (OutcomeStatus, RunError) {
+    let name = error.name.as_str();
+    let message = error
+        .data
+        .as_ref()
+        .and_then(|d| d.message.clone())
+        .unwrap_or_else(|| serde_json::to_string(error).unwrap_or_default());
     let kind = match name {
         "APIError" => ErrorKind::Api {
             http_status: error
-                .pointer("/data/statusCode")
-                .and_then(Value::as_u64)
+                .data
+                .as_ref()
+                .and_then(|d| d.status_code)
                 .and_then(|s| u16::try_from(s).ok()),
         },
         "MessageAbortedError" => {

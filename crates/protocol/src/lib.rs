@@ -6,4 +6,5 @@
 //! `switchyard-events`, never here.
 
 pub mod gemini_cli;
+pub mod opencode;
 pub mod sse;
