@@ -158,6 +158,7 @@ async fn prepare<I: Ingress>(
         &mut prepared.chat,
         &state.config.translation,
         &mut prepared.report,
+        prepared.schemas,
     );
     if let Err(e) = planned {
         return Err(Box::new(api.error(e.http_status(), &e.to_string())));

@@ -17,7 +17,12 @@ fn prepare(body: Value, strip: Option<&str>) -> Result<(Value, PreparedChat), Tr
     let options = options(strip);
     let mut prepared = prepare_chat_request(request, &options, None)?;
     let mut chat = prepared.chat.clone();
-    crate::plan::apply(&mut chat, &options.provider, &mut prepared.report)?;
+    crate::plan::apply(
+        &mut chat,
+        &options.provider,
+        &mut prepared.report,
+        crate::plan::Schemas::Guest,
+    )?;
     Ok((serde_json::to_value(&chat).unwrap(), prepared))
 }
 

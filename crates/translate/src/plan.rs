@@ -23,14 +23,28 @@ use crate::options::{
 };
 use crate::schema::clean_schema;
 
+/// Whether the request's tool schemas are cleaned already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schemas {
+    /// The ingress built them cleaned (the GenerateContent translation converts Google's
+    /// schemas with [`clean_schema`]): cleaning again would find nothing, at the cost of a walk
+    /// of every schema on every request.
+    Clean,
+    /// As the guest sent them.
+    Guest,
+}
+
 /// Applies `provider`'s switches to `chat` (see the module docs).
 pub fn apply(
     chat: &mut ChatRequest,
     provider: &ProviderOptions,
     report: &mut TranslationReport,
+    schemas: Schemas,
 ) -> Result<(), TranslateError> {
     developer_messages(chat, provider, report);
-    tool_schemas(chat, report);
+    if schemas == Schemas::Guest {
+        tool_schemas(chat, report);
+    }
     tool_choice(chat, provider, report);
     tool_call_content(chat, provider);
     if chat.stop.len() > provider.max_stop_sequences {

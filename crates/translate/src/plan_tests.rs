@@ -57,7 +57,7 @@ fn request() -> ChatRequest {
 fn planned(profile: Profile) -> (Result<ChatRequest, TranslateError>, TranslationReport) {
     let mut chat = request();
     let mut report = TranslationReport::default();
-    let result = apply(&mut chat, &profile.options(), &mut report).map(|()| chat);
+    let result = apply(&mut chat, &profile.options(), &mut report, Schemas::Guest).map(|()| chat);
     (result, report)
 }
 
@@ -120,7 +120,12 @@ fn too_many_stop_sequences_are_a_typed_error() {
     chat.stop = (0..5).map(|i| i.to_string()).collect();
     let mut report = TranslationReport::default();
     assert!(matches!(
-        apply(&mut chat, &Profile::OpenAi.options(), &mut report),
+        apply(
+            &mut chat,
+            &Profile::OpenAi.options(),
+            &mut report,
+            Schemas::Guest
+        ),
         Err(TranslateError::TooManyStopSequences { count: 5, max: 4 })
     ));
 }
@@ -136,10 +141,10 @@ fn a_request_already_in_the_providers_form_passes_with_no_note() {
         let provider = profile.options();
         let mut chat = request();
         let mut report = TranslationReport::default();
-        apply(&mut chat, &provider, &mut report).unwrap();
+        apply(&mut chat, &provider, &mut report, Schemas::Guest).unwrap();
         let once = chat.clone();
         let mut again = TranslationReport::default();
-        apply(&mut chat, &provider, &mut again).unwrap();
+        apply(&mut chat, &provider, &mut again, Schemas::Guest).unwrap();
         assert_eq!(chat, once, "{profile:?}");
         assert_eq!(again, TranslationReport::default(), "{profile:?}");
     }

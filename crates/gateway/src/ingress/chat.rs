@@ -103,6 +103,7 @@ impl Ingress for Chat {
             json_response: false,
             prompt_token_estimate: prepared.prompt_token_estimate,
             include_usage: prepared.include_usage,
+            schemas: switchyard_translate::plan::Schemas::Guest,
         })
     }
 

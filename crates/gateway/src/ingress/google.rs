@@ -103,6 +103,7 @@ impl Ingress for Google {
             json_response: translated.json_response,
             prompt_token_estimate: switchyard_translate::estimate_request_tokens(&request),
             include_usage: false,
+            schemas: switchyard_translate::plan::Schemas::Clean,
         })
     }
 

@@ -34,6 +34,8 @@ pub(crate) struct Prepared {
     pub prompt_token_estimate: u32,
     /// A Chat guest asked for a usage chunk.
     pub include_usage: bool,
+    /// Whether the ingress cleaned the tool schemas already.
+    pub schemas: switchyard_translate::plan::Schemas,
 }
 
 /// What an ingress answers when a request is refused before it reaches the upstream.
