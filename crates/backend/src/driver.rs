@@ -102,6 +102,17 @@ pub trait Mapping: Send + 'static {
     ) -> (Vec<Event>, RunOutcome);
 }
 
+/// Events without a guest timestamp (protocols whose messages carry none), as mapped.
+pub fn untimed(events: Vec<Event>) -> Vec<Normalized> {
+    events
+        .into_iter()
+        .map(|event| Normalized {
+            event,
+            guest_timestamp: None,
+        })
+        .collect()
+}
+
 /// What a controller reports to the driver.
 #[derive(Debug)]
 pub enum Report<N> {

@@ -8,14 +8,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchyard_testkit::chat_upstream::{ChatUpstream, RecordedRequest, Reply, Script};
 
 mod common;
-use common::{events, of_kind, output_of, tools_dir, transcript};
+use common::{events, of_kind, output_of, ran, tools_dir, transcript};
 
 /// How the guest is driven.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,6 +171,16 @@ macro_rules! on_every_path {
     };
 }
 
+/// A workspace with `a.txt` and `b.txt`, and the guest's read calls of them.
+fn two_files(path: Path3) -> (tempfile::TempDir, &'static str, String, String) {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha-7\n").unwrap();
+    std::fs::write(ws.path().join("b.txt"), "beta-9\n").unwrap();
+    let (tool, a) = path.read(ws.path(), "a.txt");
+    let (_, b) = path.read(ws.path(), "b.txt");
+    (ws, tool, a, b)
+}
+
 // ---------------------------------------------------------------------------------------------
 
 on_every_path!(ids_reused_across_turns:
@@ -182,11 +192,7 @@ on_every_path!(ids_reused_across_turns:
 /// A local server that restarts its ids every turn: each turn's call is delivered and run, and
 /// the upstream never sees one id twice in its history.
 async fn ids_reused_across_turns(path: Path3) {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("a.txt"), "alpha-7\n").unwrap();
-    std::fs::write(ws.path().join("b.txt"), "beta-9\n").unwrap();
-    let (tool, a) = path.read(ws.path(), "a.txt");
-    let (_, b) = path.read(ws.path(), "b.txt");
+    let (ws, tool, a, b) = two_files(path);
     let script = Script::new()
         .then_when(
             turn(0),
@@ -239,11 +245,7 @@ on_every_path!(index_zero_parallel_calls:
 
 /// Parallel calls sent whole, one chunk each, all at `index: 0`: both are delivered and run.
 async fn index_zero_parallel_calls(path: Path3) {
-    let ws = tempfile::tempdir().unwrap();
-    std::fs::write(ws.path().join("a.txt"), "alpha-7\n").unwrap();
-    std::fs::write(ws.path().join("b.txt"), "beta-9\n").unwrap();
-    let (tool, a) = path.read(ws.path(), "a.txt");
-    let (_, b) = path.read(ws.path(), "b.txt");
+    let (ws, tool, a, b) = two_files(path);
     let script = Script::new()
         .then_when(
             turn(0),
@@ -268,14 +270,6 @@ on_every_path!(float_argument_host_tool:
     float_argument_host_tool_acp => Path3::Acp,
     float_argument_host_tool_opencode => Path3::OpenCode,
 );
-
-fn ran(tools: &Path) -> Vec<Value> {
-    std::fs::read_to_string(tools.join("ran.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 /// A host-tool call whose arguments hold floats (`90.0`, `1.0`), which the guest re-encodes
 /// (`90`, `1`): the call is the model's, and it runs once.
@@ -502,26 +496,6 @@ on_every_path!(a_stdin_gap_longer_than_the_inactivity_limit:
     a_stdin_gap_longer_than_the_inactivity_limit_opencode => Path3::OpenCode,
 );
 
-/// Runs `cmd`, writes `line` to its stdin after `gap`, then closes it.
-async fn output_with_late_stdin(mut cmd: Command, gap: Duration, line: &'static [u8]) -> Output {
-    tokio::task::spawn_blocking(move || {
-        use std::io::Write;
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        std::thread::sleep(gap);
-        stdin.write_all(line).unwrap();
-        drop(stdin);
-        child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap()
-}
-
 /// While the host owes the next prompt, the guest's silence is no inactivity; the clock runs
 /// again from the moment the prompt is sent. (Headless runs take no stdin prompts.)
 async fn a_stdin_gap_longer_than_the_inactivity_limit(path: Path3) {
@@ -533,7 +507,8 @@ async fn a_stdin_gap_longer_than_the_inactivity_limit(path: Path3) {
     .unwrap();
     let mut cmd = path.command(ws.path(), &upstream, "first");
     cmd.args(["--prompts-stdin", "--inactivity-timeout", "4"]);
-    let output = output_with_late_stdin(cmd, Duration::from_secs(8), b"\"second\"\n").await;
+    let output =
+        common::output_with_stdin_after(cmd, Duration::from_secs(8), b"\"second\"\n").await;
     assert_eq!(output.status.code(), Some(0), "{}", transcript(&output));
     let events = events(&output);
     let answers: Vec<&str> = of_kind(&events, "prompt_finished")

@@ -9,15 +9,7 @@ use std::process::Output;
 use switchyard_testkit::chat_upstream::{ChatUpstream, RecordedRequest, Reply, Script};
 
 mod common;
-use common::{events, gemini_run, output_of, tools_dir};
-
-fn ran(tools: &Path) -> Vec<Value> {
-    std::fs::read_to_string(tools.join("ran.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+use common::{events, gemini_run, output_of, ran, tools_dir};
 
 struct HostRun {
     output: Output,

@@ -89,13 +89,7 @@ impl Mapping for OpenCodeMapping {
     }
 
     fn note(&mut self, note: Note) -> Vec<Normalized> {
-        apply(&mut self.normalizer, &note)
-            .into_iter()
-            .map(|event| Normalized {
-                event,
-                guest_timestamp: None,
-            })
-            .collect()
+        crate::driver::untimed(apply(&mut self.normalizer, &note))
     }
 
     fn unrecognized(&self) -> u64 {

@@ -159,7 +159,16 @@ pub fn last_user_text(r: &switchyard_testkit::chat_upstream::RecordedRequest) ->
 }
 
 /// Runs `cmd` with `input` written to its stdin (then closed), to completion.
-pub async fn output_with_stdin(mut cmd: Command, input: &'static [u8]) -> Output {
+pub async fn output_with_stdin(cmd: Command, input: &'static [u8]) -> Output {
+    output_with_stdin_after(cmd, std::time::Duration::ZERO, input).await
+}
+
+/// [`output_with_stdin`], the input written `gap` after the start.
+pub async fn output_with_stdin_after(
+    mut cmd: Command,
+    gap: std::time::Duration,
+    input: &'static [u8],
+) -> Output {
     tokio::task::spawn_blocking(move || {
         use std::io::Write;
         let mut child = cmd
@@ -168,9 +177,21 @@ pub async fn output_with_stdin(mut cmd: Command, input: &'static [u8]) -> Output
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        child.stdin.take().unwrap().write_all(input).unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        std::thread::sleep(gap);
+        stdin.write_all(input).unwrap();
+        drop(stdin);
         child.wait_with_output().unwrap()
     })
     .await
     .unwrap()
+}
+
+/// The calls the test host tool ran (its `ran.log` in the tools folder), in order.
+pub fn ran(tools: &Path) -> Vec<Value> {
+    std::fs::read_to_string(tools.join("ran.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }

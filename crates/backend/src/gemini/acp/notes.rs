@@ -143,13 +143,7 @@ impl Mapping for AcpEvents {
     }
 
     fn note(&mut self, note: Note) -> Vec<Normalized> {
-        self.events(note)
-            .into_iter()
-            .map(|event| Normalized {
-                event,
-                guest_timestamp: None,
-            })
-            .collect()
+        crate::driver::untimed(self.events(note))
     }
 
     fn unrecognized(&self) -> u64 {
