@@ -45,6 +45,9 @@ pub struct AgentSpec {
     pub caps: Capabilities,
     /// The flag that names another install of it.
     pub binary_flag: &'static str,
+    /// Where in the run directory the guest keeps the state `--resume` needs (saved with the
+    /// records once a session has a committed turn); `None`: no resume.
+    pub session_state: Option<&'static str>,
     /// Starts it for a run.
     pub(crate) launch: fn(Start<'_>, &Endpoint<'_>) -> Result<Launched>,
 }
@@ -65,6 +68,7 @@ pub static REGISTRY: [AgentSpec; 2] = [
             direct_endpoint: true,
         },
         binary_flag: "--gemini-binary",
+        session_state: Some("home/.gemini"),
         launch: |start, endpoint| super::run::launch_gemini(start, endpoint.base_url),
     },
     AgentSpec {
@@ -81,6 +85,7 @@ pub static REGISTRY: [AgentSpec; 2] = [
             direct_endpoint: false,
         },
         binary_flag: "--opencode-binary",
+        session_state: None,
         launch: super::run_opencode::launch,
     },
 ];

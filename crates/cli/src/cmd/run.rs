@@ -898,14 +898,14 @@ pub async fn execute(mut resolved: ResolvedRun, entry: PathBuf) -> Result<Execut
     run_record.raw_lines_truncated = raw_lines.truncated;
     // A session with a committed turn can be resumed later: keep the guest's session state
     // with the records (the run directory itself goes).
-    if let (Some(records), Some(session_id), Protocol::Acp, Agent::GeminiCli) = (
+    if let (Some(records), Some(session_id), Protocol::Acp, Some(guest_state)) = (
         &resolved.records,
         session.committed(),
         resolved.protocol,
-        resolved.agent,
+        super::agents::spec(resolved.agent).session_state,
     ) {
         let state_dir = format!("sessions/{run_id}");
-        match copy_session_state(&run_dir.join("home/.gemini"), &records.join(&state_dir)) {
+        match copy_session_state(&run_dir.join(guest_state), &records.join(&state_dir)) {
             Ok(()) => {
                 run_record.resume = Some(ResumePoint {
                     protocol: "acp".into(),
