@@ -1,5 +1,5 @@
 //! Replays the captured Gemini CLI 0.61.0 ACP sessions (`fixtures/gemini-cli/0.61.0/acp/`,
-//! recorded by `switchyard capture --protocol acp` from the real CLI) through the ACP note
+//! recorded by `switchyard-dev capture --protocol acp` from the real CLI) through the ACP note
 //! mapping, and asserts the exact canonical sequence and typed outcome of every scenario.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

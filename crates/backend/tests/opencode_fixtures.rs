@@ -1,5 +1,5 @@
 //! Replays the captured OpenCode 1.18.33 runs (`fixtures/opencode/1.18.33/`, recorded by
-//! `switchyard capture --agent opencode` from the real `opencode serve`) through the note
+//! `switchyard-dev capture --agent opencode` from the real `opencode serve`) through the note
 //! mapping, and asserts the exact canonical sequence and typed outcome of every scenario.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

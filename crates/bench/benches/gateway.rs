@@ -1,6 +1,6 @@
 //! `cargo bench -p switchyard-bench --bench gateway`: runs [`switchyard_bench::gateway::bench`]
 //! with its defaults (or `SWITCHYARD_BENCH_QUICK=1` for a short run) and prints the report.
-//! The same function backs `switchyard bench gateway`.
+//! The same function backs `switchyard-dev bench gateway`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use switchyard_bench::gateway::{BenchOptions, bench};

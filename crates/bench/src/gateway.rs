@@ -1,4 +1,4 @@
-//! `switchyard bench gateway`: what the gateway costs on top of talking to the upstream directly.
+//! `switchyard-dev bench gateway`: what the gateway costs on top of talking to the upstream directly.
 //!
 //! Everything runs in this process on loopback, against zero-delay scripted Chat Completions
 //! upstreams (`switchyard_testkit::chat_upstream`). Every figure is measured twice in the same

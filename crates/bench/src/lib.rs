@@ -2,7 +2,7 @@
 //!
 //! Switchyard's measurements, kept out of the product crates: they use only the product's
 //! public API (the gateway, the records writer, the scripted upstreams of `switchyard-testkit`).
-//! [`gateway`] backs `switchyard bench gateway` and `cargo bench -p switchyard-bench --bench
+//! [`gateway`] backs `switchyard-dev bench gateway` and `cargo bench -p switchyard-bench --bench
 //! gateway`; `benches/translation.rs` times the request translation alone.
 
 pub mod gateway;

@@ -1,5 +1,5 @@
 //! The benchmark function runs end to end with tiny settings and measures something in every
-//! series (numbers themselves are for `switchyard bench gateway`, not for tests).
+//! series (numbers themselves are for `switchyard-dev bench gateway`, not for tests).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;

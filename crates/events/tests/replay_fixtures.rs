@@ -1,5 +1,5 @@
 //! Replays the captured Gemini CLI 0.61.0 transcripts (`fixtures/gemini-cli/0.61.0/`, recorded
-//! by `switchyard capture` from the real CLI) through the stream-json parser and normalizer, and
+//! by `switchyard-dev capture` from the real CLI) through the stream-json parser and normalizer, and
 //! asserts the exact canonical sequence and the typed outcome of every scenario.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

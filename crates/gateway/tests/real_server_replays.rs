@@ -1,4 +1,4 @@
-//! The gateway fed what a real server sent (fixtures of `switchyard capture-upstream`).
+//! The gateway fed what a real server sent (fixtures of `switchyard-dev capture-upstream`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -23,7 +23,7 @@ use crate::model::{ExchangeRecord, UpstreamAttempt};
 /// as a blob; and the entries a session resends with every turn are mostly a few hundred bytes
 /// (Gemini CLI's session context, ~700 bytes, the user's prompt, a model turn with a call). At
 /// 1,024 those stayed inline in every exchange of a session: a Gemini CLI exchange record with
-/// its first request was 3.9 KB instead of 3.0 KB (`switchyard bench gateway`'s store).
+/// its first request was 3.9 KB instead of 3.0 KB (`switchyard-dev bench gateway`'s store).
 pub const MIN_BLOB_BYTES: usize = 256;
 
 /// The single key of a marker object.

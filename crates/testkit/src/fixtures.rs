@@ -6,7 +6,7 @@ pub const GEMINI_CLI_FIRST_REQUEST: &[u8] =
     include_bytes!("../data/gemini-cli-0.61.0-first-request.json");
 
 /// The first Chat Completions request OpenCode 1.18.33 sent in a captured run (~30 KB: the
-/// system prompt and 11 tool declarations), as `switchyard capture --agent opencode` recorded
+/// system prompt and 11 tool declarations), as `switchyard-dev capture --agent opencode` recorded
 /// it (`fixtures/opencode/1.18.33/text/requests.jsonl`).
 pub const OPENCODE_FIRST_REQUEST: &[u8] =
     include_bytes!("../data/opencode-1.18.33-first-request.json");

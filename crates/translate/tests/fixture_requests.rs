@@ -1,7 +1,7 @@
 //! Every real request body Gemini CLI 0.61.0 sent in our captures must translate.
 //!
 //! Bodies are read from `fixtures/gemini-cli/0.61.0/<scenario>/requests.jsonl`, recorded by
-//! `switchyard capture` from the real CLI. Set `$SWITCHYARD_GEMINI_FIXTURES` to a directory of
+//! `switchyard-dev capture` from the real CLI. Set `$SWITCHYARD_GEMINI_FIXTURES` to a directory of
 //! extra `*.requests.jsonl` captures to check those too.
 //! Intentionally refused: requests declaring Google built-in tools (`googleSearch`, `urlContext`),
 //! which must fail with `UnsupportedTool` instead.

@@ -1,5 +1,5 @@
 //! Replays of what real OpenAI-compatible servers sent and accepted, captured with
-//! `switchyard capture-upstream` into `fixtures/upstreams/<server>-<version>/` (see each
+//! `switchyard-dev capture-upstream` into `fixtures/upstreams/<server>-<version>/` (see each
 //! `manifest.json`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

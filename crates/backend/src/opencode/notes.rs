@@ -2,7 +2,7 @@
 //! canonical events ([`apply`]). Notes carry the server-sent events as received and what
 //! Switchyard did (the session it opened, the prompts, its permission answers, its warnings,
 //! the end of each prompt); the mapping is deterministic, so a recorded note transcript
-//! [`replay`]s to the same events and outcome (the fixtures of `switchyard capture --agent
+//! [`replay`]s to the same events and outcome (the fixtures of `switchyard-dev capture --agent
 //! opencode`).
 
 use serde::{Deserialize, Serialize};

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::path::PathBuf;
 
 /// Guests that can be installed: every agent of the registry.
-pub use super::run::Agent as Guest;
+pub use switchyard_runner::Agent as Guest;
 
 /// `switchyard install` flags.
 #[derive(Debug, clap::Args)]
@@ -28,10 +28,10 @@ pub struct InstallArgs {
 
 /// Entry point.
 pub async fn run(args: InstallArgs) -> Result<u8> {
-    let (package, version) = super::agents::spec(args.guest).pin();
+    let (package, version) = switchyard_runner::agents::spec(args.guest).pin();
     let prefix = args
         .prefix
-        .unwrap_or_else(|| super::agents::spec(args.guest).default_prefix());
+        .unwrap_or_else(|| switchyard_runner::agents::spec(args.guest).default_prefix());
     if args.verify {
         return Ok(verify_only(&prefix, package, version));
     }

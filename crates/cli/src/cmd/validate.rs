@@ -5,8 +5,8 @@
 //! order, the finish result, complete records. `DIR/validation.json` holds every check with its
 //! evidence; any failure exits non-zero.
 //!
-//! With no `--upstream-url`, a scripted model on 127.0.0.1 plays the model (offline, for CI):
-//! it reads the nonce from the tool result and the colour from the image it was sent.
+//! The model is the one `--upstream-url` names; `switchyard-dev validate` runs the same check
+//! offline against a scripted model.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -16,9 +16,8 @@ use base64::Engine;
 use serde_json::{Value, json};
 use switchyard_binding::{FinishTool, HostTool, ToolFuture, ToolImage, ToolOutput, ToolRegistry};
 use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore};
-use switchyard_testkit::chat_upstream::{ChatUpstream, RecordedRequest, Reply, Script};
 
-use super::run::{Agent, HostTools, OutputMode, ProtocolArg, RunArgs};
+use switchyard_runner::{Agent, HostTools, OutputMode, ProtocolArg, RunSettings};
 
 /// Validation failed: at least one check did not pass (details in `validation.json`).
 pub const EXIT_VALIDATION_FAILED: u8 = 12;
@@ -32,7 +31,8 @@ pub struct ValidateArgs {
     /// How Switchyard drives the guest (as `switchyard run --protocol`).
     #[arg(long, value_enum)]
     pub protocol: Option<ProtocolArg>,
-    /// A real OpenAI-compatible upstream to check (default: a scripted model on 127.0.0.1).
+    /// The OpenAI-compatible upstream to check (required; `switchyard-dev validate` without it
+    /// runs a scripted model on 127.0.0.1).
     #[arg(long, requires = "upstream_model")]
     pub upstream_url: Option<String>,
     /// The model at `--upstream-url`.
@@ -57,21 +57,10 @@ pub struct ValidateArgs {
     /// Overall timeout in seconds.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
-    /// Make the scripted model misbehave on purpose (to see the report fail).
-    #[arg(long, value_enum, hide = true)]
-    pub scripted_fault: Option<Fault>,
 }
 
-/// Ways the scripted model can break the fixture.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Fault {
-    /// Records the nonce only once.
-    RecordOnce,
-    /// Finishes with a colour other than the image's.
-    WrongColour,
-}
-
-const COLOURS: [(&str, [u8; 3]); 3] = [
+/// The fixture's colours, by name.
+pub const COLOURS: [(&str, [u8; 3]); 3] = [
     ("red", [220, 20, 20]),
     ("green", [20, 200, 40]),
     ("blue", [30, 40, 220]),
@@ -138,57 +127,6 @@ impl HostTool for Record {
     }
 }
 
-/// The scripted model: observe, record twice (once with [`Fault::RecordOnce`]), finish with the
-/// colour it reads from the image in its own request, then a closing sentence.
-fn scripted_model(fault: Option<Fault>, prefix: &str) -> Script {
-    let observe = format!("{prefix}observe");
-    let record = format!("{prefix}record");
-    let finish = format!("{prefix}finish");
-    let reply = move |request: &RecordedRequest| -> Reply {
-        let results = request.tool_messages();
-        let text_of = |m: &Value| m["content"].to_string();
-        match results.len() {
-            0 => Reply::tool_calls_stream(&[("call_observe", &observe, "{}")], 8),
-            1 => {
-                let nonce = text_of(&results[0])
-                    .split("Observation nonce: ")
-                    .nth(1)
-                    .map(|rest| {
-                        rest.chars()
-                            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
-                            .collect::<String>()
-                    })
-                    .unwrap_or_default();
-                let args = json!({ "nonce": nonce }).to_string();
-                let mut calls = vec![("call_record_1", record.as_str(), args.as_str())];
-                if fault != Some(Fault::RecordOnce) {
-                    calls.push(("call_record_2", record.as_str(), args.as_str()));
-                }
-                Reply::tool_calls_stream(&calls, 6)
-            }
-            n if results
-                .iter()
-                .all(|m| !text_of(m).contains("Result recorded"))
-                && n <= 3 =>
-            {
-                let seen = image_colours(&request.json());
-                let mut colour = seen.first().cloned().unwrap_or_else(|| "none".into());
-                if fault == Some(Fault::WrongColour) {
-                    colour = COLOURS
-                        .iter()
-                        .map(|(name, _)| (*name).to_owned())
-                        .find(|name| *name != colour)
-                        .unwrap_or_default();
-                }
-                let args = json!({ "colour": colour }).to_string();
-                Reply::tool_calls_stream(&[("call_finish", &finish, &args)], 6)
-            }
-            _ => Reply::text_stream(["Observed, recorded twice, finished."]),
-        }
-    };
-    Script::always(Reply::Dynamic(Arc::new(reply)))
-}
-
 /// The image data URLs of a Chat Completions request.
 fn image_urls(chat: &Value) -> Vec<String> {
     chat["messages"]
@@ -201,7 +139,7 @@ fn image_urls(chat: &Value) -> Vec<String> {
 }
 
 /// The named colour of each decodable image in a Chat Completions request.
-fn image_colours(chat: &Value) -> Vec<String> {
+pub fn image_colours(chat: &Value) -> Vec<String> {
     image_urls(chat)
         .iter()
         .filter_map(|url| decode_colour(url))
@@ -212,7 +150,8 @@ fn image_colours(chat: &Value) -> Vec<String> {
 /// in the records is not it, and is not decoded.
 const MAX_DECODED_URL: usize = 1024 * 1024;
 
-fn decode_colour(url: &str) -> Option<String> {
+/// The named colour of an image data URL (PNG or WebP), when it is one of [`COLOURS`].
+pub fn decode_colour(url: &str) -> Option<String> {
     if url.len() > MAX_DECODED_URL {
         return None;
     }
@@ -246,8 +185,37 @@ fn check(name: &str, passed: bool, evidence: Value, why: impl FnOnce() -> String
     check
 }
 
-/// Entry point.
+/// The model the fixture runs against.
+pub struct Model {
+    /// Its OpenAI-compatible base URL.
+    pub url: String,
+    pub name: String,
+    /// A scripted model (`switchyard-dev validate`), not the provider's.
+    pub scripted: bool,
+}
+
+/// Entry point: the fixture against `--upstream-url`.
 pub async fn run(args: ValidateArgs) -> Result<u8> {
+    let (Some(url), Some(name)) = (args.upstream_url.clone(), args.upstream_model.clone()) else {
+        eprintln!(
+            "switchyard: invalid configuration: validate needs --upstream-url and \
+             --upstream-model (`switchyard-dev validate` checks offline, against a scripted model)"
+        );
+        return Ok(super::EXIT_CONFIG);
+    };
+    validate(
+        &args,
+        Model {
+            url,
+            name,
+            scripted: false,
+        },
+    )
+    .await
+}
+
+/// Runs the fixture with `model` and writes the report; 0 when every check passed.
+pub async fn validate(args: &ValidateArgs, model: Model) -> Result<u8> {
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
     let output = std::path::absolute(&args.output)?;
@@ -259,7 +227,7 @@ pub async fn run(args: ValidateArgs) -> Result<u8> {
     let (colour, rgb) = COLOURS[usize::from(pick.as_bytes()[0]) % COLOURS.len()];
     let nonce = format!("nonce-{}", &pick.simple().to_string()[..12]);
     let pixels: Vec<u8> = (0..48 * 48).flat_map(|_| rgb).collect();
-    let png = switchyard_testkit::fixtures::rgb_png(48, 48, &pixels)?;
+    let png = rgb_png(48, 48, &pixels)?;
     let recorded = Arc::new(Mutex::new(Vec::new()));
     let mut registry = ToolRegistry::new();
     registry.add(Arc::new(Observe {
@@ -280,27 +248,14 @@ pub async fn run(args: ValidateArgs) -> Result<u8> {
     }));
     registry.add(Arc::new(finish))?;
 
-    let (scripted, upstream_url, upstream_model) = match &args.upstream_url {
-        Some(url) => (
-            None,
-            url.clone(),
-            args.upstream_model.clone().unwrap_or_default(),
-        ),
-        None => {
-            let prefix = super::agents::spec(args.agent).host_tool_prefix;
-            let scripted = ChatUpstream::start(scripted_model(args.scripted_fault, prefix)).await?;
-            let url = format!("{}/v1", scripted.base_url());
-            (Some(scripted), url, "scripted-validation-model".to_owned())
-        }
-    };
-    let run_args = RunArgs {
+    let settings = RunSettings {
         config: args.config.clone(),
         agent: Some(args.agent),
         protocol: args.protocol,
         workdir: Some(workspace.clone()),
         prompt: vec![PROMPT.into()],
-        upstream_url: Some(upstream_url.clone()),
-        upstream_model: Some(upstream_model.clone()),
+        upstream_url: Some(model.url.clone()),
+        upstream_model: Some(model.name.clone()),
         upstream_key_env: args.upstream_key_env.clone(),
         records: Some(records.clone()),
         output: Some(OutputMode::Text),
@@ -309,7 +264,7 @@ pub async fn run(args: ValidateArgs) -> Result<u8> {
         opencode_binary: args.opencode_binary.clone(),
         ..Default::default()
     };
-    let (mut resolved, entry) = match super::run::checked(run_args) {
+    let (mut resolved, entry) = match super::run::checked(settings) {
         Ok(checked) => checked,
         Err(code) => return Ok(code),
     };
@@ -317,10 +272,8 @@ pub async fn run(args: ValidateArgs) -> Result<u8> {
         registry,
         finish: Some(slot),
     });
-    let executed = super::run::execute(resolved, entry).await?;
-    if let Some(s) = scripted {
-        s.stop().await;
-    }
+    let mut printer = super::view::Printer::new(OutputMode::Text);
+    let executed = switchyard_runner::execute(resolved, entry, &mut printer).await?;
     let recorded = recorded
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -338,8 +291,8 @@ pub async fn run(args: ValidateArgs) -> Result<u8> {
         "passed": passed,
         "agent": args.agent.name(),
         "agent_version": args.agent.pin().1,
-        "upstream": if args.upstream_url.is_some() { "given" } else { "scripted" },
-        "upstream_model": upstream_model,
+        "upstream": if model.scripted { "scripted" } else { "given" },
+        "upstream_model": model.name,
         "run_id": executed.run_id.to_string(),
         "fixture": { "colour": colour, "nonce": nonce },
         "outcome": executed.outcome,
@@ -547,26 +500,16 @@ fn checks(
     Ok(out)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_scripted_model_reads_the_colour_back_from_a_png_or_webp() {
-        for (name, rgb) in COLOURS {
-            let pixels: Vec<u8> = (0..16).flat_map(|_| rgb).collect();
-            let png = switchyard_testkit::fixtures::rgb_png(4, 4, &pixels).unwrap();
-            let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
-            let png_url = format!("data:image/png;base64,{}", b64(&png));
-            assert_eq!(decode_colour(&png_url).as_deref(), Some(name));
-            let switchyard_translate::image::PngConversion::Reencoded { webp } =
-                switchyard_translate::image::png_to_lossless_webp(&png, u64::MAX)
-            else {
-                panic!("converts")
-            };
-            let webp_url = format!("data:image/webp;base64,{}", b64(&webp));
-            assert_eq!(decode_colour(&webp_url).as_deref(), Some(name));
-        }
-        assert_eq!(decode_colour("data:image/gif;base64,AAAA"), None);
-    }
+/// An 8-bit RGB PNG of `pixels` (3 bytes each, row by row): the image `observe` returns.
+pub fn rgb_png(width: u32, height: u32, pixels: &[u8]) -> Result<Vec<u8>, png::EncodingError> {
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, width, height);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.write_header()?.write_image_data(pixels)?;
+    Ok(out)
 }
+
+#[cfg(test)]
+#[path = "validate_tests.rs"]
+mod tests;

@@ -3,11 +3,11 @@
 //! final summary on stderr. When stderr is a terminal, a status line on stderr shows elapsed
 //! time and what the run is waiting for; it is erased before anything is printed on stdout.
 
-use super::run::OutputMode;
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use switchyard_events::{Envelope, Event, RunOutcome};
+use switchyard_runner::{OutputMode, RunObserver};
 
 /// What the run is doing, for the status line.
 struct Status {
@@ -213,5 +213,15 @@ impl Drop for Printer {
         if let Some(ticker) = self.ticker.take() {
             ticker.abort();
         }
+    }
+}
+
+impl RunObserver for Printer {
+    fn event(&mut self, envelope: &Envelope) {
+        Printer::event(self, envelope);
+    }
+
+    fn finished(&mut self, outcome: &RunOutcome) {
+        self.summary(outcome);
     }
 }

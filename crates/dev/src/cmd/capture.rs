@@ -1,4 +1,4 @@
-//! `switchyard capture`: records fixtures by running the real, pinned Gemini CLI against a
+//! `switchyard-dev capture`: records fixtures by running the real, pinned Gemini CLI against a
 //! scripted GenerateContent endpoint on 127.0.0.1.
 //!
 //! For each scenario it writes `<out>/<scenario>/`:
@@ -26,7 +26,7 @@ use switchyard_events::event::RunStarted;
 use switchyard_events::{Event, GuestExit, RunOutcome};
 use switchyard_testkit::genai_upstream::{GenaiScenario, GenaiUpstream};
 
-/// `switchyard capture` flags.
+/// `switchyard-dev capture` flags.
 #[derive(Debug, clap::Args)]
 pub struct CaptureArgs {
     /// Scenario names (default: all). See `--list`.
@@ -40,13 +40,13 @@ pub struct CaptureArgs {
     pub out: Option<PathBuf>,
     /// Capture headless stream-json runs, or ACP sessions.
     #[arg(long, value_enum, default_value = "headless")]
-    pub protocol: super::run::ProtocolArg,
+    pub protocol: switchyard_runner::ProtocolArg,
     /// The sealed Gemini CLI install to capture from.
     #[arg(long)]
     pub gemini_prefix: Option<PathBuf>,
     /// The guest to capture.
     #[arg(long, value_enum, default_value = "gemini-cli")]
-    pub agent: super::run::Agent,
+    pub agent: switchyard_runner::Agent,
     /// The sealed OpenCode install to capture from (`--agent opencode`).
     #[arg(long)]
     pub opencode_prefix: Option<PathBuf>,
@@ -172,10 +172,10 @@ pub fn scenarios() -> Vec<Scenario> {
 
 /// Entry point.
 pub async fn run(args: CaptureArgs) -> Result<u8> {
-    if args.agent == super::run::Agent::Opencode {
+    if args.agent == switchyard_runner::Agent::Opencode {
         return run_opencode(args).await;
     }
-    if args.protocol == super::run::ProtocolArg::Acp {
+    if args.protocol == switchyard_runner::ProtocolArg::Acp {
         return run_acp(args).await;
     }
     let all = scenarios();
@@ -278,10 +278,9 @@ impl Redaction {
 
 /// The entry point of the verified install `--gemini-prefix` names (or the default one).
 fn verified_entry(args: &CaptureArgs) -> Result<PathBuf> {
-    let prefix = args
-        .gemini_prefix
-        .clone()
-        .unwrap_or_else(super::default_gemini_prefix);
+    let prefix = args.gemini_prefix.clone().unwrap_or_else(|| {
+        switchyard_runner::agents::spec(switchyard_runner::Agent::GeminiCli).default_prefix()
+    });
     let prefix = std::fs::canonicalize(&prefix)
         .with_context(|| format!("Gemini CLI install {}", prefix.display()))?;
     let install = switchyard_backend::install::verify(
@@ -445,8 +444,8 @@ impl Fixture<'_> {
 async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
     let upstream = GenaiUpstream::start(s.upstream).await?;
     let (scratch, ws) = scratch()?;
-    let token = super::run::random_token();
-    let node = super::which("node").context("node not on PATH")?;
+    let token = switchyard_runner::random_token();
+    let node = switchyard_runner::home::which("node").context("node not on PATH")?;
     let model = s.model;
     let launch = prepare(&GeminiLaunchConfig {
         node,
@@ -598,11 +597,10 @@ async fn run_opencode(args: CaptureArgs) -> Result<u8> {
         }
         return Ok(0);
     }
-    let (package, version) = super::run::Agent::Opencode.pin();
-    let prefix = args
-        .opencode_prefix
-        .clone()
-        .unwrap_or_else(|| super::agents::spec(super::run::Agent::Opencode).default_prefix());
+    let (package, version) = switchyard_runner::Agent::Opencode.pin();
+    let prefix = args.opencode_prefix.clone().unwrap_or_else(|| {
+        switchyard_runner::agents::spec(switchyard_runner::Agent::Opencode).default_prefix()
+    });
     let prefix = std::fs::canonicalize(&prefix)
         .with_context(|| format!("OpenCode install {}", prefix.display()))?;
     let install = switchyard_backend::install::verify(&prefix, package, version)

@@ -1,4 +1,4 @@
-//! `switchyard demo`: the main job end to end on a machine without a model: the real, pinned
+//! `switchyard-dev demo`: the main job end to end on a machine without a model: the real, pinned
 //! Gemini CLI runs a task through Switchyard's gateway against a scripted OpenAI-compatible
 //! upstream on 127.0.0.1, whose answer depends on a file the CLI reads with a tool.
 //!
@@ -10,7 +10,7 @@ use anyhow::Result;
 use std::path::PathBuf;
 use switchyard_testkit::chat_upstream::{ChatUpstream, RecordedRequest, Reply, Script};
 
-/// `switchyard demo` flags.
+/// `switchyard-dev demo` flags.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
     /// Record the run here (inspect with `switchyard records --records DIR list`).
@@ -18,7 +18,7 @@ pub struct DemoArgs {
     pub records: Option<PathBuf>,
     /// Output format of the run.
     #[arg(long, value_enum, default_value = "text")]
-    pub output: super::run::OutputMode,
+    pub output: switchyard_runner::OutputMode,
     /// A sealed Gemini CLI install (default: the one `switchyard install gemini-cli` made).
     #[arg(long)]
     pub gemini_binary: Option<PathBuf>,
@@ -75,7 +75,7 @@ pub async fn run(args: DemoArgs) -> Result<u8> {
         upstream.base_url(),
         workspace.path().display()
     );
-    let code = super::run::run(super::run::RunArgs {
+    let settings = switchyard_runner::RunSettings {
         workdir: Some(workspace.path().to_path_buf()),
         prompt: vec!["What is the secret word in notes.txt? Read the file to find out.".into()],
         upstream_url: Some(format!("{}/v1", upstream.base_url())),
@@ -85,6 +85,10 @@ pub async fn run(args: DemoArgs) -> Result<u8> {
         timeout: Some(120),
         gemini_binary: args.gemini_binary,
         ..Default::default()
+    };
+    let code = switchyard::cmd::run::run(switchyard::cmd::run::RunArgs {
+        settings,
+        validate_config: false,
     })
     .await?;
     upstream.stop().await;

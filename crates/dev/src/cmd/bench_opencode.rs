@@ -1,4 +1,4 @@
-//! `switchyard bench run --agent opencode`: the host's own cost with OpenCode. The same
+//! `switchyard-dev bench run --agent opencode`: the host's own cost with OpenCode. The same
 //! scripted text task is run, interleaved, N times each way: (a) `opencode serve` started
 //! with the identical isolated launch and driven directly (readiness line, health, event
 //! subscription, a session, one prompt, idle, SIGINT), its provider pointing straight at a
@@ -30,11 +30,13 @@ const PROMPT: &str = "Please do the task";
 /// Entry point of `bench run --agent opencode`.
 pub(super) async fn bench_run(args: &RunBenchArgs) -> Result<u8> {
     let prefix = match &args.opencode_binary {
-        Some(p) => super::run::find_sealed_prefix(p)?,
-        None => super::agents::spec(super::run::Agent::Opencode).default_prefix(),
+        Some(p) => switchyard_runner::find_sealed_prefix(p)?,
+        None => {
+            switchyard_runner::agents::spec(switchyard_runner::Agent::Opencode).default_prefix()
+        }
     };
     let prefix = std::path::absolute(prefix)?;
-    let (package, version) = super::run::Agent::Opencode.pin();
+    let (package, version) = switchyard_runner::Agent::Opencode.pin();
     let install = switchyard_backend::install::verify(&prefix, package, version)?;
     let chat = ChatUpstream::start(Script::always(Reply::text_stream([
         "Hello ",
@@ -42,7 +44,7 @@ pub(super) async fn bench_run(args: &RunBenchArgs) -> Result<u8> {
     ])))
     .await?;
     let chat_url = format!("{}/v1", chat.base_url());
-    let exe = std::env::current_exe().context("locating the switchyard binary")?;
+    let exe = super::product_binary()?;
     let scratch = tempfile::tempdir()?;
     let ws = scratch.path().join("ws");
     std::fs::create_dir_all(&ws)?;
@@ -73,7 +75,7 @@ pub(super) async fn bench_run(args: &RunBenchArgs) -> Result<u8> {
     let (d50, d90) = stats(&direct);
     let (h50, h90) = stats(&hosted);
     println!(
-        "switchyard bench run --agent opencode: {} iterations each, same scripted text task, \
+        "switchyard-dev bench run --agent opencode: {} iterations each, same scripted text task, \
          interleaved",
         args.iterations
     );
@@ -117,7 +119,7 @@ async fn drive_directly(entry: &Path, ws: &Path, run_dir: &Path, chat_url: &str)
         "model": format!("{PROVIDER}/{MODEL}"),
         "small_model": format!("{PROVIDER}/{MODEL}"),
     });
-    let password = Secret::new(super::run::random_token());
+    let password = Secret::new(switchyard_runner::random_token());
     let launch = prepare(&OpenCodeLaunchConfig {
         binary: entry.to_path_buf(),
         workdir: ws.to_path_buf(),
@@ -125,7 +127,7 @@ async fn drive_directly(entry: &Path, ws: &Path, run_dir: &Path, chat_url: &str)
         config: config_document(&ConfigInput {
             provider,
             mcp_url: None,
-            ripgrep: super::which("rg").is_some(),
+            ripgrep: switchyard_runner::home::which("rg").is_some(),
         }),
         password: password.clone(),
         gateway_key: Secret::new("bench-key"),

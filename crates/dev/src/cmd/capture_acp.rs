@@ -1,4 +1,4 @@
-//! `switchyard capture --protocol acp`: records ACP fixtures by running the real, pinned Gemini
+//! `switchyard-dev capture --protocol acp`: records ACP fixtures by running the real, pinned Gemini
 //! CLI over ACP (`gemini --acp`) against a scripted GenerateContent endpoint on 127.0.0.1.
 //!
 //! For each scenario it writes `<out>/<scenario>/`:
@@ -159,8 +159,8 @@ const MODEL: &str = "gemini-2.5-flash";
 pub async fn capture_one(s: &AcpScenario, entry: &Path, dir: &Path) -> Result<String> {
     let upstream = GenaiUpstream::start(s.upstream).await?;
     let (scratch, ws) = scratch()?;
-    let token = super::run::random_token();
-    let node = super::which("node").context("node not on PATH")?;
+    let token = switchyard_runner::random_token();
+    let node = switchyard_runner::home::which("node").context("node not on PATH")?;
     let launch = prepare(&GeminiLaunchConfig {
         node,
         entry: entry.to_path_buf(),

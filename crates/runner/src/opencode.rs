@@ -1,4 +1,4 @@
-//! `switchyard run --agent opencode`: the OpenCode launch (config, secrets, the server's
+//! The OpenCode launch (config, secrets, the server's
 //! password); its permission requests go to the run's one host (`host`).
 
 use std::path::Path;
@@ -13,7 +13,9 @@ use switchyard_backend::opencode::launch::{
 use switchyard_backend::opencode::run::{OpenCodePlan, opencode};
 use switchyard_events::event::RunStarted;
 
-use super::run::{Agent, Launched, Runner, Start, random_token};
+use crate::execute::{Launched, Runner, Start};
+use crate::home::{random_token, which};
+use crate::settings::Agent;
 
 /// Start-up budget: readiness line, health and the event subscription (a cold start takes
 /// 3–5 s here).
@@ -22,7 +24,7 @@ const STARTUP: Duration = Duration::from_secs(60);
 const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 /// Prepares and starts `opencode serve`, its provider the gateway's Chat Completions ingress.
-pub(crate) fn launch(start: Start<'_>, endpoint: &super::agents::Endpoint<'_>) -> Result<Launched> {
+pub(crate) fn launch(start: Start<'_>, endpoint: &crate::agents::Endpoint<'_>) -> Result<Launched> {
     let Start {
         resolved,
         entry,
@@ -49,7 +51,7 @@ pub(crate) fn launch(start: Start<'_>, endpoint: &super::agents::Endpoint<'_>) -
     let config = config_document(&ConfigInput {
         provider,
         mcp_url: host_mcp.as_ref().map(|(url, _)| url.clone()),
-        ripgrep: super::which("rg").is_some(),
+        ripgrep: which("rg").is_some(),
     });
     let launch = prepare(&OpenCodeLaunchConfig {
         binary: entry,
@@ -71,14 +73,14 @@ pub(crate) fn launch(start: Start<'_>, endpoint: &super::agents::Endpoint<'_>) -
     };
     let plan = OpenCodePlan {
         prompts: resolved.prompts.clone(),
-        more_prompts: resolved.prompts_stdin.then(super::run::stdin_prompts),
+        more_prompts: resolved.prompts_stdin.then(crate::prompts::stdin_prompts),
         provider: PROVIDER.to_owned(),
         model: model.to_owned(),
         title: format!("switchyard run {run_id}"),
         startup_timeout: STARTUP,
         cancel_grace: CANCEL_GRACE,
     };
-    let host = Arc::new(super::host::PolicyHost {
+    let host = Arc::new(crate::host::PolicyHost {
         binding,
         policy: resolved.permissions.clone(),
     });

@@ -1,4 +1,4 @@
-//! `switchyard capture --agent opencode`: records OpenCode fixtures by running the real, pinned
+//! `switchyard-dev capture --agent opencode`: records OpenCode fixtures by running the real, pinned
 //! `opencode serve` through Switchyard's gateway (in process) to a scripted Chat Completions
 //! upstream on 127.0.0.1.
 //!
@@ -213,7 +213,7 @@ pub async fn capture_one(s: &OpenCodeScenario, entry: &Path, dir: &Path) -> Resu
     std::fs::write(ws.join("b.txt"), "beta\n")?;
     let ws = std::fs::canonicalize(&ws)?;
     let upstream = ChatUpstream::start(script(s.upstream, &ws)).await?;
-    let token = super::run::random_token();
+    let token = switchyard_runner::random_token();
     let mut config = GatewayConfig::new(format!("{}/v1", upstream.base_url()), MODEL);
     config.ingress_key = Some(token.clone());
     config.upstream_key_env = "SWITCHYARD_CAPTURE_NO_KEY".into();
@@ -228,9 +228,9 @@ pub async fn capture_one(s: &OpenCodeScenario, entry: &Path, dir: &Path) -> Resu
         config: config_document(&ConfigInput {
             provider: gateway.opencode_provider(MODEL, GATEWAY_KEY_ENV),
             mcp_url: None,
-            ripgrep: super::which("rg").is_some(),
+            ripgrep: switchyard_runner::home::which("rg").is_some(),
         }),
-        password: Secret::new(super::run::random_token()),
+        password: Secret::new(switchyard_runner::random_token()),
         gateway_key: Secret::new(token.clone()),
         mcp_token: None,
         host_env: std::env::vars_os().collect(),

@@ -1,4 +1,4 @@
-//! `switchyard capture-upstream`: records how a real OpenAI-compatible server answers the
+//! `switchyard-dev capture-upstream`: records how a real OpenAI-compatible server answers the
 //! request shapes the gateway sends (and the ones it could send), as fixtures for replay tests.
 //!
 //! For each case it writes `<out>/<server>-<version>/<case>/`:
@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
 
-/// `switchyard capture-upstream` flags.
+/// `switchyard-dev capture-upstream` flags.
 #[derive(Debug, clap::Args)]
 pub struct CaptureUpstreamArgs {
     /// The server's Chat Completions base URL (e.g. http://127.0.0.1:8000/v1).

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 
-use super::run::{Agent, Launched, RunArgs, Start};
+use crate::execute::{Launched, Start};
+use crate::settings::{Agent, RunSettings};
 
 /// Where the guest's model traffic goes (the embedded gateway, or a GenerateContent endpoint
 /// for tests).
@@ -69,7 +70,7 @@ pub static REGISTRY: [AgentSpec; 2] = [
         },
         binary_flag: "--gemini-binary",
         session_state: Some("home/.gemini"),
-        launch: |start, endpoint| super::run::launch_gemini(start, endpoint.base_url),
+        launch: |start, endpoint| crate::gemini::launch(start, endpoint.base_url),
     },
     AgentSpec {
         agent: Agent::Opencode,
@@ -86,7 +87,7 @@ pub static REGISTRY: [AgentSpec; 2] = [
         },
         binary_flag: "--opencode-binary",
         session_state: None,
-        launch: super::run_opencode::launch,
+        launch: crate::opencode::launch,
     },
 ];
 
@@ -101,7 +102,7 @@ pub fn spec(agent: Agent) -> &'static AgentSpec {
 
 impl AgentSpec {
     /// Refuses the flags this agent cannot honour (rather than ignoring them).
-    pub fn check_flags(&self, a: &RunArgs) -> Result<()> {
+    pub fn check_flags(&self, a: &RunSettings) -> Result<()> {
         let name = self.name;
         let refused = [
             (
@@ -135,13 +136,13 @@ impl AgentSpec {
     }
 
     /// The sealed install a run uses: the flag's, or the default one.
-    pub fn install(&self, a: &RunArgs) -> Result<PathBuf> {
+    pub fn install(&self, a: &RunSettings) -> Result<PathBuf> {
         let given = match self.agent {
             Agent::GeminiCli => a.gemini_binary.as_deref(),
             Agent::Opencode => a.opencode_binary.as_deref(),
         };
         match given {
-            Some(path) => super::run::find_sealed_prefix(path),
+            Some(path) => crate::resolve::find_sealed_prefix(path),
             None => Ok(self.default_prefix()),
         }
     }
@@ -153,62 +154,12 @@ impl AgentSpec {
 
     /// Where `switchyard install` puts it.
     pub fn default_prefix(&self) -> PathBuf {
-        super::switchyard_home()
+        crate::home::switchyard_home()
             .join("guests")
             .join(format!("{}-{}", self.name, self.version))
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::ValueEnum;
-
-    #[test]
-    fn every_agent_has_one_entry_and_its_own_name() {
-        for agent in Agent::value_variants() {
-            let entries: Vec<&AgentSpec> = REGISTRY.iter().filter(|s| s.agent == *agent).collect();
-            assert_eq!(entries.len(), 1, "{agent:?}");
-            assert_eq!(spec(*agent).name, agent.name());
-            assert_eq!(
-                Agent::from_str(spec(*agent).name, false).ok(),
-                Some(*agent),
-                "the name is the --agent value"
-            );
-        }
-    }
-
-    #[test]
-    fn unsupported_flags_are_refused_with_the_flag_named() {
-        let opencode = spec(Agent::Opencode);
-        let with = |f: fn(&mut RunArgs)| {
-            let mut a = RunArgs::default();
-            f(&mut a);
-            opencode.check_flags(&a).map_err(|e| e.to_string())
-        };
-        assert!(with(|_| {}).is_ok());
-        for (set, flag) in [
-            (
-                (|a: &mut RunArgs| a.resume = Some("r".into())) as fn(&mut RunArgs),
-                "--resume",
-            ),
-            (|a| a.max_turns = Some(3), "--max-turns"),
-            (|a| a.gemini_binary = Some("/x".into()), "--gemini-binary"),
-            (
-                |a| a.guest_base_url = Some("http://x".into()),
-                "--guest-base-url",
-            ),
-        ] {
-            let error = with(set).unwrap_err();
-            assert!(
-                error.contains(flag) && error.contains("opencode"),
-                "{error}"
-            );
-        }
-        let a = RunArgs {
-            opencode_binary: Some("/x".into()),
-            ..RunArgs::default()
-        };
-        assert!(spec(Agent::GeminiCli).check_flags(&a).is_err());
-    }
-}
+#[path = "agents_tests.rs"]
+mod tests;

@@ -1,4 +1,4 @@
-//! `switchyard bench`: measurements, never tests.
+//! `switchyard-dev bench`: measurements, never tests.
 //!
 //! - `bench run`: the host's own cost. The same scripted task (a text answer from
 //!   `testkit::genai_upstream`) is run, interleaved, N times each way: (a) the pinned CLI
@@ -19,7 +19,7 @@ use switchyard_backend::gemini::settings::ApprovalMode;
 use switchyard_testkit::chat_upstream::{ChatUpstream, Reply, Script};
 use switchyard_testkit::genai_upstream::{GenaiScenario, GenaiUpstream};
 
-/// `switchyard bench` subcommands.
+/// `switchyard-dev bench` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
     /// Host overhead of `switchyard run` against running the pinned CLI directly.
@@ -28,7 +28,7 @@ pub enum BenchCommand {
     Gateway(GatewayBenchArgs),
 }
 
-/// `switchyard bench run` flags.
+/// `switchyard-dev bench run` flags.
 #[derive(Debug, clap::Args)]
 pub struct RunBenchArgs {
     /// Runs of each variant.
@@ -39,13 +39,13 @@ pub struct RunBenchArgs {
     pub gemini_binary: Option<PathBuf>,
     /// The guest: `gemini-cli`, or `opencode` (against `opencode serve` driven directly).
     #[arg(long, value_enum, default_value = "gemini-cli")]
-    pub agent: super::run::Agent,
+    pub agent: switchyard_runner::Agent,
     /// A sealed OpenCode install (`--agent opencode`).
     #[arg(long)]
     pub opencode_binary: Option<PathBuf>,
 }
 
-/// `switchyard bench gateway` flags.
+/// `switchyard-dev bench gateway` flags.
 #[derive(Debug, clap::Args)]
 pub struct GatewayBenchArgs {
     /// Sequential requests per latency series.
@@ -90,12 +90,14 @@ pub(super) struct Sample {
 
 async fn bench_run(args: RunBenchArgs) -> Result<u8> {
     ensure!(args.iterations >= 1, "--iterations must be at least 1");
-    if args.agent == super::run::Agent::Opencode {
+    if args.agent == switchyard_runner::Agent::Opencode {
         return super::bench_opencode::bench_run(&args).await;
     }
     let prefix = match &args.gemini_binary {
-        Some(p) => super::run::find_sealed_prefix(p)?,
-        None => super::default_gemini_prefix(),
+        Some(p) => switchyard_runner::find_sealed_prefix(p)?,
+        None => {
+            switchyard_runner::agents::spec(switchyard_runner::Agent::GeminiCli).default_prefix()
+        }
     };
     let prefix = std::path::absolute(prefix)?;
     let install = switchyard_backend::install::verify(
@@ -104,11 +106,11 @@ async fn bench_run(args: RunBenchArgs) -> Result<u8> {
         switchyard_backend::gemini::VERSION,
     )?;
     let upstream = GenaiUpstream::start(GenaiScenario::Text).await?;
-    let exe = std::env::current_exe().context("locating the switchyard binary")?;
+    let exe = super::product_binary()?;
     let scratch = tempfile::tempdir()?;
     let ws = scratch.path().join("ws");
     std::fs::create_dir_all(&ws)?;
-    let node = super::which("node").context("node not on PATH")?;
+    let node = switchyard_runner::home::which("node").context("node not on PATH")?;
 
     let chat = ChatUpstream::start(Script::always(Reply::text_stream([
         "Hello ",
@@ -148,7 +150,7 @@ async fn bench_run(args: RunBenchArgs) -> Result<u8> {
     let peak = |xs: &[Sample]| xs.iter().filter_map(|s| s.peak_rss_kib).max();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
-        "switchyard bench run: {} iterations each, same scripted text task, interleaved",
+        "switchyard-dev bench run: {} iterations each, same scripted text task, interleaved",
         args.iterations
     );
     println!(

@@ -1,4 +1,4 @@
-//! `switchyard validate` offline: the real, pinned Gemini CLI (headless and over ACP) and
+//! `switchyard-dev validate` offline: the real, pinned Gemini CLI (headless and over ACP) and
 //! OpenCode against the scripted model pass every check, and a scripted model broken on purpose fails with a report
 //! that names the broken check.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_switchyard");
+const BIN: &str = env!("CARGO_BIN_EXE_switchyard-dev");
 
 fn validate(extra: &[&str]) -> (Option<i32>, Value, String) {
     validate_in(&tempfile::tempdir().unwrap(), extra)
