@@ -168,6 +168,27 @@ fn two_prompts_finish_in_turn() {
     assert!(finished.iter().all(|p| p.error.is_none()));
 }
 
+/// The first prompt's upstream answered 400; its assistant message got the error only after the
+/// second prompt was sent. The error stays the first prompt's, and the second is answered.
+#[test]
+fn an_earlier_prompts_late_error_stays_with_it() {
+    let r = replay_scenario("error_then_text");
+    let finished = r.of(|e| match e {
+        Event::PromptFinished(p) => Some(p),
+        _ => None,
+    });
+    assert_eq!(finished.len(), 2);
+    assert_eq!(
+        finished[0].error.as_ref().map(|e| e.kind.clone()),
+        Some(ErrorKind::Api {
+            http_status: Some(400)
+        })
+    );
+    assert_eq!(finished[1].error, None);
+    assert_eq!(finished[1].final_text.as_deref(), Some("Second answer."));
+    assert_eq!(r.outcome.status, OutcomeStatus::Failed);
+}
+
 /// A stream that drops mid-answer loses deltas; the parts read back after the reconnect (as
 /// `message.part.updated`, what the backend feeds) bring the missing text, and nothing that
 /// was already reported is repeated.

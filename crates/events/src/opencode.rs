@@ -86,6 +86,11 @@ pub struct OpenCodeNormalizer {
     usage: Usage,
     /// The last assistant message's `finish` of the current prompt.
     finish: Option<String>,
+    /// The assistant messages seen during the current prompt, and during earlier ones: an
+    /// earlier prompt's message can still be updated after the next prompt was sent (its error
+    /// arrives after the session went idle), and that is not the current prompt's.
+    prompt_messages: HashSet<String>,
+    earlier_messages: HashSet<String>,
     /// The current prompt's error (`session.error`).
     prompt_error: Option<(OutcomeStatus, RunError)>,
     prompts: u32,
@@ -132,6 +137,7 @@ impl OpenCodeNormalizer {
         self.sent += 1;
         self.finish = None;
         self.prompt_error = None;
+        self.earlier_messages.extend(self.prompt_messages.drain());
         Event::UserMessage(UserMessage {
             text: text.to_owned(),
         })
@@ -243,7 +249,9 @@ impl OpenCodeNormalizer {
             "user" => {
                 self.user_messages.insert(info.id);
             }
+            "assistant" if self.earlier_messages.contains(&info.id) => {}
             "assistant" => {
+                self.prompt_messages.insert(info.id);
                 if let Some(finish) = info.finish {
                     self.finish = Some(finish);
                 }

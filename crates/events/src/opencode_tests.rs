@@ -321,3 +321,34 @@ fn a_retry_status_is_a_warning() {
     };
     assert!(warning.message.contains("attempt 2"));
 }
+
+/// As `fixtures/opencode/1.18.33/error_then_text` shows: the failed first prompt's assistant
+/// message gets its error after the session went idle, when the second prompt is already sent.
+#[test]
+fn a_late_update_of_an_earlier_prompts_message_is_not_the_current_prompts() {
+    let mut n = OpenCodeNormalizer::new(SES);
+    n.prompt_sent("first");
+    feed(&mut n, &[assistant("msg_a1", None)]);
+    n.prompt_done();
+    n.prompt_sent("second");
+    let mut failed = assistant("msg_a1", None);
+    failed["properties"]["info"]["error"] =
+        json!({"name": "APIError", "data": {"message": "scripted failure 400", "statusCode": 400}});
+    let events = feed(&mut n, &[failed, assistant("msg_a2", Some("stop"))]);
+    assert!(events.is_empty(), "{events:?}");
+    let done = n.prompt_done();
+    let Event::PromptFinished(second) = &done[0] else {
+        unreachable!()
+    };
+    assert_eq!(second.error, None);
+    assert_eq!(second.stop_reason.as_deref(), Some("stop"));
+    // The same error on the current prompt's own message is that prompt's.
+    n.prompt_sent("third");
+    let mut own = assistant("msg_a3", None);
+    own["properties"]["info"]["error"] = json!({"name": "APIError", "data": {"message": "x"}});
+    feed(&mut n, &[own]);
+    let Event::PromptFinished(third) = &n.prompt_done()[0] else {
+        unreachable!()
+    };
+    assert!(third.error.is_some());
+}

@@ -58,6 +58,8 @@ pub enum Upstream {
     Reasoning,
     /// HTTP 400 with an OpenAI error body.
     Http400,
+    /// HTTP 400 for the first prompt, then text.
+    Http400ThenText,
 }
 
 /// One OpenCode capture scenario.
@@ -121,6 +123,14 @@ pub fn scenarios() -> Vec<OpenCodeScenario> {
             "the upstream answers 400: session.error APIError",
             Upstream::Http400,
         ),
+        OpenCodeScenario {
+            prompts: &["First task", "Second task"],
+            ..scenario(
+                "error_then_text",
+                "the first prompt's upstream answers 400, the second prompt's answers text",
+                Upstream::Http400ThenText,
+            )
+        },
     ]
 }
 
@@ -169,11 +179,29 @@ fn script(upstream: Upstream, ws: &Path) -> Script {
             StreamEvent::json(chunk::finish("stop")),
             StreamEvent::json(chunk::usage(30, 9)),
         ]))),
-        Upstream::Http400 => Script::new().then(Reply::Json {
-            status: 400,
-            body: json!({"error": {"message": "scripted failure 400",
-                "type": "invalid_request_error"}}),
-        }),
+        Upstream::Http400 => Script::new().then(http_400()),
+        Upstream::Http400ThenText => Script::new()
+            .then_when(
+                |r| {
+                    r.json()["messages"].to_string().contains("First task")
+                        && !r.json()["messages"].to_string().contains("Second task")
+                },
+                http_400(),
+            )
+            .step(
+                switchyard_testkit::chat_upstream::Step::once(Reply::text_stream([
+                    "Second", " answer.",
+                ]))
+                .times(switchyard_testkit::chat_upstream::Times::Always),
+            ),
+    }
+}
+
+fn http_400() -> Reply {
+    Reply::Json {
+        status: 400,
+        body: json!({"error": {"message": "scripted failure 400",
+            "type": "invalid_request_error"}}),
     }
 }
 
