@@ -489,6 +489,42 @@ async fn an_answer_that_never_arrived(path: Path3) {
     assert_eq!(r.output.status.code(), Some(3), "{}", r.transcript());
 }
 
+on_every_path!(a_first_prompt_whose_answer_never_arrived:
+    a_first_prompt_whose_answer_never_arrived_acp => Path3::Acp,
+    a_first_prompt_whose_answer_never_arrived_opencode => Path3::OpenCode,
+);
+
+/// A session of two prompts: the first one's every attempt is malformed, so its answer never
+/// reaches the guest; the second is answered. The run is judged prompt by prompt: no success,
+/// and the failure is the model's output. (Headless runs take one prompt.)
+async fn a_first_prompt_whose_answer_never_arrived(path: Path3) {
+    let ws = tempfile::tempdir().unwrap();
+    let (tool, _) = path.read(ws.path(), "a.txt");
+    let script = Script::always(Reply::Dynamic(std::sync::Arc::new(move |r| {
+        if common::last_user_text(r).contains("first") {
+            Reply::malformed_tool_call_stream("call_bad", tool)
+        } else {
+            Reply::text_stream(["Answered the second prompt."])
+        }
+    })));
+    let second = ["--prompt".to_owned(), "second".to_owned()];
+    let r = Run::of(path, script, ws.path(), "first", &second).await;
+    let done = r.finished();
+    let answers = r.kind("prompt_finished");
+    assert_eq!(answers.len(), 2, "{}", r.transcript());
+    assert_ne!(done["status"], "succeeded", "{}", r.transcript());
+    assert_eq!(done["error"]["kind"], "model_output", "{}", r.transcript());
+    assert!(
+        done["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("prompt 1: "),
+        "{}",
+        r.transcript()
+    );
+    assert_eq!(r.output.status.code(), Some(3), "{}", r.transcript());
+}
+
 // ---------------------------------------------------------------------------------------------
 
 on_every_path!(a_stdin_gap_longer_than_the_inactivity_limit:

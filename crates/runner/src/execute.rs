@@ -4,6 +4,7 @@
 //! later `--resume` needs.
 
 use std::path::{Path, PathBuf};
+use std::sync::PoisonError;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -15,6 +16,7 @@ use switchyard_backend::gemini::run::HeadlessMapping;
 use switchyard_backend::opencode::run::OpenCodeMapping;
 use switchyard_backend::process::Line;
 use switchyard_binding::{FinishSlot, HostBinding, McpServer, ToolRegistry};
+use switchyard_events::verdict::{self, PromptVerdict, Verdict};
 use switchyard_events::{Envelope, Event, HostConclusion, RunOutcome};
 use switchyard_gateway::{Gateway, GatewayConfig, GatewayDeps};
 use switchyard_records::model::{
@@ -193,10 +195,14 @@ pub async fn execute(
     let mut summary = RunSummary::default();
     let mut raw_lines = RawLineBudget::default();
     let mut session = SessionTrack::default();
+    let prompts = std::sync::Mutex::new(PromptJudge::default());
     let conclude = async |outcome: RunOutcome| {
         // The host's own evidence first: what its gateway saw of the model traffic.
         let outcome = match &gateway {
-            Some(gateway) => switchyard_events::verdict::apply(outcome, &gateway.verdict()),
+            Some(gateway) => {
+                let prompts = prompts.lock().unwrap_or_else(PoisonError::into_inner);
+                verdict::apply_prompts(outcome, &prompts.judged, &gateway.verdict())
+            }
             None => outcome,
         };
         let Some(binding) = &host_binding else {
@@ -220,6 +226,12 @@ pub async fn execute(
             observer.event(&envelope);
             summarize(&mut summary, &envelope.event);
             session.observe(&envelope.event);
+            if let Some(gateway) = &gateway {
+                prompts
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .observe(&envelope.event, || gateway.verdict());
+            }
             if !recorder.is_enabled() {
                 return;
             }
@@ -372,6 +384,32 @@ impl SessionTrack {
     /// The session id, once a prompt of it was answered normally.
     fn committed(&self) -> Option<String> {
         self.session_id.clone().filter(|_| self.committed)
+    }
+}
+
+/// Each prompt of a session, judged by the main exchanges the gateway saw end while it ran:
+/// from its `user_message` (the prompt sent) to its `prompt_finished`.
+#[derive(Debug, Default)]
+struct PromptJudge {
+    /// The gateway's verdict when the running prompt was sent.
+    before: Option<Verdict>,
+    judged: Vec<PromptVerdict>,
+}
+
+impl PromptJudge {
+    fn observe(&mut self, event: &Event, now: impl FnOnce() -> Verdict) {
+        match event {
+            Event::UserMessage(_) => self.before = Some(now()),
+            Event::PromptFinished(p) => {
+                let before = self.before.take().unwrap_or_default();
+                self.judged.push(PromptVerdict {
+                    prompt: p.prompt,
+                    guest_failed: p.error.is_some(),
+                    verdict: now().since(&before),
+                });
+            }
+            _ => {}
+        }
     }
 }
 

@@ -28,3 +28,43 @@ fn the_raw_line_budget_stores_a_prefix_and_counts_the_rest() {
         (MAX_RAW_LINES, MAX_RAW_BYTES)
     );
 }
+
+#[test]
+fn each_prompt_is_judged_by_the_exchanges_that_ended_while_it_ran() {
+    use switchyard_events::event::{PromptFinished, UserMessage};
+    use switchyard_events::verdict::ExchangeEnd;
+    let at = |exchanges, last| Verdict {
+        exchanges,
+        last: Some(last),
+    };
+    let sent = Event::UserMessage(UserMessage { text: "p".into() });
+    let finished = |prompt, failed: bool| {
+        Event::PromptFinished(PromptFinished {
+            prompt,
+            stop_reason: Some("end_turn".into()),
+            error: failed.then(|| {
+                switchyard_events::RunError::new(switchyard_events::ErrorKind::GuestFailure, "x")
+            }),
+            final_text: None,
+        })
+    };
+    let mut judge = PromptJudge::default();
+    judge.observe(&sent, Verdict::default);
+    judge.observe(&finished(0, false), || {
+        at(2, ExchangeEnd::Answered { calls: 0 })
+    });
+    // The second prompt's exchanges: none ended while it ran.
+    judge.observe(&sent, || at(2, ExchangeEnd::Answered { calls: 0 }));
+    judge.observe(&finished(1, true), || {
+        at(2, ExchangeEnd::Answered { calls: 0 })
+    });
+    assert_eq!(judge.judged.len(), 2);
+    assert_eq!(
+        judge.judged[0].verdict,
+        at(2, ExchangeEnd::Answered { calls: 0 })
+    );
+    assert!(!judge.judged[0].guest_failed);
+    assert_eq!(judge.judged[1].verdict, Verdict::default());
+    assert!(judge.judged[1].guest_failed);
+    assert_eq!(judge.judged[1].prompt, 1);
+}
