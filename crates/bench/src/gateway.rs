@@ -744,7 +744,7 @@ async fn send_and_drain(client: &reqwest::Client, target: &Target) -> Result<usi
     let response = target
         .send(client)
         .await
-        .map_err(|e| BenchError::Request(describe(&e)))?;
+        .map_err(|e| BenchError::Request(describe(e)))?;
     if !response.status().is_success() {
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
@@ -1035,11 +1035,11 @@ async fn rss_of_with_open_streams(
                 let response = target
                     .send(&client)
                     .await
-                    .map_err(|e| BenchError::Request(format!("open stream: {}", describe(&e))))?;
+                    .map_err(|e| BenchError::Request(format!("open stream: {}", describe(e))))?;
                 let mut stream = response.bytes_stream();
                 let mut signalled = false;
                 while let Some(chunk) = stream.next().await {
-                    chunk.map_err(|e| BenchError::Request(format!("stream: {}", describe(&e))))?;
+                    chunk.map_err(|e| BenchError::Request(format!("stream: {}", describe(e))))?;
                     if !signalled {
                         signalled = true;
                         let _ = first_tx.send(Ok(())).await;
@@ -1094,7 +1094,7 @@ async fn forward_delay(
         let response = target
             .send(client)
             .await
-            .map_err(|e| BenchError::Request(format!("forward: {}", describe(&e))))?;
+            .map_err(|e| BenchError::Request(format!("forward: {}", describe(e))))?;
         let mut stream = response.bytes_stream();
         let mut seen = Vec::new();
         let mut released: Option<Instant> = None;

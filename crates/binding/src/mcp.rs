@@ -104,10 +104,9 @@ async fn require_token(State(token): State<Token>, request: Request, next: Next)
     let presented = request
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(|v| switchyard_protocol::auth::bearer_token(v.as_bytes()))
         .unwrap_or_default();
-    if bool::from(presented.as_bytes().ct_eq(token.0.as_bytes())) {
+    if bool::from(presented.ct_eq(token.0.as_bytes())) {
         next.run(request).await
     } else {
         (

@@ -19,11 +19,12 @@ pub fn ingress_allowed(expected: Option<&str>, headers: &HeaderMap) -> bool {
     matches(expected, presented)
 }
 
-/// True when no key is required, or the request carries `Authorization: Bearer <expected>`.
+/// True when no key is required, or the request carries `Authorization: Bearer <expected>`
+/// (the scheme in any case).
 pub fn bearer_allowed(expected: Option<&str>, headers: &HeaderMap) -> bool {
     let presented = headers
         .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .and_then(|v| switchyard_protocol::auth::bearer_token(v.as_bytes()))
         .unwrap_or_default();
     matches(expected, presented)
 }
@@ -69,6 +70,8 @@ mod tests {
         assert!(bearer_allowed(Some("tok"), &bearer("Bearer tok")));
         assert!(!bearer_allowed(Some("tok"), &bearer("Bearer tok2")));
         assert!(!bearer_allowed(Some("tok"), &bearer("tok")));
+        assert!(bearer_allowed(Some("tok"), &bearer("bearer tok")));
+        assert!(!bearer_allowed(Some("tok"), &bearer("Basic tok")));
         assert!(!bearer_allowed(Some("tok"), &bearer("Basic tok")));
         assert!(!bearer_allowed(Some("tok"), &HeaderMap::new()));
     }

@@ -46,6 +46,8 @@ pub enum ConfigError {
     BadUpstreamUrl { url: String },
     #[error("invalid alias pattern {0:?}: '*' is only allowed once, at the end")]
     BadAlias(String),
+    #[error("allowed_origins entry {0:?} is not an origin (http(s)://host[:port], nothing more)")]
+    BadOrigin(String),
     #[error("ingress_key must not be empty")]
     EmptyIngressKey,
     #[error(
@@ -78,6 +80,10 @@ pub struct GatewayConfig {
     /// request's `Host` and `Origin` may name, e.g. this machine's name when listening off
     /// loopback. Anything else is refused (403): DNS rebinding and cross-site requests.
     pub allowed_hosts: Vec<String>,
+    /// Origins (`scheme://host[:port]`) a request's `Origin` may be besides the gateway's own
+    /// (`http`, a host above, the listen port), e.g. a reverse proxy's `https://gateway.example`.
+    /// Matched exactly: scheme, host and port.
+    pub allowed_origins: Vec<String>,
     /// Guest model name (or `prefix*` pattern) -> upstream model. Exact names win over patterns;
     /// among patterns the longest prefix wins.
     pub aliases: BTreeMap<String, String>,
@@ -106,6 +112,7 @@ impl Default for GatewayConfig {
             records_dir: None,
             ingress_key: None,
             allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
             aliases: BTreeMap::new(),
             translation: ProviderOptions::default(),
             strict_models: false,
@@ -315,6 +322,13 @@ impl GatewayConfig {
         }
         if self.ingress_key.as_deref() == Some("") {
             return Err(ConfigError::EmptyIngressKey);
+        }
+        if let Some(bad) = self
+            .allowed_origins
+            .iter()
+            .find(|o| crate::guard::parse_origin(o).is_none())
+        {
+            return Err(ConfigError::BadOrigin(bad.clone()));
         }
         if self.limits.buffered_request_bytes == 0
             || self.limits.max_request_bytes == 0

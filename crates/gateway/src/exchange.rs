@@ -86,7 +86,11 @@ async fn connect(
                 let Some(wait) = wait else {
                     return Err((error, attempts));
                 };
-                tracing::debug!(%error, ?wait, "retrying upstream");
+                let error_text = state
+                    .guest_redactor
+                    .redact_str(&error.to_string())
+                    .into_owned();
+                tracing::debug!(error = %error_text, ?wait, "retrying upstream");
                 if !backoff(state, wait).await {
                     return Err((error, attempts));
                 }
@@ -462,7 +466,10 @@ async fn pump<I: Ingress>(start: Box<Pump<I>>) {
                 }
             },
         };
-        tracing::debug!(%retry_reason, "stream exchange retried");
+        tracing::debug!(
+            retry_reason = %state.guest_redactor.redact_str(&retry_reason),
+            "stream exchange retried"
+        );
         trace.note(|| retry_reason.clone());
         response = match connect(&state, &prepared.chat_body, &mut budget, &mut trace).await {
             Ok(r) => r,

@@ -1,10 +1,11 @@
 //! Which requests the gateway serves at all, before any route: the `Host` must name a loopback
 //! address, `localhost`, the listen address or a configured name (`allowed_hosts`), and an
-//! `Origin`, when present, must name one of those too. A web page can neither reach the gateway
-//! through DNS rebinding (its `Host` is the attacker's name) nor make the user's browser post to
-//! it (a cross-site `Origin`), so no page spends the provider key.
+//! `Origin`, when present, must be exactly the gateway's own (`http`, one of those hosts, the
+//! listen port) or one of `allowed_origins`. A web page can neither reach the gateway through
+//! DNS rebinding (its `Host` is the attacker's name) nor make the user's browser post to it (a
+//! cross-site `Origin`, another localhost port included), so no page spends the provider key.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -19,16 +20,50 @@ use crate::responses::error_response;
 pub struct HostGuard {
     /// Lowercase names and IP literals, besides loopback addresses and `localhost`.
     allowed: Vec<String>,
+    /// The port the gateway listens on: its own origin's.
+    port: u16,
+    /// `allowed_origins`, as (scheme, lowercase host, port).
+    origins: Vec<Origin>,
+}
+
+/// An origin: scheme, lowercase host (IPv6 without brackets), port (the scheme's default when
+/// none is written).
+type Origin = (String, String, u16);
+
+/// `text` as an origin: `http(s)://host[:port]`, nothing else (no user, path, query).
+pub fn parse_origin(text: &str) -> Option<Origin> {
+    let url = url::Url::parse(text.trim()).ok()?;
+    let plain = url.username().is_empty()
+        && url.password().is_none()
+        && matches!(url.path(), "" | "/")
+        && url.query().is_none()
+        && url.fragment().is_none();
+    if !plain || !matches!(url.scheme(), "http" | "https") {
+        return None;
+    }
+    let host = url.host_str()?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Some((
+        url.scheme().to_owned(),
+        host.to_ascii_lowercase(),
+        url.port_or_known_default()?,
+    ))
 }
 
 impl HostGuard {
-    /// Loopback, `localhost`, `listen` (unless it is the unspecified address) and `extra`.
-    pub fn new(listen: IpAddr, extra: &[String]) -> Self {
+    /// Hosts: loopback, `localhost`, `listen`'s address (unless unspecified) and `extra`; the
+    /// gateway's own origin on `listen`'s port, and `origins` (each `http(s)://host[:port]`;
+    /// ones that are not are ignored here: the config check refuses them).
+    pub fn new(listen: SocketAddr, extra: &[String], origins: &[String]) -> Self {
         let mut allowed: Vec<String> = extra.iter().map(|h| h.to_ascii_lowercase()).collect();
-        if !listen.is_unspecified() {
-            allowed.push(listen.to_string());
+        if !listen.ip().is_unspecified() {
+            allowed.push(listen.ip().to_string());
         }
-        Self { allowed }
+        Self {
+            allowed,
+            port: listen.port(),
+            origins: origins.iter().filter_map(|o| parse_origin(o)).collect(),
+        }
     }
 
     /// Whether `host` (a `Host` value: name or IP literal, optional port) is one of ours.
@@ -40,14 +75,15 @@ impl HostGuard {
         !host.contains('@') && self.name_allowed(authority.host())
     }
 
-    /// Whether an `Origin` value names one of our hosts (`null` and other schemes do not).
+    /// Whether an `Origin` value is the gateway's own or a configured one (`null`, other
+    /// schemes and other ports are not).
     pub fn origin_allowed(&self, origin: &str) -> bool {
-        let Ok(url) = url::Url::parse(origin.trim()) else {
+        let Some(origin) = parse_origin(origin) else {
             return false;
         };
-        matches!(url.scheme(), "http" | "https")
-            && url.username().is_empty()
-            && url.host_str().is_some_and(|host| self.name_allowed(host))
+        let (scheme, host, port) = &origin;
+        let own = scheme == "http" && *port == self.port && self.name_allowed(host);
+        own || self.origins.contains(&origin)
     }
 
     fn name_allowed(&self, host: &str) -> bool {

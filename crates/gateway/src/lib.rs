@@ -100,9 +100,10 @@
 //! within a byte budget shared by all connections (`limits.buffered_request_bytes`): a body over
 //! `max_request_bytes` is a 413; one that pauses longer than `guest_body_idle_ms` or takes longer
 //! than `guest_body_ms` in all a 408. The `Host` must name a loopback address, `localhost`, the
-//! listen address or an `allowed_hosts` entry, and an `Origin` likewise (403 otherwise: DNS
-//! rebinding, cross-site posts); a non-loopback listen needs an ingress key. Provider error text
-//! shown to the guest is redacted (the provider key, the ingress key). Session ledgers are
+//! listen address or an `allowed_hosts` entry, and an `Origin` be exactly the gateway's own or an
+//! `allowed_origins` entry (403 otherwise: DNS rebinding, cross-site posts); a non-loopback
+//! listen needs an ingress key. Provider error text shown to the guest is redacted (the provider
+//! key, the ingress key, credentials in the upstream URL). Session ledgers are
 //! bounded (least recently used forgotten), session ids at most 128 bytes, and an upstream
 //! server-sent event at most 16 MiB.
 //!

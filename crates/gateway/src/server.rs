@@ -90,11 +90,14 @@ impl Gateway {
             .upstream_key
             .or_else(|| std::env::var(&config.upstream_key_env).ok())
             .filter(|k| !k.is_empty());
-        // The secrets the gateway knows, kept out of records and out of what the guest sees.
+        // The secrets the gateway knows, kept out of records and out of what the guest sees:
+        // the keys, and credentials written into the upstream URL.
+        let url_secrets = url_credentials(&config.upstream_url);
         let guest_redactor = Redactor::new(
             upstream_key
                 .iter()
                 .chain(config.ingress_key.iter())
+                .chain(url_secrets.iter())
                 .cloned(),
         );
         let recorder = match (deps.recorder, &config.records_dir) {
@@ -109,7 +112,11 @@ impl Gateway {
             }
             (None, None) => Recorder::disabled(),
         };
-        for secret in upstream_key.iter().chain(config.ingress_key.iter()) {
+        for secret in upstream_key
+            .iter()
+            .chain(config.ingress_key.iter())
+            .chain(url_secrets.iter())
+        {
             recorder.add_secret(secret.clone());
         }
         let upstream = UpstreamClient::new(&config, upstream_key)?;
@@ -153,7 +160,11 @@ impl Gateway {
             cancel: cancel.clone(),
             in_flight,
         });
-        let guard = Arc::new(HostGuard::new(local_addr.ip(), &state.config.allowed_hosts));
+        let guard = Arc::new(HostGuard::new(
+            local_addr,
+            &state.config.allowed_hosts,
+            &state.config.allowed_origins,
+        ));
         let app = Router::new()
             .route("/{version}/models/{*rest}", post(crate::routes::models))
             .route(
@@ -442,4 +453,25 @@ impl GatewayHandle {
         let recorder = self.recorder.clone();
         recorder.flush_async().await.map_err(GatewayError::Flush)
     }
+}
+/// The user name and password written into `url` (`http://user:pass@host/…`), as written and
+/// decoded: secrets like the key.
+fn url_credentials(url: &str) -> Vec<String> {
+    let Ok(url) = url::Url::parse(url) else {
+        return Vec::new();
+    };
+    let mut secrets = Vec::new();
+    for raw in [url.username(), url.password().unwrap_or_default()] {
+        if raw.is_empty() {
+            continue;
+        }
+        let decoded = percent_encoding::percent_decode_str(raw)
+            .decode_utf8_lossy()
+            .into_owned();
+        secrets.push(raw.to_owned());
+        if decoded != raw {
+            secrets.push(decoded);
+        }
+    }
+    secrets
 }

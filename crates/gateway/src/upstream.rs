@@ -136,7 +136,7 @@ pub struct UpstreamClient {
     parsed_url: reqwest::Url,
     /// `Bearer <key>`, built once and marked sensitive (so HTTP tooling never prints it).
     bearer: Option<reqwest::header::HeaderValue>,
-    /// The URL as configured (what records name).
+    /// The URL with any credentials in it masked (what records and logs name).
     url: String,
     first_byte: Duration,
     first_token: Duration,
@@ -176,6 +176,7 @@ impl UpstreamClient {
     pub fn new(config: &GatewayConfig, api_key: Option<String>) -> Result<Self, ClientError> {
         let url = config.chat_completions_url();
         let parsed_url = reqwest::Url::parse(&url).map_err(|e| UpstreamUrlError(e.to_string()))?;
+        let url = shown_url(&parsed_url);
         install_tls_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(config.timeouts.connect())
@@ -221,7 +222,7 @@ impl UpstreamClient {
         let response = tokio::time::timeout(first_byte, request.send())
             .await
             .map_err(|_| timed_out())?
-            .map_err(|e| UpstreamError::Connect(describe(&e)))?;
+            .map_err(|e| UpstreamError::Connect(describe(e)))?;
         let retry_after = retry_after_from_headers(response.headers());
         let status = response.status().as_u16();
         let body = response;
@@ -254,7 +255,7 @@ impl UpstreamClient {
                     Err(_) => Some((Err(UpstreamError::IdleTimeout(bound)), None)),
                     Ok(None) => None,
                     Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some((chunks, idle)))),
-                    Ok(Some(Err(e))) => Some((Err(UpstreamError::Body(describe(&e))), None)),
+                    Ok(Some(Err(e))) => Some((Err(UpstreamError::Body(describe(e))), None)),
                 }
             },
         ))
@@ -300,10 +301,24 @@ pub fn bounded_events(stream: ByteStream, max: usize) -> ByteStream {
     ))
 }
 
-/// A reqwest error with its source chain (never includes headers, so never the key).
-pub fn describe(e: &reqwest::Error) -> String {
+/// `url` as it may be shown: a user name and password written into it are masked.
+fn shown_url(url: &reqwest::Url) -> String {
+    let mut shown = url.clone();
+    if !url.username().is_empty() {
+        let _ = shown.set_username("***");
+    }
+    if url.password().is_some() {
+        let _ = shown.set_password(Some("***"));
+    }
+    shown.to_string()
+}
+
+/// A reqwest error with its source chain, without its URL (which can carry credentials), and
+/// never with headers, so never the key.
+pub fn describe(e: reqwest::Error) -> String {
+    let e = e.without_url();
     let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
+    let mut source = std::error::Error::source(&e);
     while let Some(s) = source {
         text.push_str(": ");
         text.push_str(&s.to_string());
@@ -318,6 +333,37 @@ mod tests {
     use switchyard_testkit::chat_upstream::{ChatUpstream, Reply, Script};
 
     use super::*;
+
+    /// reqwest's own text names the URL, query included.
+    #[tokio::test]
+    async fn an_error_is_described_without_its_url() {
+        install_tls_provider();
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("http://127.0.0.1:{closed}/v1?key=s3cr3t");
+        let error = reqwest::Client::new().get(&url).send().await.unwrap_err();
+        assert!(error.to_string().contains("s3cr3t"), "{error}");
+        let described = describe(error);
+        assert!(!described.contains("s3cr3t"), "{described}");
+        assert!(!described.is_empty());
+    }
+
+    #[test]
+    fn credentials_in_the_url_are_masked_where_it_is_shown() {
+        let config = GatewayConfig::new("http://ann:p%40ss@127.0.0.1:9/v1", "m");
+        let client = UpstreamClient::new(&config, None).unwrap();
+        assert_eq!(
+            client.url(),
+            "http://***:***@127.0.0.1:9/v1/chat/completions"
+        );
+        assert!(!format!("{client:?}").contains("p%40ss"));
+        let plain =
+            UpstreamClient::new(&GatewayConfig::new("http://127.0.0.1:9/v1", "m"), None).unwrap();
+        assert_eq!(plain.url(), "http://127.0.0.1:9/v1/chat/completions");
+    }
 
     #[tokio::test]
     async fn sends_the_body_and_key_and_reads_the_answer() {

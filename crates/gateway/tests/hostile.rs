@@ -114,18 +114,52 @@ async fn foreign_hosts_and_cross_site_origins_are_refused() {
         vec![("host", "evil.example:80")],
         vec![("origin", "http://evil.example")],
         vec![("origin", "null")],
+        // A page on another localhost port is another site.
+        vec![("origin", "http://127.0.0.1:5173")],
+        vec![("origin", "http://localhost:5173")],
     ] {
         let response = post_with(&gw, &headers).await;
         assert_eq!(response.status(), 403, "{headers:?}");
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["error"]["code"], 403, "a Google-shaped error");
     }
+    let own = gw.base_url();
+    let own_by_name = own.replace("127.0.0.1", "localhost");
     for headers in [
         vec![],
         vec![("host", "localhost")],
-        vec![("origin", "http://127.0.0.1:5173")],
+        vec![("origin", own.as_str())],
+        vec![("origin", own_by_name.as_str())],
     ] {
         assert_eq!(post_with(&gw, &headers).await.status(), 200, "{headers:?}");
+    }
+    // The gateway's own port over https is not its origin.
+    let https = own.replace("http://", "https://");
+    assert_eq!(
+        post_with(&gw, &[("origin", https.as_str())]).await.status(),
+        403
+    );
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_configured_origin_is_matched_exactly() {
+    let (_upstream, gw) = start(Script::new(), |c| {
+        c.allowed_origins = vec!["https://gateway.example".into()];
+    })
+    .await;
+    let status = |origin: &'static str| {
+        let gw = &gw;
+        async move { post_with(gw, &[("origin", origin)]).await.status() }
+    };
+    assert_eq!(status("https://gateway.example").await, 200);
+    assert_eq!(status("https://GATEWAY.example:443").await, 200);
+    for other in [
+        "http://gateway.example",
+        "https://gateway.example:8443",
+        "https://gateway.example.evil",
+    ] {
+        assert_eq!(status(other).await, 403, "{other}");
     }
     gw.shutdown().await.unwrap();
 }
@@ -298,4 +332,34 @@ async fn an_image_over_the_pixel_budget_or_cut_off_goes_upstream_unchanged() {
         &urls[2][..40]
     );
     gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn credentials_in_the_upstream_url_never_reach_the_guest_or_the_records() {
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let records = tempfile::tempdir().unwrap();
+    let records_dir = records.path().to_path_buf();
+    let (_upstream, gw) = start(Script::new(), move |c| {
+        c.upstream_url = format!("http://user-name:s3cr3t%2Fpass@127.0.0.1:{closed}/v1");
+        c.retries.upstream_attempts = 1;
+        c.records_dir = Some(records_dir);
+    })
+    .await;
+    let response = post(&gw, "m", "generateContent", &user_request("hi")).await;
+    assert!(response.status().is_server_error(), "{}", response.status());
+    let body = response.text().await.unwrap();
+    gw.shutdown().await.unwrap();
+    let mut stored = Vec::new();
+    for entry in std::fs::read_dir(records.path()).unwrap() {
+        stored.extend(std::fs::read(entry.unwrap().path()).unwrap_or_default());
+    }
+    assert!(!stored.is_empty(), "the exchange was recorded");
+    let stored = String::from_utf8_lossy(&stored);
+    for secret in ["s3cr3t", "user-name"] {
+        assert!(!body.contains(secret), "{secret} in {body}");
+        assert!(!stored.contains(secret), "{secret} in the records");
+    }
 }

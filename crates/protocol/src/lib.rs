@@ -5,6 +5,7 @@
 //! caller can count and record it. Meaning that Switchyard derives from these types lives in
 //! `switchyard-events`, never here.
 
+pub mod auth;
 pub mod gemini_cli;
 pub mod opencode;
 pub mod sse;

@@ -18,10 +18,6 @@ use crate::model::{ExchangeRecord, RecordOp, TypedError, UpstreamAttempt};
 /// What a redacted secret is replaced with.
 pub const REDACTED: &str = "[REDACTED]";
 
-/// Secrets shorter than this are ignored: replacing every `"x"` in a record would destroy it
-/// without protecting anything real.
-pub const MIN_SECRET_LEN: usize = 6;
-
 /// Shorter words after "bearer" are prose ("the bearer of"), not tokens.
 const MIN_BEARER_TOKEN_LEN: usize = 8;
 
@@ -57,8 +53,8 @@ pub struct Redactor {
 }
 
 impl Redactor {
-    /// A redactor for these known secrets (entries shorter than [`MIN_SECRET_LEN`] are ignored)
-    /// plus the generic patterns.
+    /// A redactor for these known secrets (of any length; an empty one is no secret) plus the
+    /// generic patterns.
     pub fn new<I, S>(secrets: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -74,7 +70,7 @@ impl Redactor {
     /// Registers one more known secret (e.g. a per-run token minted later).
     pub fn add_secret(&mut self, secret: impl Into<String>) {
         let secret = secret.into();
-        if secret.len() < MIN_SECRET_LEN || self.secrets.contains(&secret) {
+        if secret.is_empty() || self.secrets.contains(&secret) {
             return;
         }
         self.secrets.push(secret);
@@ -413,14 +409,22 @@ mod tests {
     }
 
     #[test]
+    fn a_configured_secret_of_any_length_is_replaced() {
+        let r = Redactor::new(["k9", "", "abc"]);
+        assert_eq!(r.secret_count(), 2, "the empty string is no secret");
+        assert_eq!(
+            r.redact_str("key k9, abc."),
+            format!("key {REDACTED}, {REDACTED}.")
+        );
+    }
+
+    #[test]
     fn literal_secrets_are_replaced_everywhere() {
-        let redactor = Redactor::new(["sk-live-123456", "tok"]);
-        assert_eq!(redactor.secret_count(), 1, "short secrets are ignored");
+        let redactor = Redactor::new(["sk-live-123456"]);
         assert_eq!(
             redactor.redact_str("a sk-live-123456 b sk-live-123456"),
             "a [REDACTED] b [REDACTED]"
         );
-        assert_eq!(redactor.redact_str("tok stays"), "tok stays");
     }
 
     #[test]
