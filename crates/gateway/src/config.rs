@@ -136,7 +136,8 @@ pub struct RetryConfig {
     pub malformed_retries: u32,
     /// First backoff; doubles per retry.
     pub initial_backoff_ms: u64,
-    /// Cap on a single wait, including an upstream `Retry-After`.
+    /// Cap on a single backoff wait. An upstream `Retry-After` is waited as asked when it fits
+    /// `budget_ms`; otherwise the guest gets the upstream's 429 with it.
     pub max_backoff_ms: u64,
     /// No retry starts later than this after the exchange began.
     pub budget_ms: u64,

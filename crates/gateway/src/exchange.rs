@@ -114,7 +114,9 @@ async fn connect_or_error_response<I: Ingress>(
             trace
                 .finish_error(Vec::new(), error.kind(), &error.to_string())
                 .await;
-            Err(api.upstream_failure(state, &error, attempts).response())
+            Err(api
+                .upstream_failure(state, &error, attempts, budget.declined_wait())
+                .response())
         }
     }
 }
@@ -398,7 +400,12 @@ async fn pump<I: Ingress>(start: Box<Pump<I>>) {
                         format!("retrying after stream failure: {error}")
                     }
                     None => {
-                        let failure = api.upstream_failure(&state, &error, budget.retries() + 1);
+                        let failure = api.upstream_failure(
+                            &state,
+                            &error,
+                            budget.retries() + 1,
+                            budget.declined_wait(),
+                        );
                         let _ = tx.send(failure.stream_bytes()).await;
                         trace
                             .finish_error(delivered, error.kind(), &error.to_string())
@@ -474,7 +481,8 @@ async fn pump<I: Ingress>(start: Box<Pump<I>>) {
         response = match connect(&state, &prepared.chat_body, &mut budget, &mut trace).await {
             Ok(r) => r,
             Err((error, attempts)) => {
-                let failure = api.upstream_failure(&state, &error, attempts);
+                let failure =
+                    api.upstream_failure(&state, &error, attempts, budget.declined_wait());
                 let _ = tx.send(failure.stream_bytes()).await;
                 trace
                     .finish_error(delivered, error.kind(), &error.to_string())
@@ -664,7 +672,7 @@ async fn complete<I: Ingress>(
                     .finish_error(Vec::new(), error.kind(), &error.to_string())
                     .await;
                 return api
-                    .upstream_failure(state, &error, budget.retries() + 1)
+                    .upstream_failure(state, &error, budget.retries() + 1, budget.declined_wait())
                     .response();
             }
         };
@@ -677,7 +685,7 @@ async fn complete<I: Ingress>(
                     .finish_error(Vec::new(), error.kind(), &error.to_string())
                     .await;
                 return api
-                    .upstream_failure(state, &error, budget.retries() + 1)
+                    .upstream_failure(state, &error, budget.retries() + 1, budget.declined_wait())
                     .response();
             }
         };

@@ -39,9 +39,11 @@
 //! ## Retry and timeout budget
 //! Per exchange the gateway makes at most `retries.upstream_attempts` (3) attempts for retryable
 //! upstream failures (429, 408, 5xx, connect errors, first-byte timeouts, a stream that breaks
-//! before anything reached the guest). Waits double from `initial_backoff_ms` (250 ms), honour
-//! `Retry-After`/`retry-after-ms` but never exceed `max_backoff_ms` (4 s), and no retry starts
-//! later than `budget_ms` (10 s) after the exchange began. Malformed tool calls get
+//! before anything reached the guest). Waits double from `initial_backoff_ms` (250 ms) up to
+//! `max_backoff_ms` (4 s), and no retry starts later than `budget_ms` (10 s) after the exchange
+//! began. An upstream's `Retry-After`/`retry-after-ms` is waited exactly when it fits that
+//! budget; when it does not, it is never shortened: the guest gets the 429 (or 503) with
+//! `Retry-After` (and Google's `RetryInfo`) and decides. Malformed tool calls get
 //! `malformed_retries` (2) extra attempts within the same time budget.
 //!
 //! Gemini CLI retries too (`general.maxAttempts`; `switchyard run` sets 2; backoff 5 s, 10 s, ...,

@@ -1,11 +1,13 @@
 //! Upstream retry decisions: which failures are retried, how long to wait (exponential backoff,
-//! an upstream `Retry-After` honoured up to a cap), and the per-exchange budget.
+//! or exactly an upstream's `Retry-After`), and the per-exchange budget.
 //!
 //! Budget (defaults): at most `upstream_attempts = 3` attempts, waits of 250 ms, 500 ms, ...
-//! each capped at `max_backoff_ms = 4 s` (also the cap for `Retry-After`), and no retry *starts*
-//! later than `budget_ms = 10 s` after the exchange began; a wait that would cross the budget is
-//! not taken. Malformed tool calls get their own counter (`malformed_retries = 2`) but share
-//! the same time budget.
+//! each capped at `max_backoff_ms = 4 s`, and no retry *starts* later than `budget_ms = 10 s`
+//! after the exchange began; a wait that would cross the budget is not taken. A `Retry-After`
+//! is waited as asked when it fits the time budget; one that does not is never shortened: the
+//! gateway stops and the guest is handed the upstream's 429 with the delay
+//! ([`RetryBudget::declined_wait`]). Malformed tool calls get their own counter
+//! (`malformed_retries = 2`) but share the same time budget.
 
 use std::time::{Duration, Instant};
 
@@ -20,6 +22,8 @@ pub struct RetryBudget {
     started: Instant,
     transient_retries: u32,
     malformed_retries: u32,
+    /// The upstream's `Retry-After` the last [`RetryBudget::next_transient`] refused to wait.
+    declined: Option<Duration>,
 }
 
 impl RetryBudget {
@@ -29,6 +33,7 @@ impl RetryBudget {
             started: Instant::now(),
             transient_retries: 0,
             malformed_retries: 0,
+            declined: None,
         }
     }
 
@@ -37,9 +42,11 @@ impl RetryBudget {
         self.transient_retries + self.malformed_retries
     }
 
-    /// After a retryable upstream failure: how long to wait before the next attempt, or `None`
-    /// when attempts or time are used up.
+    /// After a retryable upstream failure: how long to wait before the next attempt (the
+    /// upstream's `retry_after` exactly, else the backoff), or `None` when attempts or time are
+    /// used up.
     pub fn next_transient(&mut self, retry_after: Option<Duration>) -> Option<Duration> {
+        self.declined = None;
         if self.transient_retries + 1 >= self.config.upstream_attempts.max(1) {
             return None;
         }
@@ -47,15 +54,21 @@ impl RetryBudget {
             self.config
                 .initial_backoff_ms
                 .saturating_mul(1u64 << self.transient_retries.min(16)),
-        );
-        let wait = retry_after
-            .unwrap_or(backoff)
-            .min(Duration::from_millis(self.config.max_backoff_ms));
+        )
+        .min(Duration::from_millis(self.config.max_backoff_ms));
+        let wait = retry_after.unwrap_or(backoff);
         if !self.fits(wait) {
+            self.declined = retry_after;
             return None;
         }
         self.transient_retries += 1;
         Some(wait)
+    }
+
+    /// The upstream's `Retry-After` that did not fit the budget when the gateway last gave up:
+    /// the guest gets it (and the upstream's 429) to decide for itself.
+    pub fn declined_wait(&self) -> Option<Duration> {
+        self.declined
     }
 
     /// After a malformed tool call: whether to try again (immediately).
@@ -135,23 +148,40 @@ mod tests {
     }
 
     #[test]
-    fn backoff_doubles_caps_retry_after_and_stops_after_attempts() {
+    fn backoff_doubles_is_capped_and_stops_after_attempts() {
         let cfg = RetryConfig {
             upstream_attempts: 4,
             initial_backoff_ms: 100,
-            max_backoff_ms: 1_000,
+            max_backoff_ms: 300,
             ..RetryConfig::default()
         };
         let mut b = RetryBudget::new(&cfg);
         assert_eq!(b.next_transient(None), Some(Duration::from_millis(100)));
-        assert_eq!(
-            b.next_transient(Some(Duration::from_secs(3600))),
-            Some(Duration::from_millis(1_000)),
-            "Retry-After is capped"
-        );
-        assert_eq!(b.next_transient(None), Some(Duration::from_millis(400)));
+        assert_eq!(b.next_transient(None), Some(Duration::from_millis(200)));
+        assert_eq!(b.next_transient(None), Some(Duration::from_millis(300)));
         assert_eq!(b.next_transient(None), None, "4 attempts = 3 retries");
         assert_eq!(b.retries(), 3);
+        assert_eq!(b.declined_wait(), None);
+    }
+
+    #[test]
+    fn retry_after_is_waited_exactly_or_declined_never_shortened() {
+        let cfg = RetryConfig {
+            upstream_attempts: 10,
+            max_backoff_ms: 100,
+            budget_ms: 5_000,
+            ..RetryConfig::default()
+        };
+        let mut b = RetryBudget::new(&cfg);
+        assert_eq!(
+            b.next_transient(Some(Duration::from_secs(2))),
+            Some(Duration::from_secs(2)),
+            "longer than max_backoff_ms, but it fits the budget: waited as asked"
+        );
+        assert_eq!(b.next_transient(Some(Duration::from_secs(30))), None);
+        assert_eq!(b.declined_wait(), Some(Duration::from_secs(30)));
+        assert_eq!(b.next_transient(None), Some(Duration::from_millis(100)));
+        assert_eq!(b.declined_wait(), None, "only the last decision counts");
     }
 
     #[test]
@@ -213,8 +243,9 @@ mod tests {
         let mut b = RetryBudget::new(&RetryConfig::default());
         assert_eq!(
             b.next_transient(retry_after_from_headers(&headers("retry-after", "1e20"))),
-            Some(Duration::from_millis(RetryConfig::default().max_backoff_ms)),
-            "the wait is clamped to the retry budget"
+            None,
+            "a wait past the budget is not taken"
         );
+        assert_eq!(b.declined_wait(), Some(MAX_RETRY_HINT));
     }
 }

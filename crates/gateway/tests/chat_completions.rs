@@ -311,6 +311,19 @@ async fn without_fail_fast_the_guest_gets_the_status_to_retry() {
 }
 
 #[tokio::test]
+async fn a_retry_after_past_the_budget_reaches_opencode_with_its_header() {
+    let script = Script::always(Reply::error_retry_after(429, "slow down", "30"));
+    let (upstream, gw) = start(script, |_| {}).await;
+    let response = chat(&gw, &opencode_request("hi")).await;
+    assert_eq!(response.status(), 429);
+    assert_eq!(response.headers()["retry-after"], "30");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limit_exceeded", "{body}");
+    assert_eq!(upstream.requests().len(), 1, "never retried early");
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn upstream_client_errors_keep_their_openai_error() {
     let script = Script::new().then(Reply::Json {
         status: 400,

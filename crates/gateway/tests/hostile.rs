@@ -176,13 +176,51 @@ async fn a_configured_host_name_is_served() {
 }
 
 #[tokio::test]
-async fn a_huge_retry_after_is_clamped_not_a_panic() {
+async fn a_retry_after_past_the_budget_is_handed_to_the_guest_never_shortened() {
+    // 30 s does not fit the 10 s budget; "1e20" is clamped to an hour, not a panic.
+    for (asked, expected) in [("30", "30"), ("1e20", "3600")] {
+        for method in ["generateContent", "streamGenerateContent"] {
+            let script = Script::always(Reply::error_retry_after(429, "slow down", asked));
+            let (upstream, gw) = start(script, |_| {}).await;
+            let response = post(&gw, "m", method, &user_request("hi")).await;
+            assert_eq!(response.status(), 429, "{method}");
+            assert_eq!(response.headers()["retry-after"], expected, "{method}");
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(body["error"]["status"], "RESOURCE_EXHAUSTED");
+            assert_eq!(
+                body["error"]["details"][0]["retryDelay"],
+                format!("{expected}s")
+            );
+            let message = body["error"]["message"].as_str().unwrap();
+            assert!(
+                !message.contains("limit: 0"),
+                "not terminal: the guest decides ({message})"
+            );
+            assert_eq!(
+                upstream.requests().len(),
+                1,
+                "{method}: never retried early"
+            );
+            gw.shutdown().await.unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_retry_after_within_the_budget_is_waited_as_asked() {
+    // Longer than max_backoff_ms: waited all the same, not cut to it.
     let script = Script::new()
-        .then(Reply::error_retry_after(429, "slow down", "1e20"))
+        .then(Reply::error_retry_after(429, "slow down", "2"))
         .then(Reply::completion_text("after the wait"));
     let (upstream, gw) = start(script, |c| c.retries.max_backoff_ms = 50).await;
+    let started = std::time::Instant::now();
     let response = post(&gw, "m", "generateContent", &user_request("hi")).await;
     assert_eq!(response.status(), 200);
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     let body: Value = response.json().await.unwrap();
     assert_eq!(text_of(&[body]), "after the wait");
     assert_eq!(upstream.requests().len(), 2);

@@ -7,8 +7,9 @@
 //! message that OpenCode does not classify as retryable (its retry rule: 408/409/429/5xx, or a
 //! message or body naming a status such as 503, "rate limit", "server_error", "connection
 //! refused", "timeout"…), so the gateway's retries and the guest's do not multiply; the
-//! upstream's own error is in the run's records and provider error. Without fail-fast the
-//! status (429 or 503) and message are passed on. A turn whose calls cannot be delivered is an
+//! upstream's own error is in the run's records and provider error. Without fail-fast, or when
+//! the upstream asked for a `Retry-After` longer than the retry budget, the status (429 or 503)
+//! and message are passed on (with the `Retry-After` header). A turn whose calls cannot be delivered is an
 //! error `malformed_tool_call`, never a call.
 
 use bytes::Bytes;
@@ -128,17 +129,23 @@ impl Ingress for Chat {
         state: &AppState,
         error: &UpstreamError,
         attempts: u32,
+        declined_wait: Option<std::time::Duration>,
     ) -> GuestFailure {
-        let google = super::google::failure_body(state, error, attempts);
+        let google = super::google::failure_body(state, error, attempts, declined_wait);
+        let declined_wait = declined_wait.filter(|_| error.retryable());
         let (status, mut body) = chat_failure(
             state,
             error,
             attempts,
+            declined_wait.is_some(),
             google.error.code,
             &google.error.message,
         );
         state.guest_redactor.redact_value(&mut body);
-        failure(status, &body)
+        GuestFailure {
+            retry_after: declined_wait,
+            ..failure(status, &body)
+        }
     }
 
     fn undeliverable(self, state: &AppState, reason: &str, attempts: u32) -> Option<GuestFailure> {
@@ -215,6 +222,7 @@ fn failure(status: u16, body: &Value) -> GuestFailure {
         status,
         stream: super::sse_event(&json, b"\n\n"),
         body: json,
+        retry_after: None,
     }
 }
 
@@ -229,6 +237,7 @@ fn chat_failure(
     state: &AppState,
     error: &UpstreamError,
     attempts: u32,
+    handed_back: bool,
     google_status: u16,
     google_message: &str,
 ) -> (u16, Value) {
@@ -242,6 +251,14 @@ fn chat_failure(
         return (
             google_status,
             openai_error(google_status, google_message, None),
+        );
+    }
+    if handed_back {
+        // The upstream's own delay, longer than the retry budget: the guest decides.
+        let code = (google_status == 429).then_some("rate_limit_exceeded");
+        return (
+            google_status,
+            openai_error(google_status, google_message, code),
         );
     }
     if state.config.retries.guest_fail_fast {

@@ -6,7 +6,9 @@
 //! A turn whose calls cannot be delivered is delivered with `finishReason:
 //! MALFORMED_FUNCTION_CALL` and no call. When the gateway gives up on a retryable failure under
 //! `retries.guest_fail_fast` it answers 429 or 503 with `limit: 0` in the message, which Gemini
-//! CLI treats as a terminal quota error (so its retries and the gateway's do not multiply).
+//! CLI treats as a terminal quota error (so its retries and the gateway's do not multiply),
+//! except when the upstream asked for a `Retry-After` longer than the retry budget: that is
+//! passed on (status, `RetryInfo`, header) for the guest to decide.
 
 use bytes::Bytes;
 use switchyard_records::model::ingress;
@@ -121,8 +123,12 @@ impl Ingress for Google {
         state: &AppState,
         error: &UpstreamError,
         attempts: u32,
+        declined_wait: Option<std::time::Duration>,
     ) -> GuestFailure {
-        failure(failure_body(state, error, attempts))
+        GuestFailure {
+            retry_after: declined_wait.filter(|_| error.retryable()),
+            ..failure(failure_body(state, error, attempts, declined_wait))
+        }
     }
 
     fn undeliverable(self, _: &AppState, _: &str, _: u32) -> Option<GuestFailure> {
@@ -179,6 +185,7 @@ pub(crate) fn failure(body: GoogleErrorBody) -> GuestFailure {
         status: body.error.code,
         stream: Bytes::from(json.clone()),
         body: json,
+        retry_after: None,
     }
 }
 
@@ -191,8 +198,9 @@ pub(crate) fn failure_body(
     state: &AppState,
     error: &UpstreamError,
     attempts: u32,
+    declined_wait: Option<std::time::Duration>,
 ) -> GoogleErrorBody {
-    let mut body = unredacted_failure_body(state, error, attempts);
+    let mut body = unredacted_failure_body(state, error, attempts, declined_wait);
     state.guest_redactor.redact_string(&mut body.error.message);
     *state
         .provider_error
@@ -209,6 +217,7 @@ fn unredacted_failure_body(
     state: &AppState,
     error: &UpstreamError,
     attempts: u32,
+    declined_wait: Option<std::time::Duration>,
 ) -> GoogleErrorBody {
     if let UpstreamError::Status {
         status,
@@ -237,6 +246,15 @@ fn unredacted_failure_body(
         Some(429) => 429,
         _ => 503,
     };
+    if let Some(wait) = declined_wait {
+        // Never shortened and retried: the guest decides whether to wait that long.
+        let message = format!(
+            "upstream failed after {attempts} attempt(s) by the gateway ({error}) and asks to \
+             retry after {}s, longer than the gateway's retry budget",
+            wait.as_secs_f64().ceil()
+        );
+        return switchyard_translate::google_error(status, &message, Some(wait));
+    }
     if state.config.retries.guest_fail_fast {
         let message = format!(
             "upstream failed after {attempts} attempt(s) by the gateway ({error}); the gateway \

@@ -78,6 +78,7 @@ pub(crate) trait Ingress: Copy + Send + Sync + 'static {
         state: &AppState,
         error: &UpstreamError,
         attempts: u32,
+        declined_wait: Option<std::time::Duration>,
     ) -> GuestFailure;
 
     /// A turn whose calls cannot be delivered: `None` to deliver the turn itself (its finish
@@ -110,12 +111,21 @@ pub(crate) struct GuestFailure {
     pub body: String,
     /// The same error as the last bytes of a stream already under way.
     pub stream: Bytes,
+    /// The upstream's `Retry-After` the gateway did not wait, passed on as the header.
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl GuestFailure {
     /// The error as an HTTP response (nothing was sent yet).
     pub fn response(&self) -> Response {
-        json_error(self.status, self.body.clone())
+        let mut response = json_error(self.status, self.body.clone());
+        if let Some(wait) = self.retry_after {
+            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+        }
+        response
     }
 
     /// The error as the last bytes of a stream already under way.
