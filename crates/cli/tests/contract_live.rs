@@ -527,6 +527,66 @@ async fn a_first_prompt_whose_answer_never_arrived(path: Path3) {
 
 // ---------------------------------------------------------------------------------------------
 
+on_every_path!(a_pdf_read_by_the_agent:
+    a_pdf_read_by_the_agent_headless => Path3::Headless,
+    a_pdf_read_by_the_agent_acp => Path3::Acp,
+    a_pdf_read_by_the_agent_opencode => Path3::OpenCode,
+);
+
+/// The agent reads a PDF, then another file, then answers: the document never fails a request
+/// (Gemini CLI resends it with its history every turn), and a provider that cannot read PDFs
+/// (profile `vllm`) is sent a placeholder naming it instead of the bytes.
+async fn a_pdf_read_by_the_agent(path: Path3) {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("quarterly.pdf"),
+        switchyard_testkit::QUARTERLY_PDF,
+    )
+    .unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha\n").unwrap();
+    let (tool, pdf) = path.read(ws.path(), "quarterly.pdf");
+    let (_, txt) = path.read(ws.path(), "a.txt");
+    let script = Script::new()
+        .then_when(
+            turn(0),
+            Reply::tool_calls_stream(&[("call_pdf", tool, &pdf)], 8),
+        )
+        .then_when(
+            turn(1),
+            Reply::tool_calls_stream(&[("call_txt", tool, &txt)], 8),
+        )
+        .then(Reply::text_stream(["The quarterly total is 42."]));
+    let config = ws.path().join("run.toml");
+    std::fs::write(&config, "[translation]\nprofile = \"vllm\"\n").unwrap();
+    let extra = ["--config".to_owned(), config.to_string_lossy().into_owned()];
+    let r = Run::of(path, script, ws.path(), "what is the total?", &extra).await;
+    r.assert_succeeded();
+    assert_eq!(
+        r.finished()["final_text"].as_str().unwrap_or_default(),
+        "The quarterly total is 42.",
+        "{}",
+        r.transcript()
+    );
+    let turns = r.turns();
+    assert_eq!(turns.len(), 3, "{}", r.transcript());
+    for later in &turns[1..] {
+        let body = String::from_utf8_lossy(&later.body);
+        assert!(
+            !body.contains("JVBERi0"),
+            "the PDF's bytes never go upstream"
+        );
+        if path != Path3::OpenCode {
+            // OpenCode 1.18.33 replaces the PDF itself (fixture read_pdf); Gemini CLI sends it.
+            assert!(
+                body.contains("[attachment not forwarded: application/pdf attachment of 593 bytes from the result of read_file"),
+                "{body}"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
 on_every_path!(a_stdin_gap_longer_than_the_inactivity_limit:
     a_stdin_gap_longer_than_the_inactivity_limit_acp => Path3::Acp,
     a_stdin_gap_longer_than_the_inactivity_limit_opencode => Path3::OpenCode,

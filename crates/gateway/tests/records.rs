@@ -530,3 +530,43 @@ async fn usage_the_upstream_did_not_report_is_recorded_as_estimated() {
     let summaries = store.exchange_summaries(ExchangeFilter::All, None).unwrap();
     assert!(summaries[0].usage.estimated && !summaries[1].usage.estimated);
 }
+
+#[tokio::test]
+async fn a_pdf_the_provider_cannot_read_is_recorded_as_sent_and_replaced_upstream() {
+    let records = tempfile::tempdir().unwrap();
+    let upstream = ChatUpstream::start(Script::always(Reply::completion_text("read it")))
+        .await
+        .unwrap();
+    let mut config = GatewayConfig::new(upstream.base_url(), UPSTREAM_MODEL);
+    config.records_dir = Some(records.path().to_path_buf());
+    config.translation = switchyard_translate::Profile::Vllm.options();
+    let gw = Gateway::start(config).await.unwrap();
+    // What Gemini CLI 0.61.0 sends after read_file of a PDF (fixture read_pdf).
+    let pdf = "JVBERi0xLjQKJcfsj6IK";
+    let request = json!({"contents": [
+        {"role": "user", "parts": [{"text": "read q.pdf"}]},
+        {"role": "model", "parts": [{"functionCall": {"id": "r1", "name": "read_file", "args": {"file_path": "q.pdf"}}}]},
+        {"role": "user", "parts": [
+            {"functionResponse": {"id": "r1", "name": "read_file", "response": {"output": "Binary content provided (1 item(s))."}}},
+            {"inlineData": {"mimeType": "application/pdf", "data": pdf}}
+        ]}
+    ]});
+    let response = post(&gw, "m", "generateContent", &request).await;
+    assert_eq!(response.status(), 200);
+    gw.shutdown().await.unwrap();
+
+    let store = SqliteStore::open(switchyard_records::store_path(records.path())).unwrap();
+    let x = &store.exchanges(ExchangeFilter::All).unwrap()[0];
+    assert_eq!(
+        x.guest_request["contents"][2]["parts"][1]["inlineData"]["data"], pdf,
+        "the original stays in the records"
+    );
+    let sent = x.attempts[0].request.to_string();
+    assert!(!sent.contains(pdf), "{sent}");
+    assert!(sent.contains("[attachment not forwarded: application/pdf"), "{sent}");
+    assert!(
+        x.notes.iter().any(|n| n.contains("application/pdf") && n.contains("placeholder")),
+        "{:?}",
+        x.notes
+    );
+}

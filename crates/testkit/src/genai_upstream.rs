@@ -41,6 +41,9 @@ pub enum GenaiScenario {
     /// Turn 0: `write_file("b.txt")` (asks permission over ACP); turn 1: `run_shell_command`
     /// (asks too); turn 2: text.
     WriteAndShell,
+    /// Turn 0: `read_file("quarterly.pdf")` (the guest answers with the PDF as `inlineData`);
+    /// turn 1: text.
+    ReadPdf,
     /// One text chunk, then the stream stays open forever.
     HangAfterFirstChunk,
     /// Never answers at all (headers are not sent).
@@ -163,6 +166,14 @@ fn main_turn(scenario: GenaiScenario, turn: usize) -> (Vec<Vec<Value>>, &'static
                 call("list_directory", json!({"dir_path": "."}), Some("call_A")),
                 call("read_file", json!({"file_path": "a.txt"}), Some("call_B")),
             ]],
+            "STOP",
+        ),
+        (GenaiScenario::ReadPdf, 0) => (
+            vec![vec![call(
+                "read_file",
+                json!({"file_path": "quarterly.pdf"}),
+                None,
+            )]],
             "STOP",
         ),
         (GenaiScenario::WebSearch, 0) => (

@@ -7,3 +7,6 @@ pub mod chat_upstream;
 pub mod fixtures;
 pub mod genai_upstream;
 pub mod guest;
+
+/// A real one-page PDF ("Quarterly total: 42"), for runs whose agent reads a document.
+pub const QUARTERLY_PDF: &[u8] = include_bytes!("../data/quarterly.pdf");

@@ -9,7 +9,9 @@
 //! * The private call identity is removed from every declared schema and from the arguments of
 //!   every call in the history ([`ChatIngressOptions::strip`]).
 //! * `data:image/png` URLs are re-encoded as lossless WebP under the same rules as Google
-//!   requests (`png_pass`); other URLs pass unchanged.
+//!   requests (`png_pass`). Remote image links, `file` and `input_audio` parts follow
+//!   [`crate::attachment`] (a link only with `allow_remote_media`; a document or audio only
+//!   where the provider takes it, else text or a placeholder).
 //! * The request becomes the gateway's typed upstream request ([`ChatRequest`]); the
 //!   provider's switches are applied to it by the upstream plan ([`crate::plan`]), as for every
 //!   ingress.
@@ -22,12 +24,13 @@ use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::attachment::{self, Origin};
 use crate::error::TranslateError;
 use crate::image::PngConversion;
 use crate::image_cache::ConversionCache;
 use crate::openai::{
-    ChatFunction, ChatMessage, ChatRequest, ChatTool, ContentPart, FunctionCallSpec, ImageUrl,
-    ToolCall, UserContent,
+    ChatFunction, ChatMessage, ChatRequest, ChatTool, ContentPart, FileData, FunctionCallSpec,
+    ImageUrl, InputAudio, ToolCall, UserContent,
 };
 use crate::options::{ProviderOptions, TranslationReport};
 use crate::png_pass::PngPass;
@@ -130,10 +133,10 @@ pub enum GuestContent {
     Parts(Vec<GuestPart>),
 }
 
-/// A content part: `text` or `image_url`.
+/// A content part: `text`, `image_url`, `file` or `input_audio`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GuestPart {
-    /// `text` or `image_url`.
+    /// `text`, `image_url`, `file` or `input_audio`.
     #[serde(rename = "type")]
     pub kind: String,
     /// The text of a `text` part.
@@ -142,6 +145,44 @@ pub struct GuestPart {
     /// The image of an `image_url` part.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_url: Option<GuestImageUrl>,
+    /// The document of a `file` part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<GuestFile>,
+    /// The audio of an `input_audio` part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_audio: Option<GuestAudio>,
+    /// Nothing else is known.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+    /// What the part goes upstream as, when the attachment rules replaced it.
+    #[serde(skip)]
+    pub upstream: Option<ContentPart>,
+}
+
+/// `file` of a `file` part.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuestFile {
+    /// The document's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    /// `data:<mime>;base64,<data>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_data: Option<String>,
+    /// A provider's uploaded-file id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_id: Option<String>,
+    /// Nothing else is known.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `input_audio` of an `input_audio` part.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuestAudio {
+    /// Base64 audio.
+    pub data: String,
+    /// `wav` or `mp3`.
+    pub format: String,
     /// Nothing else is known.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -308,7 +349,7 @@ pub fn prepare_chat_request(
         check_role(message, &path)?;
         if let Some(content) = &mut message.content {
             text_len += content_text_len(content);
-            convert_images(content, &mut pngs, &options.provider, &mut report, &path)?;
+            convert_parts(content, &mut pngs, &options.provider, &mut report, &path)?;
         }
         if let Some(id) = &message.tool_call_id {
             tool_result_ids.push((id.clone(), format!("{path}.tool_call_id")));
@@ -524,14 +565,30 @@ fn message(m: GuestMessage, path: &str) -> Result<ChatMessage, TranslateError> {
     })
 }
 
-/// A checked user part (`text` or `image_url`).
+/// A checked user part (see [`convert_parts`]).
 fn user_part(part: GuestPart) -> Option<ContentPart> {
-    match (part.text, part.image_url) {
-        (Some(text), None) => Some(ContentPart::Text { text }),
-        (None, Some(image)) => Some(ContentPart::ImageUrl {
+    if let Some(upstream) = part.upstream {
+        return Some(upstream);
+    }
+    match (part.text, part.image_url, part.file, part.input_audio) {
+        (Some(text), None, None, None) => Some(ContentPart::Text { text }),
+        (None, Some(image), None, None) => Some(ContentPart::ImageUrl {
             image_url: ImageUrl {
                 url: image.url,
                 detail: image.detail,
+            },
+        }),
+        (None, None, Some(file), None) => Some(ContentPart::File {
+            file: FileData {
+                filename: file.filename,
+                file_data: file.file_data,
+                file_id: file.file_id,
+            },
+        }),
+        (None, None, None, Some(audio)) => Some(ContentPart::InputAudio {
+            input_audio: InputAudio {
+                data: audio.data,
+                format: audio.format,
             },
         }),
         _ => None,
@@ -581,7 +638,9 @@ fn content_text_len(content: &GuestContent) -> usize {
     }
 }
 
-fn convert_images(
+/// Checks a message's parts and applies the media rules: PNG data URLs re-encoded, remote
+/// image links and attachments by [`crate::attachment`] (the part's `upstream`).
+fn convert_parts(
     content: &mut GuestContent,
     pngs: &mut PngPass<'_>,
     provider: &ProviderOptions,
@@ -594,12 +653,32 @@ fn convert_images(
     for (pi, part) in parts.iter_mut().enumerate() {
         let part_path = format!("{path}.content[{pi}]");
         unknown(&part.extra, &[], &format!("{part_path}."))?;
-        match (part.kind.as_str(), &part.text, &mut part.image_url) {
-            ("text", Some(_), None) => {}
-            ("image_url", None, Some(image)) => {
+        let fields = (
+            part.text.is_some(),
+            part.image_url.is_some(),
+            part.file.is_some(),
+            part.input_audio.is_some(),
+        );
+        let origin = Origin::Message;
+        match (part.kind.as_str(), fields) {
+            ("text", (true, false, false, false)) => {}
+            ("image_url", (false, true, false, false)) => {
+                let Some(image) = &mut part.image_url else {
+                    continue;
+                };
                 unknown(&image.extra, &[], &format!("{part_path}.image_url."))?;
-                report.images_forwarded += 1;
                 let url_path = format!("{part_path}.image_url.url");
+                if !image.url.starts_with("data:") {
+                    let replaced =
+                        attachment::remote(None, &image.url, origin, provider, report, &url_path);
+                    if matches!(replaced, ContentPart::ImageUrl { .. }) {
+                        report.images_forwarded += 1;
+                    } else {
+                        part.upstream = Some(replaced);
+                    }
+                    continue;
+                }
+                report.images_forwarded += 1;
                 let Some(data) = image.url.strip_prefix("data:image/png;base64,") else {
                     continue;
                 };
@@ -615,13 +694,63 @@ fn convert_images(
                     image.url = format!("data:image/webp;base64,{}", STANDARD.encode(webp));
                 }
             }
-            (kind @ ("text" | "image_url"), _, _) => {
+            ("file", (false, false, true, false)) => {
+                let Some(file) = &part.file else { continue };
+                unknown(&file.extra, &[], &format!("{part_path}.file."))?;
+                let file_path = format!("{part_path}.file");
+                let data_url = file
+                    .file_data
+                    .as_deref()
+                    .and_then(|d| d.strip_prefix("data:"))
+                    .and_then(|d| d.split_once(";base64,"));
+                part.upstream = Some(match (data_url, &file.file_id) {
+                    (Some((mime, data)), _) => {
+                        match attachment::inline(mime, data, origin, provider, report, &file_path) {
+                            ContentPart::File { file: mut sent } if file.filename.is_some() => {
+                                sent.filename.clone_from(&file.filename);
+                                ContentPart::File { file: sent }
+                            }
+                            other => other,
+                        }
+                    }
+                    (None, Some(id)) => attachment::placeholder(
+                        report,
+                        &file_path,
+                        &format!("a file stored with another provider (id {id:?})"),
+                    ),
+                    (None, None) => attachment::placeholder(
+                        report,
+                        &file_path,
+                        "a file part without base64 data",
+                    ),
+                });
+            }
+            ("input_audio", (false, false, false, true)) => {
+                let Some(audio) = &part.input_audio else {
+                    continue;
+                };
+                unknown(&audio.extra, &[], &format!("{part_path}.input_audio."))?;
+                let mime = match audio.format.as_str() {
+                    "mp3" => "audio/mpeg".to_owned(),
+                    other => format!("audio/{other}"),
+                };
+                let audio_path = format!("{part_path}.input_audio");
+                part.upstream = Some(attachment::inline(
+                    &mime,
+                    &audio.data,
+                    origin,
+                    provider,
+                    report,
+                    &audio_path,
+                ));
+            }
+            (kind @ ("text" | "image_url" | "file" | "input_audio"), _) => {
                 return Err(invalid(
                     part_path,
                     format!("a `{kind}` part needs its `{kind}` field, and no other"),
                 ));
             }
-            (kind, _, _) => {
+            (kind, _) => {
                 return Err(TranslateError::Unsupported {
                     path: part_path,
                     feature: format!("`{kind}` content part"),

@@ -148,8 +148,8 @@ fn bad_shapes_are_typed_errors() {
         .as_object_mut()
         .unwrap()
         .remove("tool_call_id");
-    let mut audio = opencode_turn();
-    audio["messages"][1]["content"] = json!([{"type": "input_audio", "input_audio": {}}]);
+    let mut video = opencode_turn();
+    video["messages"][1]["content"] = json!([{"type": "video_url", "video_url": {}}]);
     let mut builtin = opencode_turn();
     builtin["tools"][0]["type"] = json!("web_search");
     for body in [two, role, orphan, builtin] {
@@ -160,13 +160,22 @@ fn bad_shapes_are_typed_errors() {
     }
     // Unknown part fields are refused before the part type is looked at.
     assert!(matches!(
-        prepare(audio, None),
+        prepare(video, None),
         Err(TranslateError::UnknownField { .. })
     ));
     let mut file = opencode_turn();
     file["messages"][1]["content"] = json!([{"type": "file"}]);
     assert!(matches!(
         prepare(file, None),
+        Err(TranslateError::InvalidValue { .. })
+    ));
+    let mut audio = opencode_turn();
+    audio["messages"][1]["content"] = json!([{"type": "input_audio", "input_audio": {}}]);
+    assert!(prepare(audio, None).is_err(), "audio needs its data");
+    let mut other = opencode_turn();
+    other["messages"][1]["content"] = json!([{"type": "refusal"}]);
+    assert!(matches!(
+        prepare(other, None),
         Err(TranslateError::Unsupported { .. })
     ));
     assert!(matches!(
@@ -205,6 +214,69 @@ fn png_data_urls_become_lossless_webp_and_other_images_pass() {
     );
     assert_eq!(prepared.report.images_forwarded, 2);
     assert_eq!(prepared.report.images_reencoded, 1);
+}
+
+#[test]
+fn remote_images_files_and_audio_follow_the_attachment_rules() {
+    let mut body = opencode_turn();
+    body["messages"][1]["content"] = json!([
+        {"type": "text", "text": "see"},
+        {"type": "image_url", "image_url": {"url": "http://169.254.169.254/latest/meta-data"}},
+        {"type": "file", "file": {"filename": "q.pdf", "file_data": "data:application/pdf;base64,JVBERi0xLjQK"}},
+        {"type": "file", "file": {"file_data": "data:text/csv;base64,YSxiCjEsMgo="}},
+        {"type": "file", "file": {"file_id": "file-abc"}},
+        {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
+    ]);
+    // The default (openai) profile takes PDFs, not audio, and fetches no link.
+    let (upstream, prepared) = prepare(body, None).unwrap();
+    let parts = &upstream["messages"][1]["content"];
+    assert!(
+        parts[1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("remote media are not fetched"),
+        "{parts}"
+    );
+    assert_eq!(
+        parts[2],
+        json!({"type": "file", "file": {"filename": "q.pdf", "file_data": "data:application/pdf;base64,JVBERi0xLjQK"}})
+    );
+    assert_eq!(
+        parts[3]["text"],
+        "Attachment (text/csv, 8 bytes) from the user's message:\na,b\n1,2\n"
+    );
+    assert!(parts[4]["text"].as_str().unwrap().contains("file-abc"));
+    assert!(
+        parts[5]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("[attachment not forwarded: audio/wav")
+    );
+    assert_eq!(
+        prepared.report.attachments.len(),
+        5,
+        "{:?}",
+        prepared.report
+    );
+    assert_eq!(prepared.report.images_forwarded, 0);
+}
+
+#[test]
+fn a_remote_image_is_a_link_only_with_allow_remote_media() {
+    let mut body = opencode_turn();
+    body["messages"][1]["content"] = json!([
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
+    ]);
+    let request = parse_chat_request(&serde_json::to_vec(&body).unwrap()).unwrap();
+    let mut options = options(None);
+    options.provider.allow_remote_media = true;
+    let prepared = prepare_chat_request(request, &options, None).unwrap();
+    let upstream = serde_json::to_value(&prepared.chat).unwrap();
+    assert_eq!(
+        upstream["messages"][1]["content"][0]["image_url"]["url"],
+        "https://example.com/cat.png"
+    );
+    assert_eq!(prepared.report.images_forwarded, 1);
 }
 
 #[test]

@@ -34,16 +34,6 @@ pub enum TranslateError {
         /// What it is, e.g. `fileData part`.
         feature: String,
     },
-    /// `inlineData` whose MIME type is not an image.
-    #[error(
-        "unsupported MIME type `{mime}` at `{path}`: only image/* inline data can be forwarded"
-    )]
-    UnsupportedMimeType {
-        /// JSON path.
-        path: String,
-        /// The MIME type.
-        mime: String,
-    },
     /// `inlineData.data` is not valid base64.
     #[error("invalid base64 in `{path}`")]
     InvalidBase64 {

@@ -57,6 +57,7 @@
 //! * [`count_tokens`] / [`estimate_request_tokens`]: local estimate (method in [`tokens`]).
 //! * [`google_errors`]: Google error bodies from upstream HTTP errors, with `RetryInfo`.
 
+pub mod attachment;
 pub mod chat_answer;
 pub mod chat_ingress;
 pub mod error;

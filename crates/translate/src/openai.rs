@@ -141,11 +141,44 @@ pub enum ContentPart {
         /// The text.
         text: String,
     },
-    /// Image as a data URL.
+    /// Image as a data URL (a link only with `allow_remote_media`).
     ImageUrl {
         /// `{"url": "data:image/webp;base64,..."}`.
         image_url: ImageUrl,
     },
+    /// A document (e.g. a PDF) for providers that take one (`file_parts`).
+    File {
+        /// The document.
+        file: FileData,
+    },
+    /// Audio for providers that take it (`audio_parts`).
+    InputAudio {
+        /// The audio.
+        input_audio: InputAudio,
+    },
+}
+
+/// `file` object of a `file` part.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileData {
+    /// A name for the document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    /// `data:<mime>;base64,<data>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_data: Option<String>,
+    /// A provider's uploaded-file id (Chat guests only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_id: Option<String>,
+}
+
+/// `input_audio` object of an `input_audio` part.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputAudio {
+    /// Standard base64.
+    pub data: String,
+    /// `wav` or `mp3`.
+    pub format: String,
 }
 
 /// `image_url` object.

@@ -110,6 +110,16 @@ pub struct ProviderOptions {
     /// developer message goes up as `system`, noted (local servers' chat templates know
     /// `system` only).
     pub developer_role: bool,
+    /// MIME types of attachments the upstream takes as a Chat `file` part (OpenAI's takes
+    /// `application/pdf`); other non-image attachments become text or a placeholder (see
+    /// [`crate::attachment`]).
+    pub file_parts: Vec<String>,
+    /// The upstream takes WAV and MP3 as `input_audio` parts (audio models only).
+    pub audio_parts: bool,
+    /// Remote media links (a Chat guest's image URL, a Google `fileData` URI) go to the provider,
+    /// which fetches them. Off: the model sees a placeholder, so no guest makes the provider
+    /// fetch a URL of its choosing.
+    pub allow_remote_media: bool,
 }
 
 impl Profile {
@@ -130,6 +140,13 @@ impl Profile {
             default_max_tokens: DEFAULT_MAX_TOKENS,
             stream_tools: true,
             developer_role: true,
+            file_parts: vec!["application/pdf".to_owned()],
+            audio_parts: false,
+            allow_remote_media: false,
+        };
+        let local = ProviderOptions {
+            file_parts: Vec::new(),
+            ..openai.clone()
         };
         match self {
             Profile::OpenAi => openai,
@@ -141,20 +158,20 @@ impl Profile {
                 stream_tools: false,
                 max_stop_sequences: 16,
                 developer_role: false,
-                ..openai
+                ..local
             },
             Profile::Vllm => ProviderOptions {
                 forward_top_k: true,
                 max_stop_sequences: 16,
                 developer_role: false,
-                ..openai
+                ..local
             },
             Profile::Ollama => ProviderOptions {
                 tool_choice_required: false,
                 tool_call_content: ToolCallContent::Empty,
                 max_stop_sequences: 16,
                 developer_role: false,
-                ..openai
+                ..local
             },
         }
     }
@@ -185,6 +202,9 @@ struct ProviderOptionsToml {
     default_max_tokens: Option<u32>,
     stream_tools: Option<bool>,
     developer_role: Option<bool>,
+    file_parts: Option<Vec<String>>,
+    audio_parts: Option<bool>,
+    allow_remote_media: Option<bool>,
 }
 
 impl From<ProviderOptionsToml> for ProviderOptions {
@@ -205,6 +225,9 @@ impl From<ProviderOptionsToml> for ProviderOptions {
             default_max_tokens: t.default_max_tokens.unwrap_or(base.default_max_tokens),
             stream_tools: t.stream_tools.unwrap_or(base.stream_tools),
             developer_role: t.developer_role.unwrap_or(base.developer_role),
+            file_parts: t.file_parts.unwrap_or(base.file_parts),
+            audio_parts: t.audio_parts.unwrap_or(base.audio_parts),
+            allow_remote_media: t.allow_remote_media.unwrap_or(base.allow_remote_media),
         }
     }
 }
@@ -270,6 +293,10 @@ pub struct TranslationReport {
     /// Images forwarded upstream.
     #[serde(skip_serializing_if = "is_default")]
     pub images_forwarded: u32,
+    /// What became of each non-image attachment and remote link, as `path: what -> how`
+    /// (inlined as text, a file or audio part, a link, or a placeholder).
+    #[serde(skip_serializing_if = "is_default")]
+    pub attachments: Vec<String>,
     /// PNGs re-encoded as lossless WebP.
     #[serde(skip_serializing_if = "is_default")]
     pub images_reencoded: u32,

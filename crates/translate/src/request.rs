@@ -19,10 +19,12 @@
 //!   With [`crate::ProviderOptions::echo_reasoning`], the reasoning a signature of ours carries on
 //!   a model turn's call becomes that assistant message's `reasoning_content`
 //!   ([`crate::reasoning`]).
-//! * `inlineData` must be `image/*` (else [`TranslateError::UnsupportedMimeType`]); it becomes an
-//!   `image_url` data URL; PNG is re-encoded as lossless WebP when
-//!   [`crate::ProviderOptions::reencode_png`] (16-bit/animated PNG pass unchanged, noted).
-//!   `fileData`, `executableCode`, `codeExecutionResult`, `videoMetadata`: typed errors.
+//! * `inlineData` `image/*` becomes an `image_url` data URL; PNG is re-encoded as lossless WebP
+//!   when [`crate::ProviderOptions::reencode_png`] (16-bit/animated PNG pass unchanged, noted).
+//!   Any other `inlineData` (PDF, audio, video, text) and every `fileData` follow
+//!   [`crate::attachment`]: text inlined, a file or audio part where the provider takes it,
+//!   else a placeholder; never an error. `executableCode`, `codeExecutionResult`,
+//!   `videoMetadata`: typed errors.
 //! * `tools[].functionDeclarations` -> function tools with [`crate::schema::clean_schema`]ed
 //!   parameters (`parametersJsonSchema` or `parameters`; none -> empty object schema). Google
 //!   built-in tools (`googleSearch`, `urlContext`, ...) -> [`TranslateError::UnsupportedTool`].
@@ -45,6 +47,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use serde_json::{Value, json};
 
+use crate::attachment::{self, Origin};
 use crate::error::TranslateError;
 use crate::google::{
     Blob, Content, Extra, FunctionResponse, GenerateContentRequest, GenerationConfig, Part, Tool,
@@ -268,11 +271,6 @@ impl Translator<'_> {
     fn check_part_common(&mut self, part: &Part, path: &str) -> Result<(), TranslateError> {
         reject_extra(&part.extra, path)?;
         for (present, key, feature) in [
-            (
-                part.file_data.is_some(),
-                "fileData",
-                "fileData part (file URIs cannot be fetched by a Chat Completions upstream)",
-            ),
             (
                 part.executable_code.is_some(),
                 "executableCode",
@@ -503,11 +501,21 @@ impl Translator<'_> {
                 if let Some(text) = &part.text {
                     user_parts.push(ContentPart::Text { text: text.clone() });
                 }
-                if let Some(blob) = &part.inline_data {
-                    let image = self.image(blob, &format!("{path}.inlineData"))?;
+                let media = match (&part.inline_data, &part.file_data) {
+                    (Some(blob), _) => {
+                        let origin = last_response.map(|slot| &open[slot]);
+                        Some(self.media(blob, &format!("{path}.inlineData"), origin)?)
+                    }
+                    (None, Some(file)) => {
+                        let origin = last_response.map(|slot| &open[slot]);
+                        Some(self.file_reference(file, &format!("{path}.fileData"), origin))
+                    }
+                    (None, None) => None,
+                };
+                if let Some(media) = media {
                     match last_response {
-                        Some(slot) => open[slot].images.push(image),
-                        None => user_parts.push(image),
+                        Some(slot) => open[slot].images.push(media),
+                        None => user_parts.push(media),
                     }
                 }
             }
@@ -523,9 +531,18 @@ impl Translator<'_> {
                 });
             }
             if !call.images.is_empty() {
+                let what = if call
+                    .images
+                    .iter()
+                    .all(|p| matches!(p, ContentPart::ImageUrl { .. }))
+                {
+                    "Images"
+                } else {
+                    "Attachments"
+                };
                 tool_images.push(ContentPart::Text {
                     text: format!(
-                        "Images returned by function call {} ({}):",
+                        "{what} returned by function call {} ({}):",
                         call.id, call.name
                     ),
                 });
@@ -545,7 +562,9 @@ impl Translator<'_> {
                     .iter()
                     .filter_map(|p| match p {
                         ContentPart::Text { text } => Some(text.as_str()),
-                        ContentPart::ImageUrl { .. } => None,
+                        ContentPart::ImageUrl { .. }
+                        | ContentPart::File { .. }
+                        | ContentPart::InputAudio { .. } => None,
                     })
                     .collect::<Vec<_>>()
                     .join("\n"),
@@ -617,29 +636,65 @@ impl Translator<'_> {
         for (mi, media) in resp.parts.iter().flatten().enumerate() {
             let media_path = format!("{path}.parts[{mi}]");
             reject_extra(&media.extra, &media_path)?;
-            if media.file_data.is_some() {
-                return Err(TranslateError::Unsupported {
-                    path: format!("{media_path}.fileData"),
-                    feature: "fileData in a function response".into(),
-                });
-            }
-            if let Some(blob) = &media.inline_data {
-                let image = self.image(blob, &format!("{media_path}.inlineData"))?;
-                open[slot].images.push(image);
-            }
+            let part = match (&media.inline_data, &media.file_data) {
+                (Some(blob), _) => {
+                    self.media(blob, &format!("{media_path}.inlineData"), Some(&open[slot]))?
+                }
+                (None, Some(file)) => {
+                    self.file_reference(file, &format!("{media_path}.fileData"), Some(&open[slot]))
+                }
+                (None, None) => continue,
+            };
+            open[slot].images.push(part);
         }
         Ok(slot)
     }
 
-    fn image(&mut self, blob: &Blob, path: &str) -> Result<ContentPart, TranslateError> {
+    /// An `inlineData` blob: an image, or an attachment of another type.
+    fn media(
+        &mut self,
+        blob: &Blob,
+        path: &str,
+        call: Option<&OpenCall>,
+    ) -> Result<ContentPart, TranslateError> {
         reject_extra(&blob.extra, path)?;
-        let mime = blob.mime_type.trim().to_ascii_lowercase();
-        if !mime.starts_with("image/") {
-            return Err(TranslateError::UnsupportedMimeType {
-                path: format!("{path}.mimeType"),
-                mime: blob.mime_type.clone(),
-            });
+        if blob
+            .mime_type
+            .trim()
+            .to_ascii_lowercase()
+            .starts_with("image/")
+        {
+            return self.image(blob, path);
         }
+        Ok(attachment::inline(
+            &blob.mime_type,
+            &blob.data,
+            origin(call),
+            &self.opts.provider,
+            &mut self.report,
+            path,
+        ))
+    }
+
+    /// A `fileData` reference (`{mimeType?, fileUri}`): never fetched by the gateway.
+    fn file_reference(&mut self, file: &Value, path: &str, call: Option<&OpenCall>) -> ContentPart {
+        let mime = file.get("mimeType").and_then(Value::as_str);
+        let uri = file
+            .get("fileUri")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        attachment::remote(
+            mime,
+            uri,
+            origin(call),
+            &self.opts.provider,
+            &mut self.report,
+            path,
+        )
+    }
+
+    fn image(&mut self, blob: &Blob, path: &str) -> Result<ContentPart, TranslateError> {
+        let mime = blob.mime_type.trim().to_ascii_lowercase();
         let data = blob.data.trim();
         // A successful padded standard decode means `data` is already the canonical encoding of
         // `bytes` (the engine rejects non-canonical padding and trailing bits), so it can be
@@ -1002,6 +1057,14 @@ impl Translator<'_> {
 
 fn data_url_part(mime: &str, bytes: &[u8]) -> ContentPart {
     data_url(mime, &STANDARD.encode(bytes))
+}
+
+/// Where a call's attachment came from (`None`: the user's message).
+fn origin(call: Option<&OpenCall>) -> Origin<'_> {
+    call.map_or(Origin::Message, |c| Origin::ToolResult {
+        name: &c.name,
+        id: &c.id,
+    })
 }
 
 /// An image part from already standard-base64 data.

@@ -194,7 +194,7 @@ fn builtin_tools_and_unsupported_parts_are_refused() {
         "{err}"
     );
     assert_eq!(err.to_google_error().error.status, "INVALID_ARGUMENT");
-    let err = translate(json!({"contents": [{"parts": [{"fileData": {"fileUri": "gs://x"}}]}]}))
+    let err = translate(json!({"contents": [{"parts": [{"executableCode": {"code": "1"}}]}]}))
         .unwrap_err();
     assert!(matches!(err, TranslateError::Unsupported { .. }), "{err}");
     let err = translate(json!({"contents": [], "cachedContent": "c/1"})).unwrap_err();
@@ -459,14 +459,69 @@ fn images_reach_the_upstream_and_tool_images_follow_tool_messages() {
 }
 
 #[test]
-fn non_image_inline_data_and_bad_base64_are_typed_errors() {
-    let err = translate(json!({"contents": [{"parts": [{"inlineData": {"mimeType": "application/pdf", "data": "JVBE"}}]}]})).unwrap_err();
-    assert!(
-        matches!(err, TranslateError::UnsupportedMimeType { ref mime, .. } if mime == "application/pdf"),
-        "{err}"
+fn a_pdf_read_by_a_tool_is_a_placeholder_naming_it_and_bad_image_base64_an_error() {
+    // The shape Gemini CLI 0.61.0 sends after read_file of a PDF (fixture read_pdf): the
+    // functionResponse, then the document as a sibling inlineData part.
+    let history = |provider| {
+        let mut opts = TranslateOptions::new("up-model", true);
+        opts.provider = provider;
+        translate_with(
+            json!({"contents": [
+                {"role": "user", "parts": [{"text": "read it"}]},
+                {"role": "model", "parts": [{"functionCall": {"id": "r1", "name": "read_file", "args": {"file_path": "q.pdf"}}}]},
+                {"role": "user", "parts": [
+                    {"functionResponse": {"id": "r1", "name": "read_file", "response": {"output": "Binary content provided (1 item(s))."}}},
+                    {"inlineData": {"mimeType": "application/pdf", "data": "JVBERi0xLjQK"}}
+                ]}
+            ]}),
+            &opts,
+        )
+        .unwrap()
+    };
+    let local = history(switchyard_translate::Profile::Vllm.options());
+    let m = messages_json(&local);
+    assert_eq!(m[2]["role"], "tool");
+    assert_eq!(
+        m[3]["content"],
+        "Attachments returned by function call r1 (read_file):\n[attachment not forwarded: \
+         application/pdf attachment of 9 bytes from the result of read_file (call r1); the \
+         provider cannot read it]"
+    );
+    assert_eq!(local.report.attachments.len(), 1, "{:?}", local.report);
+    let openai = history(switchyard_translate::Profile::OpenAi.options());
+    let m = messages_json(&openai);
+    assert_eq!(m[3]["content"][1]["type"], "file");
+    assert_eq!(
+        m[3]["content"][1]["file"]["file_data"],
+        "data:application/pdf;base64,JVBERi0xLjQK"
     );
     let err = translate(json!({"contents": [{"parts": [{"inlineData": {"mimeType": "image/png", "data": "@@@"}}]}]})).unwrap_err();
     assert!(matches!(err, TranslateError::InvalidBase64 { .. }), "{err}");
+}
+
+#[test]
+fn file_data_is_never_fetched_unless_remote_media_are_allowed() {
+    let body = json!({"contents": [{"role": "user", "parts": [
+        {"text": "see"},
+        {"fileData": {"mimeType": "image/png", "fileUri": "https://example.com/a.png"}}
+    ]}]});
+    let shut = translate(body.clone()).unwrap();
+    let m = messages_json(&shut);
+    assert!(
+        m[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("remote media are not fetched"),
+        "{m}"
+    );
+    let mut opts = TranslateOptions::new("up-model", true);
+    opts.provider.allow_remote_media = true;
+    let open = translate_with(body, &opts).unwrap();
+    let m = messages_json(&open);
+    assert_eq!(
+        m[0]["content"][1]["image_url"]["url"],
+        "https://example.com/a.png"
+    );
 }
 
 #[test]

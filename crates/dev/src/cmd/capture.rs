@@ -121,6 +121,11 @@ pub fn scenarios() -> Vec<Scenario> {
             GenaiScenario::Empty,
         ),
         scenario(
+            "read_pdf",
+            "read_file of a PDF: the guest answers with inlineData application/pdf",
+            GenaiScenario::ReadPdf,
+        ),
+        scenario(
             "web_search",
             "google_web_search: the guest sends a googleSearch built-in tool request",
             GenaiScenario::WebSearch,
@@ -366,6 +371,14 @@ pub(super) fn scratch() -> Result<(tempfile::TempDir, PathBuf)> {
     Ok((scratch, ws))
 }
 
+/// The files a scenario's model asks for, beside [`scratch`]'s own.
+pub(super) fn scenario_files(upstream: GenaiScenario, ws: &Path) -> Result<()> {
+    if matches!(upstream, GenaiScenario::ReadPdf) {
+        std::fs::write(ws.join("quarterly.pdf"), switchyard_testkit::QUARTERLY_PDF)?;
+    }
+    Ok(())
+}
+
 /// The files every fixture has, already redacted; each protocol writes its own besides.
 pub(super) struct Fixture<'a> {
     pub name: &'a str,
@@ -444,6 +457,7 @@ impl Fixture<'_> {
 async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
     let upstream = GenaiUpstream::start(s.upstream).await?;
     let (scratch, ws) = scratch()?;
+    scenario_files(s.upstream, &ws)?;
     let token = switchyard_runner::random_token();
     let node = switchyard_runner::home::which("node").context("node not on PATH")?;
     let model = s.model;
@@ -637,6 +651,10 @@ fn write_index_of(out: &Path, package: &str, version: &str) -> Result<()> {
         let manifest = entry.path().join("manifest.json");
         if manifest.is_file() {
             let m: Value = serde_json::from_slice(&std::fs::read(&manifest)?)?;
+            // A nested index (the headless folder holds `acp/`) is not a scenario.
+            if m.get("scenario").is_none() {
+                continue;
+            }
             scenarios.push(json!({"scenario": m["scenario"], "about": m["about"], "captured_at": m["captured_at"], "outcome_status": m["outcome_status"]}));
         }
     }

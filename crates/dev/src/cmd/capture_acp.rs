@@ -78,6 +78,11 @@ pub fn scenarios() -> Vec<AcpScenario> {
             GenaiScenario::ToolOk,
         ),
         scenario(
+            "read_pdf",
+            "read_file of a PDF runs without asking: inlineData application/pdf",
+            GenaiScenario::ReadPdf,
+        ),
+        scenario(
             "thought",
             "a thought chunk, text and a tool round",
             GenaiScenario::Thought,
@@ -159,6 +164,7 @@ const MODEL: &str = "gemini-2.5-flash";
 pub async fn capture_one(s: &AcpScenario, entry: &Path, dir: &Path) -> Result<String> {
     let upstream = GenaiUpstream::start(s.upstream).await?;
     let (scratch, ws) = scratch()?;
+    super::capture::scenario_files(s.upstream, &ws)?;
     let token = switchyard_runner::random_token();
     let node = switchyard_runner::home::which("node").context("node not on PATH")?;
     let launch = prepare(&GeminiLaunchConfig {

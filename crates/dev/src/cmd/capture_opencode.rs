@@ -50,6 +50,8 @@ pub enum Upstream {
     Text,
     /// Reads `a.txt`, then answers.
     ReadThenText,
+    /// Reads `quarterly.pdf`, then answers.
+    ReadPdfThenText,
     /// Reads `a.txt` twice (identical calls) and `b.txt` in one response.
     ParallelReads,
     /// Runs `touch made.txt` with bash, then answers.
@@ -94,6 +96,11 @@ pub fn scenarios() -> Vec<OpenCodeScenario> {
             "tool_read",
             "read asks, is allowed, then text",
             Upstream::ReadThenText,
+        ),
+        scenario(
+            "read_pdf",
+            "read of a PDF is allowed, then text",
+            Upstream::ReadPdfThenText,
         ),
         scenario(
             "tool_parallel",
@@ -147,6 +154,12 @@ fn script(upstream: Upstream, ws: &Path) -> Script {
             .then_when(
                 first,
                 Reply::tool_calls_stream(&[("call_read", "read", &read("a.txt"))], 8),
+            )
+            .then(then_text),
+        Upstream::ReadPdfThenText => Script::new()
+            .then_when(
+                first,
+                Reply::tool_calls_stream(&[("call_pdf", "read", &read("quarterly.pdf"))], 8),
             )
             .then(then_text),
         Upstream::ParallelReads => Script::new()
@@ -239,6 +252,9 @@ impl PermissionHost for FixedAnswer {
 pub async fn capture_one(s: &OpenCodeScenario, entry: &Path, dir: &Path) -> Result<String> {
     let (scratch, ws) = scratch()?;
     std::fs::write(ws.join("b.txt"), "beta\n")?;
+    if matches!(s.upstream, Upstream::ReadPdfThenText) {
+        std::fs::write(ws.join("quarterly.pdf"), switchyard_testkit::QUARTERLY_PDF)?;
+    }
     let ws = std::fs::canonicalize(&ws)?;
     let upstream = ChatUpstream::start(script(s.upstream, &ws)).await?;
     let token = switchyard_runner::random_token();
