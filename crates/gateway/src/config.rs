@@ -241,9 +241,12 @@ impl TimeoutConfig {
 pub struct LimitConfig {
     /// Largest guest request body (413 beyond it). History with images can be large.
     pub max_request_bytes: usize,
-    /// Bytes of guest request bodies buffered at once, over all connections: a body is read
-    /// only when its size fits (one larger than this is read alone), the others wait in the
-    /// kernel. Bounds the gateway's memory when many guests send at once.
+    /// Bytes of each guest request body read on its connection's own bound, without waiting
+    /// for anyone (an ordinary first turn of Gemini CLI is ~47 KB).
+    pub connection_body_bytes: usize,
+    /// Bytes of guest request bodies past their own bound buffered at once, over all
+    /// connections, charged as they arrive (a body larger than this is read alone); the others
+    /// wait in the kernel. Bounds the gateway's memory when many guests send at once.
     pub buffered_request_bytes: u32,
     /// Guest connections open at once; further ones wait in the kernel's accept queue until
     /// one closes. Bounds file descriptors and per-connection memory.
@@ -254,6 +257,7 @@ impl Default for LimitConfig {
     fn default() -> Self {
         Self {
             max_request_bytes: 256 * 1024 * 1024,
+            connection_body_bytes: 64 * 1024,
             buffered_request_bytes: 1024 * 1024,
             max_connections: 4_096,
         }

@@ -135,10 +135,14 @@ struct Prepared {
 /// Route, the ingress's preparation, the upstream plan.
 async fn prepare<I: Ingress>(
     ctx: &ExchangeContext<I>,
-    body: &[u8],
+    guest: GuestBody,
     stream: bool,
     trace: &mut Trace,
 ) -> Result<Prepared, Box<Response>> {
+    let GuestBody {
+        bytes: body,
+        permit,
+    } = guest;
     let state = &ctx.state;
     let api = ctx.api;
     let upstream_model = match state.router.route(&ctx.guest_model) {
@@ -158,7 +162,7 @@ async fn prepare<I: Ingress>(
         .as_ref()
         .map(|_| switchyard_binding::IDENTITY_ARG);
     let mut prepared = api
-        .prepare(ctx, body, stream, &upstream_model, strip)
+        .prepare(ctx, &body, stream, &upstream_model, strip, permit)
         .await?;
     let planned = switchyard_translate::plan::apply(
         &mut prepared.chat,
@@ -229,7 +233,7 @@ fn accept_turn(
 /// flight.
 async fn begin<I: Ingress>(
     ctx: &ExchangeContext<I>,
-    body: &Bytes,
+    guest: GuestBody,
     stream: bool,
 ) -> Result<(Trace, Prepared), Response> {
     let state = &ctx.state;
@@ -238,7 +242,7 @@ async fn begin<I: Ingress>(
         state.run_id,
         ctx.api.record_name(stream),
         &ctx.guest_model,
-        body,
+        &guest.bytes,
         ctx.api.recorded(),
     );
     if stream {
@@ -246,7 +250,9 @@ async fn begin<I: Ingress>(
         // check) are not, and do not decide the run.
         trace = trace.counted_in(state.verdicts.clone());
     }
-    match prepare(ctx, body, stream, &mut trace).await {
+    // The body's budget charge goes with it: dropped once it is translated, before the record
+    // of the exchange is started (the recorder may wait).
+    match prepare(ctx, guest, stream, &mut trace).await {
         Ok(prepared) => {
             trace.started().await;
             Ok((trace, prepared))
@@ -276,8 +282,7 @@ async fn backoff(state: &AppState, wait: std::time::Duration) -> bool {
 /// A streamed exchange (`:streamGenerateContent`, a streamed `chat/completions`).
 pub(crate) async fn stream<I: Ingress>(ctx: ExchangeContext<I>, guest: GuestBody) -> Response {
     let state = ctx.state.clone();
-    let begun = begin(&ctx, &guest.bytes, true).await;
-    drop(guest);
+    let begun = begin(&ctx, guest, true).await;
     let (mut trace, prepared) = match begun {
         Ok(begun) => begun,
         Err(response) => return response,
@@ -611,8 +616,7 @@ async fn stream_attempt<R: Render>(
 pub(crate) async fn generate<I: Ingress>(ctx: ExchangeContext<I>, guest: GuestBody) -> Response {
     let state = ctx.state.clone();
     let _in_flight = state.in_flight.clone();
-    let begun = begin(&ctx, &guest.bytes, false).await;
-    drop(guest);
+    let begun = begin(&ctx, guest, false).await;
     let (trace, prepared) = match begun {
         Ok(begun) => begun,
         Err(response) => return response,
@@ -811,7 +815,7 @@ pub(crate) async fn count_tokens<I: Ingress>(
 ) -> Response {
     let GuestBody {
         bytes: body,
-        permit: _permit,
+        permit,
     } = guest;
     let state = &ctx.state;
     if let Route::Refused = state.router.route(&ctx.guest_model) {
@@ -825,6 +829,8 @@ pub(crate) async fn count_tokens<I: Ingress>(
             Ok(r) => r,
             Err(e) => return error_response(400, &format!("invalid countTokens body: {e}")),
         };
+    // Parsed: the budget charge is not held while the recorder waits.
+    drop(permit);
     let answer = switchyard_translate::count_tokens(&request);
     let mut trace = Trace::begin(
         state.records.as_ref(),

@@ -1,25 +1,31 @@
-//! Reading guest request bodies within a byte budget shared by all connections.
+//! Reading guest request bodies: each connection within its own bound, and beyond it within a
+//! byte budget shared by all connections.
 //!
 //! Every exchange starts by buffering the whole guest request (Gemini CLI sends ~47 KB on the
 //! first turn and its history grows from there, images included). Without a bound, a burst of
 //! requests is buffered all at once: 1,000 agents starting together put ~47 MB of request
 //! bodies in the gateway's memory before the first is translated, and long histories make it
-//! gigabytes. So a body is read only once its size is reserved from [`BodyBudget`]
-//! (`limits.buffered_request_bytes`); the others wait with their bytes still in the kernel's
-//! socket buffers (TCP flow control slows their senders). The reservation is held until the
-//! request has been translated (the caller drops the [`BodyPermit`]).
+//! gigabytes. So:
 //!
-//! * A body with a `Content-Length` reserves that many bytes, at most the whole budget (a body
-//!   larger than the budget is read alone).
-//! * A body without one (chunked) reserves the whole budget: its size is unknown.
+//! * Each connection reads the first `limits.connection_body_bytes` of its body on its own bound,
+//!   never waiting for anyone: an ordinary request is read in its normal time whatever other
+//!   guests do.
+//! * Bytes beyond it are charged to [`BodyBudget`] (`limits.buffered_request_bytes`) as they
+//!   arrive, never for a declared or expected size, so a guest that drips its body holds only
+//!   what it sent. A body's charge is capped at the whole budget (a larger body is read alone).
+//! * A piece that does not fit at once: the reader gives its charge back and waits for all of it
+//!   at once, reading nothing meanwhile (its sender waits in the kernel's socket buffers). The
+//!   budget serves waiters in order, so two large bodies never wait for each other.
+//! * The charge is given back as soon as the request is parsed and translated: never held across
+//!   image conversion or while the recorder waits (the caller drops the [`BodyPermit`]).
 //! * A body larger than `limits.max_request_bytes` is refused (413) before it is read, or as soon
 //!   as a chunked body passes the limit.
 //! * A sender that stalls for `timeouts.guest_body_idle_ms` between two pieces, or takes longer
-//!   than `timeouts.guest_body_ms` for the whole body, loses its reservation (408), so neither a
-//!   stuck nor a trickling client can hold the budget.
+//!   than `timeouts.guest_body_ms` for the whole body (time spent waiting for the budget not
+//!   counted), gets a 408 and its charge is freed.
 //!
-//! Loopback clients deliver a body in microseconds, so the budget costs no throughput: it only
-//! decides how many bodies sit in memory at the same time.
+//! Memory: each connection's own bound, plus the budget, plus what readers waiting for the
+//! budget have already read.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +34,7 @@ use axum::body::Body;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 /// The shared reservation pool (bytes of guest request bodies buffered at once).
 #[derive(Debug, Clone)]
@@ -36,15 +43,24 @@ pub(crate) struct BodyBudget {
     total: u32,
 }
 
-/// A reservation from the [`BodyBudget`]; released on drop.
-#[derive(Debug)]
+/// A body's charge to the [`BodyBudget`]; given back on drop.
+#[derive(Debug, Default)]
 pub(crate) struct BodyPermit {
-    _reserved: Option<OwnedSemaphorePermit>,
+    reserved: Option<OwnedSemaphorePermit>,
 }
 
-/// A guest's request body, with its reservation from the body budget. Dropped once the request
-/// is translated: the bytes are not needed after that (a record keeps what it needs), and the
-/// reservation lets the next body be read.
+impl BodyPermit {
+    /// Bytes charged.
+    fn charged(&self) -> usize {
+        self.reserved
+            .as_ref()
+            .map_or(0, OwnedSemaphorePermit::num_permits)
+    }
+}
+
+/// A guest's request body, with its charge to the body budget. The charge is dropped once the
+/// request is translated: the bytes are not needed after that (a record keeps what it needs),
+/// and the charge lets the next body be read.
 #[derive(Debug)]
 pub(crate) struct GuestBody {
     pub bytes: Bytes,
@@ -75,10 +91,13 @@ impl IntakeError {
     }
 }
 
-/// How bodies are read: the size limit, the shared budget, the stall and whole-body bounds.
+/// How bodies are read: the size limit, each connection's own bound, the shared budget, the
+/// stall and whole-body bounds.
 #[derive(Debug, Clone)]
 pub(crate) struct Intake {
     pub budget: BodyBudget,
+    /// Bytes of a body read on the connection's own bound, before the budget is charged.
+    pub own: usize,
     pub max_body: usize,
     pub stall: Duration,
     pub deadline: Duration,
@@ -94,26 +113,36 @@ impl BodyBudget {
         }
     }
 
-    /// Bytes not reserved right now.
+    /// Bytes not charged right now.
     #[cfg(test)]
     pub fn available(&self) -> usize {
         self.available.available_permits()
     }
 
-    /// Waits until `size` bytes (capped at the whole budget; unknown = the whole budget) are
-    /// free and reserves them.
-    async fn reserve(&self, size: Option<u64>) -> BodyPermit {
-        let charge = size.map_or(self.total, |s| {
-            u32::try_from(s).unwrap_or(u32::MAX).min(self.total)
-        });
+    /// Raises `permit`'s charge to `wanted` bytes (capped at the whole budget): at once when
+    /// they are free, else by giving the charge back and waiting for all of it (never waiting
+    /// while holding some). Returns how long it waited.
+    async fn charge(&self, permit: &mut BodyPermit, wanted: usize) -> Duration {
+        let wanted = u32::try_from(wanted).unwrap_or(u32::MAX).min(self.total);
+        let held = u32::try_from(permit.charged()).unwrap_or(u32::MAX);
+        let Some(more) = wanted.checked_sub(held).filter(|&m| m > 0) else {
+            return Duration::ZERO;
+        };
+        if let Ok(extra) = Arc::clone(&self.available).try_acquire_many_owned(more) {
+            match &mut permit.reserved {
+                Some(reserved) => reserved.merge(extra),
+                None => permit.reserved = Some(extra),
+            }
+            return Duration::ZERO;
+        }
+        let started = Instant::now();
+        permit.reserved = None;
         // The semaphore is never closed, so acquiring only waits.
-        let reserved = Arc::clone(&self.available)
-            .acquire_many_owned(charge)
+        permit.reserved = Arc::clone(&self.available)
+            .acquire_many_owned(wanted)
             .await
             .ok();
-        BodyPermit {
-            _reserved: reserved,
-        }
+        started.elapsed()
     }
 }
 
@@ -125,8 +154,8 @@ impl Intake {
         self.read(body, declared).await
     }
 
-    /// Reads the whole body once its size is reserved. `declared` is the request's
-    /// `Content-Length`, if any (hyper makes sure the body has exactly that length).
+    /// Reads the whole body, charging the budget as its bytes arrive. `declared` is the
+    /// request's `Content-Length`, if any: only checked against the size limit.
     pub async fn read(&self, body: Body, declared: Option<u64>) -> Result<GuestBody, IntakeError> {
         if let Some(size) = declared.filter(|&s| s > self.max_body as u64) {
             return Err(IntakeError::TooLarge {
@@ -134,25 +163,27 @@ impl Intake {
                 limit: self.max_body,
             });
         }
-        let permit = self.budget.reserve(declared).await;
-        let bytes = tokio::time::timeout(self.deadline, self.read_pieces(body, declared))
-            .await
-            .map_err(|_| IntakeError::TooSlow(self.deadline))??;
-        Ok(GuestBody { bytes, permit })
-    }
-
-    /// The body's pieces, joined (one piece is kept as it is).
-    async fn read_pieces(&self, body: Body, declared: Option<u64>) -> Result<Bytes, IntakeError> {
         let mut frames = body.into_data_stream();
-        // Sized from the declared length, but a guest's word allocates at most 1 MiB ahead.
+        let mut permit = BodyPermit::default();
+        // Sized from the declared length, but a guest's word allocates at most its own bound.
         let mut joined = bytes::BytesMut::with_capacity(
-            declared.map_or(0, |d| usize::try_from(d).unwrap_or(0).min(1 << 20)),
+            declared.map_or(0, |d| usize::try_from(d).unwrap_or(0).min(self.own)),
         );
         let mut first: Option<Bytes> = None;
+        let mut deadline = Instant::now() + self.deadline;
         loop {
-            let next = tokio::time::timeout(self.stall, frames.next())
-                .await
-                .map_err(|_| IntakeError::Stalled(self.stall))?;
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(IntakeError::TooSlow(self.deadline));
+            }
+            let next =
+                match tokio::time::timeout(self.stall.min(deadline - now), frames.next()).await {
+                    Ok(next) => next,
+                    Err(_) if Instant::now() >= deadline => {
+                        return Err(IntakeError::TooSlow(self.deadline));
+                    }
+                    Err(_) => return Err(IntakeError::Stalled(self.stall)),
+                };
             let Some(piece) = next else { break };
             let piece = piece.map_err(|e| IntakeError::Broken(e.to_string()))?;
             let size = first.as_ref().map_or(0, Bytes::len) + joined.len() + piece.len();
@@ -162,6 +193,11 @@ impl Intake {
                     limit: self.max_body,
                 });
             }
+            // Time spent waiting for the budget is not the sender's.
+            deadline += self
+                .budget
+                .charge(&mut permit, size.saturating_sub(self.own))
+                .await;
             match first.take() {
                 None if joined.is_empty() => first = Some(piece),
                 Some(earlier) => {
@@ -171,136 +207,11 @@ impl Intake {
                 None => joined.extend_from_slice(&piece),
             }
         }
-        Ok(first.unwrap_or_else(|| joined.freeze()))
+        let bytes = first.unwrap_or_else(|| joined.freeze());
+        Ok(GuestBody { bytes, permit })
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn intake(budget: u32, max_body: usize) -> Intake {
-        Intake {
-            budget: BodyBudget::new(budget),
-            max_body,
-            stall: Duration::from_millis(200),
-            deadline: Duration::from_secs(2),
-        }
-    }
-
-    fn body_of(pieces: &[&'static [u8]]) -> Body {
-        let pieces: Vec<Result<Bytes, std::io::Error>> =
-            pieces.iter().map(|p| Ok(Bytes::from_static(p))).collect();
-        Body::from_stream(futures_util::stream::iter(pieces))
-    }
-
-    #[tokio::test]
-    async fn pieces_are_joined_and_the_declared_size_is_reserved_until_the_permit_drops() {
-        let intake = intake(100, 1_000);
-        let GuestBody { bytes, permit } = intake
-            .read(body_of(&[b"{\"a\"", b":1", b"}"]), Some(7))
-            .await
-            .unwrap();
-        assert_eq!(&bytes[..], b"{\"a\":1}");
-        assert_eq!(intake.budget.available(), 93);
-        drop(permit);
-        assert_eq!(intake.budget.available(), 100);
-    }
-
-    #[tokio::test]
-    async fn a_body_without_a_length_reserves_the_whole_budget_and_a_larger_one_is_capped() {
-        let intake = intake(100, 1_000);
-        let GuestBody {
-            permit: unknown, ..
-        } = intake.read(body_of(&[b"x"]), None).await.unwrap();
-        assert_eq!(intake.budget.available(), 0);
-        drop(unknown);
-        let GuestBody {
-            bytes,
-            permit: larger,
-        } = intake
-            .read(body_of(&[&[b'y'; 300]]), Some(300))
-            .await
-            .unwrap();
-        assert_eq!(bytes.len(), 300);
-        assert_eq!(intake.budget.available(), 0);
-        drop(larger);
-    }
-
-    #[tokio::test]
-    async fn a_reader_waits_while_the_budget_is_reserved() {
-        let intake = intake(10, 1_000);
-        let GuestBody { permit: held, .. } =
-            intake.read(body_of(&[b"12345678"]), Some(8)).await.unwrap();
-        let waiting = intake.read(body_of(&[b"abcd"]), Some(4));
-        tokio::pin!(waiting);
-        assert!(
-            tokio::time::timeout(Duration::from_millis(50), waiting.as_mut())
-                .await
-                .is_err(),
-            "4 bytes do not fit while 8 of 10 are reserved"
-        );
-        drop(held);
-        let GuestBody { bytes, .. } = waiting.await.unwrap();
-        assert_eq!(&bytes[..], b"abcd");
-    }
-
-    #[tokio::test]
-    async fn too_large_bodies_are_refused_declared_or_chunked() {
-        let intake = intake(100, 5);
-        assert_eq!(
-            intake
-                .read(body_of(&[b"123456"]), Some(6))
-                .await
-                .unwrap_err(),
-            IntakeError::TooLarge { size: 6, limit: 5 }
-        );
-        assert_eq!(
-            intake
-                .read(body_of(&[b"123", b"456"]), None)
-                .await
-                .unwrap_err(),
-            IntakeError::TooLarge { size: 6, limit: 5 }
-        );
-        assert_eq!(
-            intake.budget.available(),
-            100,
-            "a refused body keeps nothing"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_stalled_body_gives_its_reservation_back() {
-        let intake = intake(100, 1_000);
-        let stalled =
-            futures_util::stream::iter([Ok::<_, std::io::Error>(Bytes::from_static(b"{"))])
-                .chain(futures_util::stream::pending());
-        let err = intake
-            .read(Body::from_stream(stalled), Some(10))
-            .await
-            .unwrap_err();
-        assert_eq!(err, IntakeError::Stalled(Duration::from_millis(200)));
-        assert_eq!(err.status(), 408);
-        assert_eq!(intake.budget.available(), 100);
-    }
-
-    #[tokio::test]
-    async fn a_trickling_body_is_cut_off_at_the_whole_body_deadline() {
-        let intake = Intake {
-            deadline: Duration::from_millis(300),
-            ..intake(100, 1_000)
-        };
-        // One byte every 50 ms: never a stall of 200 ms, but never done either.
-        let trickle = futures_util::stream::unfold((), |()| async {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            Some((Ok::<_, std::io::Error>(Bytes::from_static(b" ")), ()))
-        });
-        let err = intake
-            .read(Body::from_stream(trickle), Some(1_000))
-            .await
-            .unwrap_err();
-        assert_eq!(err, IntakeError::TooSlow(Duration::from_millis(300)));
-        assert_eq!(err.status(), 408);
-        assert_eq!(intake.budget.available(), 100, "the reservation is freed");
-    }
-}
+#[path = "intake_tests.rs"]
+mod tests;

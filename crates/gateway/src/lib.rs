@@ -98,8 +98,10 @@
 //! Guests are served by hyper's HTTP/1.1 server with `TCP_NODELAY`, at most
 //! `limits.max_connections` at once (further ones wait in the kernel's accept queue). A request
 //! head must arrive within `timeouts.guest_head_ms` (also the idle keep-alive bound), a write to
-//! a guest that stopped reading fails after `timeouts.guest_write_ms`. Request bodies are read
-//! within a byte budget shared by all connections (`limits.buffered_request_bytes`): a body over
+//! a guest that stopped reading fails after `timeouts.guest_write_ms`. A request body's first
+//! `limits.connection_body_bytes` are read on its connection's own bound; the rest is charged,
+//! as it arrives, to a byte budget shared by all connections (`limits.buffered_request_bytes`),
+//! given back once the request is translated (see `intake`): a body over
 //! `max_request_bytes` is a 413; one that pauses longer than `guest_body_idle_ms` or takes longer
 //! than `guest_body_ms` in all a 408. The `Host` must name a loopback address, `localhost`, the
 //! listen address or an `allowed_hosts` entry, and an `Origin` be exactly the gateway's own or an

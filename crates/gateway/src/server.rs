@@ -135,6 +135,7 @@ impl Gateway {
         let (in_flight, in_flight_done) = mpsc::channel(1);
         let intake = Intake {
             budget: BodyBudget::new(config.limits.buffered_request_bytes),
+            own: config.limits.connection_body_bytes,
             max_body: config.limits.max_request_bytes,
             stall: config.timeouts.guest_body_idle(),
             deadline: config.timeouts.guest_body(),

@@ -401,3 +401,59 @@ async fn credentials_in_the_upstream_url_never_reach_the_guest_or_the_records() 
         assert!(!stored.contains(secret), "{secret} in the records");
     }
 }
+
+/// Sends a request head, then one body byte every 300 ms until dropped.
+async fn drip(
+    gw: &switchyard_gateway::GatewayHandle,
+    length: Option<u64>,
+) -> tokio::task::JoinHandle<()> {
+    let mut tcp = TcpStream::connect(gw.local_addr()).await.unwrap();
+    let framing = match length {
+        Some(n) => format!("content-length: {n}"),
+        None => "transfer-encoding: chunked".to_owned(),
+    };
+    let head = format!(
+        "POST /v1beta/models/m:generateContent HTTP/1.1\r\nhost: 127.0.0.1\r\n\
+         content-type: application/json\r\n{framing}\r\n\r\n"
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    tokio::spawn(async move {
+        loop {
+            let byte: &[u8] = if length.is_some() {
+                b" "
+            } else {
+                b"1\r\n \r\n"
+            };
+            if tcp.write_all(byte).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    })
+}
+
+#[tokio::test]
+async fn guests_dripping_their_bodies_do_not_hold_up_an_ordinary_request() {
+    let (_upstream, gw) = start(Script::always(Reply::completion_text("on time")), |_| {}).await;
+    // One chunked, one declaring far more than the body budget; both drip for ever.
+    let drippers = [
+        drip(&gw, None).await,
+        drip(&gw, Some(100 * 1024 * 1024)).await,
+    ];
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let first_turn: Value =
+        serde_json::from_slice(switchyard_testkit::fixtures::GEMINI_CLI_FIRST_REQUEST).unwrap();
+    for _ in 0..3 {
+        // `post` gives up after the watchdog; before, each dripper held the whole budget until
+        // its 120 s body deadline.
+        let response = post(&gw, "m", "generateContent", &first_turn).await;
+        assert_eq!(response.status(), 200);
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(text_of(&[body]), "on time");
+    }
+    for dripper in &drippers {
+        assert!(!dripper.is_finished(), "still dripping");
+        dripper.abort();
+    }
+    gw.shutdown().await.unwrap();
+}

@@ -563,9 +563,14 @@ async fn a_pdf_the_provider_cannot_read_is_recorded_as_sent_and_replaced_upstrea
     );
     let sent = x.attempts[0].request.to_string();
     assert!(!sent.contains(pdf), "{sent}");
-    assert!(sent.contains("[attachment not forwarded: application/pdf"), "{sent}");
     assert!(
-        x.notes.iter().any(|n| n.contains("application/pdf") && n.contains("placeholder")),
+        sent.contains("[attachment not forwarded: application/pdf"),
+        "{sent}"
+    );
+    assert!(
+        x.notes
+            .iter()
+            .any(|n| n.contains("application/pdf") && n.contains("placeholder")),
         "{:?}",
         x.notes
     );

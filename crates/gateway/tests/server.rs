@@ -700,33 +700,38 @@ async fn read_status_line(tcp: &mut tokio::net::TcpStream) -> String {
 async fn request_bodies_are_read_within_the_shared_budget() {
     let (_upstream, gw) = start(Script::new(), |c| {
         c.limits.buffered_request_bytes = 4096;
+        c.limits.connection_body_bytes = 512;
     })
     .await;
-    // A guest declares a body larger than the whole budget and sends only part of it: its
-    // reservation (the whole budget) blocks every other body until it is complete.
+    // A guest sends most of a body larger than the whole budget: the bytes past its own bound
+    // that arrived hold the whole budget until it is complete.
     let large = count_tokens_body_of_len(5000);
-    let mut slow = send_partly(&gw, &large, 100).await;
-    let small = tokio::spawn({
+    let mut slow = send_partly(&gw, &large, 4700).await;
+    let post_later = |body: Value| {
         let url = url(&gw, "m", "countTokens");
-        async move {
+        tokio::spawn(async move {
             client()
                 .post(url)
-                .json(&user_request("hi"))
+                .json(&body)
                 .send()
                 .await
                 .unwrap()
                 .status()
-        }
-    });
+        })
+    };
+    // A body past its own bound waits for the budget; one within it does not.
+    let medium = post_later(serde_json::from_slice(&count_tokens_body_of_len(2000)).unwrap());
+    let small = post_later(user_request("hi"));
+    assert_eq!(within("the small request", small).await.unwrap(), 200);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
-        !small.is_finished(),
-        "a small body was read while a larger one held the whole budget"
+        !medium.is_finished(),
+        "a body past its own bound was read while a larger one held the whole budget"
     );
     use tokio::io::AsyncWriteExt;
-    slow.write_all(&large[100..]).await.unwrap();
+    slow.write_all(&large[4700..]).await.unwrap();
     assert_eq!(read_status_line(&mut slow).await, "HTTP/1.1 200 OK");
-    assert_eq!(within("the waiting request", small).await.unwrap(), 200);
+    assert_eq!(within("the waiting request", medium).await.unwrap(), 200);
     gw.shutdown().await.unwrap();
 }
 

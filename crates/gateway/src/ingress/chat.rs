@@ -27,6 +27,7 @@ use switchyard_translate::turn::TurnChunk;
 
 use super::{GuestFailure, Ingress, Prepared, RecordedAnswer, Refused, Render};
 use crate::exchange::ExchangeContext;
+use crate::intake::BodyPermit;
 use crate::state::AppState;
 use crate::upstream::{UpstreamError, retryable_status};
 
@@ -55,6 +56,7 @@ impl Ingress for Chat {
         _stream: bool,
         upstream_model: &str,
         strip: Option<&str>,
+        permit: BodyPermit,
     ) -> Result<Prepared, Refused> {
         let state = &ctx.state;
         let options = ChatIngressOptions {
@@ -72,6 +74,8 @@ impl Ingress for Chat {
         };
         let mut prepared = prepare().map_err(refused)?;
         if !prepared.unconverted_pngs.is_empty() {
+            // The body is parsed: its budget charge is not held across the conversion.
+            drop(permit);
             let pngs = std::mem::take(&mut prepared.unconverted_pngs);
             let max_pixels = state.config.translation.max_image_pixels;
             state.images.convert_into(cache, pngs, max_pixels).await;

@@ -19,6 +19,7 @@ use switchyard_translate::{CallLedger, TranslateOptions};
 
 use super::{GuestFailure, Ingress, Prepared, RecordedAnswer, Refused, Render};
 use crate::exchange::ExchangeContext;
+use crate::intake::BodyPermit;
 use crate::state::AppState;
 use crate::translation::TranslationFailure;
 use crate::upstream::{UpstreamError, retryable_status};
@@ -52,6 +53,7 @@ impl Ingress for Google {
         stream: bool,
         upstream_model: &str,
         strip: Option<&str>,
+        permit: BodyPermit,
     ) -> Result<Prepared, Refused> {
         let state = &ctx.state;
         let refused = |failure| {
@@ -90,6 +92,8 @@ impl Ingress for Google {
             .map_err(refused)?;
         if !translated.unconverted_pngs.is_empty() {
             // New images: converted off the runtime, then the request is translated with them.
+            // The body is parsed: its budget charge is not held across the conversion.
+            drop(permit);
             let pngs = std::mem::take(&mut translated.unconverted_pngs);
             let cache = state.translator.images();
             let max_pixels = state.config.translation.max_image_pixels;

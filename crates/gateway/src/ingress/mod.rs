@@ -14,6 +14,8 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::Value;
 use switchyard_translate::TranslationReport;
+
+use crate::intake::BodyPermit;
 use switchyard_translate::openai::ChatRequest;
 use switchyard_translate::turn::TurnChunk;
 
@@ -63,6 +65,7 @@ pub(crate) trait Ingress: Copy + Send + Sync + 'static {
         stream: bool,
         upstream_model: &str,
         strip: Option<&str>,
+        permit: BodyPermit,
     ) -> impl Future<Output = Result<Prepared, Refused>> + Send;
 
     /// Reasoning shown to the guest, and reasoning carried through it in a call's signature.
