@@ -51,8 +51,8 @@ pub enum ConfigError {
     #[error("ingress_key must not be empty")]
     EmptyIngressKey,
     #[error(
-        "limits.max_request_bytes, limits.buffered_request_bytes and limits.max_connections must \
-         be at least 1"
+        "limits.max_request_bytes, buffered_request_bytes, max_connections, max_answer_bytes, \
+         max_answer_ms and max_recorded_stream_bytes must be at least 1"
     )]
     ZeroLimit,
 }
@@ -251,6 +251,22 @@ pub struct LimitConfig {
     /// Guest connections open at once; further ones wait in the kernel's accept queue until
     /// one closes. Bounds file descriptors and per-connection memory.
     pub max_connections: usize,
+    /// Largest answer, in bytes of text, reasoning and call names and arguments together: past
+    /// it the answer ends with an error in the guest's shape (`answer_limit`).
+    pub max_answer_bytes: usize,
+    /// Most tool calls in one answer.
+    pub max_answer_tool_calls: usize,
+    /// Longest an answer may take, from the request to its end (every attempt included).
+    pub max_answer_ms: u64,
+    /// Raw upstream events kept for the records per attempt, in bytes; later ones are dropped
+    /// and the cut is noted in the record.
+    pub max_recorded_stream_bytes: usize,
+}
+
+impl LimitConfig {
+    pub fn max_answer(&self) -> Duration {
+        Duration::from_millis(self.max_answer_ms)
+    }
 }
 
 impl Default for LimitConfig {
@@ -260,6 +276,10 @@ impl Default for LimitConfig {
             connection_body_bytes: 64 * 1024,
             buffered_request_bytes: 1024 * 1024,
             max_connections: 4_096,
+            max_answer_bytes: 4 * 1024 * 1024,
+            max_answer_tool_calls: 256,
+            max_answer_ms: 60 * 60 * 1000,
+            max_recorded_stream_bytes: 8 * 1024 * 1024,
         }
     }
 }
@@ -335,9 +355,13 @@ impl GatewayConfig {
         {
             return Err(ConfigError::BadOrigin(bad.clone()));
         }
-        if self.limits.buffered_request_bytes == 0
-            || self.limits.max_request_bytes == 0
-            || self.limits.max_connections == 0
+        let limits = &self.limits;
+        if limits.buffered_request_bytes == 0
+            || limits.max_request_bytes == 0
+            || limits.max_connections == 0
+            || limits.max_answer_bytes == 0
+            || limits.max_answer_ms == 0
+            || limits.max_recorded_stream_bytes == 0
         {
             return Err(ConfigError::ZeroLimit);
         }

@@ -244,7 +244,8 @@ async fn begin<I: Ingress>(
         &ctx.guest_model,
         &guest.bytes,
         ctx.api.recorded(),
-    );
+    )
+    .raw_events_capped(state.config.limits.max_recorded_stream_bytes);
     if stream {
         // The agent's own turns are streamed; auxiliary calls (Gemini CLI's next-speaker
         // check) are not, and do not decide the run.
@@ -365,6 +366,7 @@ async fn pump<I: Ingress>(start: Box<Pump<I>>) {
     let api = ctx.api;
     let mut delivered: Vec<TurnChunk> = Vec::new();
     let mut config = prepared.response_config.clone();
+    let deadline = tokio::time::Instant::now() + state.config.limits.max_answer();
     loop {
         let end = stream_attempt(
             &state,
@@ -374,6 +376,7 @@ async fn pump<I: Ingress>(start: Box<Pump<I>>) {
             &tx,
             &mut trace,
             &mut delivered,
+            deadline,
         )
         .await;
         let retry_reason = match end {
@@ -536,6 +539,65 @@ fn forwarded_text(delivered: &[TurnChunk]) -> String {
     delivered.iter().map(TurnChunk::text).collect()
 }
 
+/// The bound of `[limits]` an answer of `bytes` (text, reasoning, call names and arguments) and
+/// `calls` passed, if any.
+fn past_answer_limits(
+    limits: &crate::config::LimitConfig,
+    bytes: usize,
+    calls: usize,
+) -> Option<UpstreamError> {
+    if bytes > limits.max_answer_bytes {
+        return Some(UpstreamError::AnswerLimit(format!(
+            "it passed limits.max_answer_bytes ({} bytes of text, reasoning and arguments)",
+            limits.max_answer_bytes
+        )));
+    }
+    if calls > limits.max_answer_tool_calls {
+        return Some(UpstreamError::AnswerLimit(format!(
+            "it passed limits.max_answer_tool_calls ({} calls)",
+            limits.max_answer_tool_calls
+        )));
+    }
+    None
+}
+
+/// The size of a whole answer as [`past_answer_limits`] counts it.
+fn answer_size(chunk: &TurnChunk) -> (usize, usize) {
+    let bytes = chunk
+        .parts
+        .iter()
+        .map(|part| match part {
+            TurnPart::Text { text } | TurnPart::Reasoning { text } => text.len(),
+            TurnPart::Call(call) => call.name.len() + call.arguments.to_string().len(),
+        })
+        .sum();
+    (bytes, chunk.calls().count())
+}
+
+/// Keeps what reached the guest: a chunk of text or reasoning only is appended to the last one
+/// kept (a stream of small deltas is not kept as as many chunks; the record merges them anyway).
+fn keep_delivered(delivered: &mut Vec<TurnChunk>, chunk: TurnChunk) {
+    let plain = |c: &TurnChunk| {
+        c.finish.is_none()
+            && c.usage.is_none()
+            && c.parts.iter().all(|p| !matches!(p, TurnPart::Call(_)))
+    };
+    match delivered.last_mut() {
+        Some(last) if plain(last) && plain(&chunk) => {
+            for part in chunk.parts {
+                match (last.parts.last_mut(), part) {
+                    (Some(TurnPart::Text { text }), TurnPart::Text { text: more })
+                    | (Some(TurnPart::Reasoning { text }), TurnPart::Reasoning { text: more }) => {
+                        text.push_str(&more);
+                    }
+                    (_, part) => last.parts.push(part),
+                }
+            }
+        }
+        _ => delivered.push(chunk),
+    }
+}
+
 /// The final chunk of a turn whose calls cannot be delivered: finish `MalformedCall`, text
 /// kept, calls removed.
 fn malformed_final_chunk(config: &ResponseConfig, complete: &TurnChunk) -> TurnChunk {
@@ -546,6 +608,7 @@ fn malformed_final_chunk(config: &ResponseConfig, complete: &TurnChunk) -> TurnC
     chunk
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn stream_attempt<R: Render>(
     state: &AppState,
     render: &mut R,
@@ -554,16 +617,24 @@ async fn stream_attempt<R: Render>(
     tx: &mpsc::Sender<Bytes>,
     trace: &mut Trace,
     delivered: &mut Vec<TurnChunk>,
+    deadline: tokio::time::Instant,
 ) -> AttemptEnd {
     let mut translator = StreamTranslator::new(config);
     let body = state.upstream.body_stream(response);
     let mut events =
         crate::upstream::bounded_events(body, crate::upstream::MAX_SSE_EVENT).eventsource();
+    let limits = &state.config.limits;
     loop {
         let next = tokio::select! {
             next = events.next() => next,
             _ = state.cancel.cancelled() => return AttemptEnd::Cancelled,
             _ = tx.closed() => return AttemptEnd::GuestGone,
+            _ = tokio::time::sleep_until(deadline) => {
+                return AttemptEnd::Failed(UpstreamError::AnswerLimit(format!(
+                    "it took longer than limits.max_answer_ms ({} ms)",
+                    limits.max_answer_ms
+                )));
+            }
         };
         match next {
             None => break,
@@ -574,6 +645,11 @@ async fn stream_attempt<R: Render>(
             Some(Ok(event)) => {
                 let translated = translator.push(&event.data);
                 trace.attempt_event(event.data);
+                if let Some(limit) =
+                    past_answer_limits(limits, translator.answer_bytes(), translator.call_count())
+                {
+                    return AttemptEnd::Failed(limit);
+                }
                 match translated {
                     Ok(chunks) => {
                         let forwarded = !chunks.is_empty();
@@ -583,7 +659,7 @@ async fn stream_attempt<R: Render>(
                                     return AttemptEnd::GuestGone;
                                 }
                             }
-                            delivered.push(chunk);
+                            keep_delivered(delivered, chunk);
                         }
                         if forwarded {
                             // Let the guest's connection write what was just sent before the
@@ -645,6 +721,7 @@ async fn complete<I: Ingress>(
     let mut budget = RetryBudget::new(&state.config.retries);
     let config = &prepared.response_config;
     let mut render = api.render(&config.response_id, prepared.include_usage);
+    let deadline = tokio::time::Instant::now() + state.config.limits.max_answer();
     loop {
         let response = match connect_or_error_response(
             state,
@@ -661,6 +738,10 @@ async fn complete<I: Ingress>(
         let read = tokio::select! {
             r = state.upstream.read_body(response, MAX_COMPLETION_BODY) => r,
             _ = state.cancel.cancelled() => Err(UpstreamError::Connect("gateway shutting down".into())),
+            _ = tokio::time::sleep_until(deadline) => Err(UpstreamError::AnswerLimit(format!(
+                "it took longer than limits.max_answer_ms ({} ms)",
+                state.config.limits.max_answer_ms
+            ))),
         };
         let bytes = match read {
             Ok(b) => b,
@@ -694,6 +775,15 @@ async fn complete<I: Ingress>(
             }
         };
         trace.response_report(outcome.report());
+        let (bytes, calls) = answer_size(outcome.final_chunk());
+        if let Some(error) = past_answer_limits(&state.config.limits, bytes, calls) {
+            trace
+                .finish_error(Vec::new(), error.kind(), &error.to_string())
+                .await;
+            return api
+                .upstream_failure(state, &error, budget.retries() + 1, None)
+                .response();
+        }
         match outcome {
             TurnOutcome::Complete(mut turn) => {
                 match accept_turn(state, &ctx.session, &mut turn.final_chunk) {

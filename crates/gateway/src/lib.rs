@@ -109,7 +109,10 @@
 //! listen needs an ingress key. Provider error text shown to the guest is redacted (the provider
 //! key, the ingress key, credentials in the upstream URL). Session ledgers are
 //! bounded (least recently used forgotten), session ids at most 128 bytes, and an upstream
-//! server-sent event at most 16 MiB.
+//! server-sent event at most 16 MiB. An answer is bounded too (`limits.max_answer_bytes`,
+//! `max_answer_tool_calls`, `max_answer_ms`): past a bound it ends with the ingress's error,
+//! recorded as `answer_limit`, and the raw events a record keeps stop at
+//! `limits.max_recorded_stream_bytes` per attempt (the cut noted).
 //!
 //! Every upstream, `http://` (a local vLLM, llama.cpp or Ollama) or `https://`, is reached with
 //! reqwest (rustls); idle connections are pooled for 60 s.

@@ -6,7 +6,8 @@
 //! record skeleton and the shared bodies ([`PendingWrite`]) and the recorder's writer thread
 //! builds ([`PendingWrite::build`]), redacts and stores it.
 //!
-//! Writes waiting to be built hold their bodies. At most [`PINNED_BUDGET_KIB`] of them wait:
+//! Writes waiting to be built hold their bodies, raw upstream events and delivered text. At most
+//! [`PINNED_BUDGET_KIB`] of them wait:
 //! beyond it an exchange waits (asynchronously) for room, and again when the recorder's queue is
 //! full, so memory stays bounded and nothing is dropped. The gateway's shutdown flushes the
 //! recorder: every write queued before it is then stored.
@@ -47,10 +48,19 @@ pub(crate) struct PendingWrite {
 }
 
 impl PendingWrite {
-    /// KiB of bodies this write keeps alive, at least 1.
+    /// KiB this write keeps alive (bodies, raw upstream events, delivered text), at least 1.
     fn pinned_kib(&self) -> u32 {
-        let bytes =
-            self.guest_body.len() + self.attempt_bodies.iter().map(Bytes::len).sum::<usize>();
+        let raw: usize = self
+            .record
+            .attempts
+            .iter()
+            .flat_map(|a| a.raw_events.iter().map(String::len))
+            .sum();
+        let delivered: usize = self.delivered.iter().flatten().map(answer_bytes).sum();
+        let bytes = self.guest_body.len()
+            + self.attempt_bodies.iter().map(Bytes::len).sum::<usize>()
+            + raw
+            + delivered;
         u32::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(u32::MAX)
     }
 
@@ -97,6 +107,18 @@ impl PendingWrite {
         }
         record
     }
+}
+
+/// Bytes of a delivered chunk's text and reasoning.
+fn answer_bytes(chunk: &TurnChunk) -> usize {
+    chunk
+        .parts
+        .iter()
+        .map(|p| match p {
+            TurnPart::Text { text } | TurnPart::Reasoning { text } => text.len(),
+            TurnPart::Call(_) => 0,
+        })
+        .sum()
 }
 
 /// `body` as a JSON value, or as a string when it is not JSON (a guest's bad request).

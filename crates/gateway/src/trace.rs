@@ -48,6 +48,28 @@ struct Active {
     ended: Arc<AtomicBool>,
     /// How the guest's answer is recorded.
     recorded: RecordedAnswer,
+    /// Raw upstream events kept per attempt, in bytes (`limits.max_recorded_stream_bytes`).
+    raw_cap: usize,
+    /// Of the current attempt: bytes kept, and events and bytes not kept past the cap.
+    raw_kept: usize,
+    raw_cut: (u64, u64),
+}
+
+impl Active {
+    /// Notes the current attempt's cut, if it had one, and starts counting afresh.
+    fn close_attempt(&mut self) {
+        let (events, bytes) = std::mem::take(&mut self.raw_cut);
+        self.raw_kept = 0;
+        if events > 0 {
+            let attempt = self.record.attempts.len();
+            self.record.notes.push(format!(
+                "raw events of attempt {attempt} cut at {} bytes \
+                 (limits.max_recorded_stream_bytes): {events} later events ({bytes} bytes) \
+                 not kept",
+                self.raw_cap
+            ));
+        }
+    }
 }
 
 impl Active {
@@ -76,6 +98,7 @@ impl Active {
             attempt_bodies,
             ended,
             recorded,
+            ..
         } = self;
         ended.store(true, Ordering::Release);
         record.delivered_at = Some(Utc::now());
@@ -114,10 +137,21 @@ impl Trace {
                 attempt_bodies: Vec::new(),
                 ended: Arc::default(),
                 recorded,
+                raw_cap: usize::MAX,
+                raw_kept: 0,
+                raw_cut: (0, 0),
             }),
             verdict: None,
             status: None,
         }
+    }
+
+    /// Keeps at most `bytes` of raw upstream events per attempt.
+    pub fn raw_events_capped(mut self, bytes: usize) -> Self {
+        if let Some(active) = &mut self.active {
+            active.raw_cap = bytes;
+        }
+        self
     }
 
     /// Counts this exchange's end in the gateway's verdict (a main exchange).
@@ -155,6 +189,7 @@ impl Trace {
 
     pub fn attempt_started(&mut self, chat_body: &Bytes) {
         if let Some(active) = &mut self.active {
+            active.close_attempt();
             active.attempt_bodies.push(chat_body.clone());
             let r = &mut active.record;
             r.attempts.push(UpstreamAttempt {
@@ -182,16 +217,24 @@ impl Trace {
         });
     }
 
-    /// One raw upstream event (taken, not copied).
+    /// One raw upstream event (taken, not copied); past the attempt's cap only counted.
     pub fn attempt_event(&mut self, data: String) {
-        self.record(|r| {
-            let now = Utc::now();
-            r.last_byte_at = Some(now);
-            if let Some(a) = r.attempts.last_mut() {
+        let Some(active) = &mut self.active else {
+            return;
+        };
+        let now = Utc::now();
+        let r = &mut active.record;
+        r.last_byte_at = Some(now);
+        if let Some(a) = r.attempts.last_mut() {
+            a.last_byte_at = Some(now);
+            if active.raw_kept.saturating_add(data.len()) > active.raw_cap {
+                active.raw_cut.0 += 1;
+                active.raw_cut.1 += data.len() as u64;
+            } else {
+                active.raw_kept += data.len();
                 a.raw_events.push(data);
-                a.last_byte_at = Some(now);
             }
-        });
+        }
     }
 
     /// A whole (non-streamed) upstream response body, kept as one raw event.
@@ -239,7 +282,8 @@ impl Trace {
         if let Some(verdict) = self.verdict.take() {
             verdict.ended(&delivered, error.as_ref(), self.status);
         }
-        if let Some(active) = self.active.take() {
+        if let Some(mut active) = self.active.take() {
+            active.close_attempt();
             let (writer, write) = active.into_last_write(delivered, error);
             writer.write(write).await;
         }
@@ -260,7 +304,8 @@ impl Drop for Trace {
         if let Some(verdict) = self.verdict.take() {
             verdict.ended(&[], Some(&abandoned()), self.status);
         }
-        if let Some(active) = self.active.take() {
+        if let Some(mut active) = self.active.take() {
+            active.close_attempt();
             let (writer, write) = active.into_last_write(Vec::new(), Some(abandoned()));
             writer.write_detached(write);
         }

@@ -50,6 +50,9 @@ pub enum UpstreamError {
     /// non-streamed exchanges.
     #[error(transparent)]
     Payload(switchyard_translate::UpstreamError),
+    /// The answer passed a bound of `[limits]` (its size, calls or duration): ended there.
+    #[error("the model's answer was cut off: {0}")]
+    AnswerLimit(String),
 }
 
 impl UpstreamError {
@@ -62,7 +65,9 @@ impl UpstreamError {
             | UpstreamError::Body(_)
             | UpstreamError::Unfinished(_) => true,
             UpstreamError::Status { status, .. } => retryable_status(*status),
-            UpstreamError::Invalid(_) | UpstreamError::Payload(_) => false,
+            UpstreamError::Invalid(_)
+            | UpstreamError::Payload(_)
+            | UpstreamError::AnswerLimit(_) => false,
         }
     }
 
@@ -100,6 +105,7 @@ impl UpstreamError {
                 "upstream_reported"
             }
             UpstreamError::Payload(_) => "upstream_invalid",
+            UpstreamError::AnswerLimit(_) => "answer_limit",
         }
     }
 }

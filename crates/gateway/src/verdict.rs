@@ -61,7 +61,7 @@ impl Verdicts {
 /// `upstream::UpstreamError::kind` give).
 fn failure_of(kind: &str) -> Failure {
     match kind {
-        "malformed_function_call" | "undeliverable_turn" => Failure::ModelOutput,
+        "malformed_function_call" | "undeliverable_turn" | "answer_limit" => Failure::ModelOutput,
         kind if kind.starts_with("upstream_") => Failure::Upstream,
         _ => Failure::Other,
     }

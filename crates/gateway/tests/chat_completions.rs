@@ -500,3 +500,23 @@ async fn a_chat_exchange_is_recorded_with_both_requests_and_the_answer_as_a_comp
         "the provider key is redacted"
     );
 }
+
+#[tokio::test]
+async fn an_endless_answer_ends_as_an_openai_error_event() {
+    let endless = Reply::Endless(switchyard_testkit::chat_upstream::chunk::text("word "));
+    let (_upstream, gw) = start(Script::always(endless), |c| {
+        c.limits.max_answer_bytes = 10_000;
+    })
+    .await;
+    let events = events(chat(&gw, &opencode_request("hi")).await).await;
+    let last: Value = serde_json::from_str(events.last().unwrap()).unwrap();
+    assert_eq!(last["error"]["code"], "answer_limit", "{last}");
+    let message = last["error"]["message"].as_str().unwrap();
+    assert!(message.contains("limits.max_answer_bytes"), "{message}");
+    assert!(
+        !message.contains("rate limit"),
+        "OpenCode would retry: {message}"
+    );
+    assert_eq!(content(&chunks(&events[..events.len() - 1])).len(), 10_000);
+    gw.shutdown().await.unwrap();
+}

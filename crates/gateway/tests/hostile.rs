@@ -457,3 +457,123 @@ async fn guests_dripping_their_bodies_do_not_hold_up_an_ordinary_request() {
     }
     gw.shutdown().await.unwrap();
 }
+
+/// A text delta of `n` bytes, as an endless upstream repeats it.
+fn text_delta(n: usize) -> Value {
+    switchyard_testkit::chat_upstream::chunk::text(&"x".repeat(n))
+}
+
+#[tokio::test]
+async fn an_endless_answer_is_cut_at_its_bound_recorded_and_the_gateway_serves_on() {
+    let records = tempfile::tempdir().unwrap();
+    let script = Script::new()
+        .then(Reply::Endless(text_delta(1024)))
+        .then(Reply::completion_text("next one"));
+    let (upstream, gw) = start(script, |c| {
+        c.limits.max_answer_bytes = 256 * 1024;
+        c.limits.max_recorded_stream_bytes = 16 * 1024;
+        c.records_dir = Some(records.path().to_path_buf());
+    })
+    .await;
+    let frames = Frames::new(post(&gw, "m", "streamGenerateContent", &user_request("go")).await)
+        .all()
+        .await;
+    let (last, text) = frames.split_last().unwrap();
+    assert_eq!(
+        text_of(text).len(),
+        256 * 1024,
+        "every byte up to the bound, none past it"
+    );
+    let message = last["error"]["message"].as_str().unwrap();
+    assert!(message.contains("limits.max_answer_bytes"), "{last}");
+    assert!(
+        message.contains("limit: 0"),
+        "terminal for Gemini CLI: {message}"
+    );
+    // The upstream was let go: it streamed a bounded amount, however long we wait.
+    let streamed = upstream.endless_bytes();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(upstream.endless_bytes() < streamed + 4 * 1024 * 1024);
+    // The gateway serves on.
+    let next = post(&gw, "m", "generateContent", &user_request("again")).await;
+    assert_eq!(next.status(), 200);
+    gw.shutdown().await.unwrap();
+
+    use switchyard_records::RecordStore as _;
+    let store =
+        switchyard_records::SqliteStore::open(switchyard_records::store_path(records.path()))
+            .unwrap();
+    let x = &store
+        .exchanges(switchyard_records::ExchangeFilter::All)
+        .unwrap()[0];
+    assert_eq!(x.error.as_ref().unwrap().kind, "answer_limit");
+    let recorded = x.guest_response.clone().unwrap();
+    assert_eq!(
+        text_of(&[recorded]).len(),
+        256 * 1024,
+        "the record holds what the guest received"
+    );
+    let kept: usize = x.attempts[0].raw_events.iter().map(String::len).sum();
+    assert!(kept <= 16 * 1024, "{kept}");
+    assert!(
+        x.notes
+            .iter()
+            .any(|n| n.contains("raw events of attempt 1 cut at 16384 bytes")),
+        "{:?}",
+        x.notes
+    );
+}
+
+#[tokio::test]
+async fn an_answer_past_its_calls_or_its_time_ends_with_a_typed_error() {
+    let five: Vec<(String, String)> = (0..5)
+        .map(|i| (format!("call_{i}"), format!("{{\"n\":{i}}}")))
+        .collect();
+    let calls: Vec<(&str, &str, &str)> = five
+        .iter()
+        .map(|(id, args)| (id.as_str(), "list_directory", args.as_str()))
+        .collect();
+    for stream in [true, false] {
+        let reply = if stream {
+            Reply::tool_calls_stream(&calls, 4)
+        } else {
+            Reply::Json {
+                status: 200,
+                body: switchyard_testkit::chat_upstream::chunk::completion_tool_calls(&calls),
+            }
+        };
+        let (_upstream, gw) = start(Script::always(reply), |c| {
+            c.limits.max_answer_tool_calls = 3
+        })
+        .await;
+        let method = if stream {
+            "streamGenerateContent"
+        } else {
+            "generateContent"
+        };
+        let response = post(&gw, "m", method, &user_request("go")).await;
+        let error = if stream {
+            Frames::new(response).all().await.pop().unwrap()
+        } else {
+            response.json().await.unwrap()
+        };
+        let message = error["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("limits.max_answer_tool_calls"),
+            "{method}: {error}"
+        );
+        gw.shutdown().await.unwrap();
+    }
+    let (_upstream, gw) = start(Script::always(Reply::Endless(text_delta(16))), |c| {
+        c.limits.max_answer_ms = 300;
+    })
+    .await;
+    let last = Frames::new(post(&gw, "m", "streamGenerateContent", &user_request("go")).await)
+        .all()
+        .await
+        .pop()
+        .unwrap();
+    let message = last["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("limits.max_answer_ms"), "{last}");
+    gw.shutdown().await.unwrap();
+}

@@ -198,6 +198,9 @@ pub enum Reply {
     },
     /// Decide from the request.
     Dynamic(ReplyFn),
+    /// `200 text/event-stream` repeating this event without end (until the client goes away),
+    /// like a model that never stops; see [`ChatUpstream::endless_bytes`].
+    Endless(Value),
 }
 
 impl std::fmt::Debug for Reply {
@@ -209,6 +212,7 @@ impl std::fmt::Debug for Reply {
             Reply::Hang => write!(f, "Hang"),
             Reply::Raw { status, .. } => write!(f, "Raw({status})"),
             Reply::Dynamic(_) => write!(f, "Dynamic"),
+            Reply::Endless(_) => write!(f, "Endless"),
         }
     }
 }
@@ -539,6 +543,8 @@ struct Shared {
     unmatched: AtomicUsize,
     hangs_cancelled: AtomicUsize,
     hang_cancelled: Notify,
+    /// Bytes sent by [`Reply::Endless`] answers.
+    endless_bytes: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -591,6 +597,7 @@ impl ChatUpstream {
             requests: Mutex::new(Vec::new()),
             request_arrived: Notify::new(),
             unmatched: AtomicUsize::new(0),
+            endless_bytes: std::sync::atomic::AtomicU64::new(0),
             hangs_cancelled: AtomicUsize::new(0),
             hang_cancelled: Notify::new(),
         });
@@ -622,6 +629,11 @@ impl ChatUpstream {
     /// `http://127.0.0.1:<port>/v1`, the OpenAI-style base URL.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// Bytes the [`Reply::Endless`] answers have handed to the connection so far.
+    pub fn endless_bytes(&self) -> u64 {
+        self.shared.endless_bytes.load(Ordering::Relaxed)
     }
 
     /// Every request received so far, in arrival order.
@@ -802,6 +814,21 @@ async fn render(shared: Arc<Shared>, reply: Reply) -> Response {
             std::future::pending::<Response>().await
         }
         Reply::Stream(stream) => stream_response(shared, stream),
+        Reply::Endless(event) => {
+            let frame = Bytes::from(format!("data: {event}\n\n"));
+            let body = futures_util::stream::repeat_with(move || {
+                shared
+                    .endless_bytes
+                    .fetch_add(frame.len() as u64, Ordering::Relaxed);
+                Ok::<_, std::convert::Infallible>(frame.clone())
+            });
+            (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "text/event-stream")],
+                Body::from_stream(body),
+            )
+                .into_response()
+        }
         Reply::Dynamic(_) => unreachable!("dynamic replies are resolved before rendering"),
     }
 }

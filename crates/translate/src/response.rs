@@ -244,6 +244,8 @@ pub struct StreamTranslator {
     carried_reasoning: String,
     /// JSON chunks received in this attempt.
     chunks: u64,
+    /// Bytes of text, reasoning and call names and arguments received in this attempt.
+    answer_bytes: usize,
     report: ResponseReport,
 }
 
@@ -273,6 +275,7 @@ impl StreamTranslator {
             collected_thoughts: String::new(),
             carried_reasoning: String::new(),
             chunks: 0,
+            answer_bytes: 0,
             report: ResponseReport::default(),
         }
     }
@@ -292,6 +295,17 @@ impl StreamTranslator {
     /// `[DONE]` was received.
     pub fn is_done(&self) -> bool {
         self.done
+    }
+
+    /// Bytes of the answer received in this attempt: text, reasoning, call names and arguments
+    /// (what a bound on an answer's size counts).
+    pub fn answer_bytes(&self) -> usize {
+        self.answer_bytes
+    }
+
+    /// Calls begun in this attempt.
+    pub fn call_count(&self) -> usize {
+        self.calls.len()
     }
 
     /// Visible text the guest has so far (previous attempts included).
@@ -383,6 +397,7 @@ impl StreamTranslator {
             if reasoning.is_empty() {
                 continue;
             }
+            self.answer_bytes = self.answer_bytes.saturating_add(reasoning.len());
             if self.cfg.carry_reasoning {
                 self.carried_reasoning.push_str(reasoning);
             }
@@ -399,6 +414,7 @@ impl StreamTranslator {
             if text.is_empty() {
                 continue;
             }
+            self.answer_bytes = self.answer_bytes.saturating_add(text.len());
             if let Some(visible) = self.accept_text(text) {
                 out.push(self.chunk(vec![TurnPart::text(visible)]));
             }
@@ -494,6 +510,9 @@ impl StreamTranslator {
             }
         }
         if let Some(function) = &delta.function {
+            let fragment = function.name.as_ref().map_or(0, String::len)
+                + function.arguments.as_ref().map_or(0, String::len);
+            self.answer_bytes = self.answer_bytes.saturating_add(fragment);
             if let Some(name) = function.name.as_deref().filter(|n| !n.is_empty()) {
                 if call.name.is_empty() {
                     call.name = name.to_owned();

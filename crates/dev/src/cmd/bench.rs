@@ -26,6 +26,28 @@ pub enum BenchCommand {
     Run(RunBenchArgs),
     /// Gateway latency, throughput, memory and forwarding delay against the direct upstream.
     Gateway(GatewayBenchArgs),
+    /// Gateway memory while an upstream streams without end.
+    Endless(EndlessBenchArgs),
+}
+
+/// `switchyard-dev bench endless` flags.
+#[derive(Debug, clap::Args)]
+pub struct EndlessBenchArgs {
+    /// MiB the upstream streams in all.
+    #[arg(long, default_value_t = 400)]
+    pub mib: u64,
+    /// Guests asking at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Bytes of text in each upstream event.
+    #[arg(long, default_value_t = 16)]
+    pub delta_bytes: usize,
+    /// Also stream the same total as one unbounded answer (what the bounds prevent).
+    #[arg(long)]
+    pub control: bool,
+    /// Without records (on by default).
+    #[arg(long)]
+    pub no_records: bool,
 }
 
 /// `switchyard-dev bench run` flags.
@@ -66,6 +88,20 @@ pub struct GatewayBenchArgs {
 pub async fn run(command: BenchCommand) -> Result<u8> {
     match command {
         BenchCommand::Run(args) => bench_run(args).await,
+        BenchCommand::Endless(args) => {
+            let report =
+                switchyard_bench::endless::probe(switchyard_bench::endless::EndlessOptions {
+                    total_bytes: args.mib * 1024 * 1024,
+                    concurrency: args.concurrency,
+                    delta_bytes: args.delta_bytes,
+                    control: args.control,
+                    records: !args.no_records,
+                })
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("{report}");
+            Ok(0)
+        }
         BenchCommand::Gateway(args) => {
             let options = switchyard_bench::gateway::BenchOptions {
                 latency_requests: args.latency_requests,

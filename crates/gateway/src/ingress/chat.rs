@@ -257,6 +257,18 @@ fn chat_failure(
             openai_error(google_status, google_message, None),
         );
     }
+    if let UpstreamError::AnswerLimit(_) = error {
+        // The model's own output was cut: the guest is told which bound, never to retry.
+        let status = if state.config.retries.guest_fail_fast {
+            FAIL_FAST_STATUS
+        } else {
+            502
+        };
+        return (
+            status,
+            openai_error(status, &error.to_string(), Some("answer_limit")),
+        );
+    }
     if handed_back {
         // The upstream's own delay, longer than the retry budget: the guest decides.
         let code = (google_status == 429).then_some("rate_limit_exceeded");
