@@ -608,6 +608,7 @@ fn malformed_final_chunk(config: &ResponseConfig, complete: &TurnChunk) -> TurnC
     chunk
 }
 
+/// One streamed attempt, billed however it ends (see [`Trace::attempt_usage`]).
 #[allow(clippy::too_many_arguments)]
 async fn stream_attempt<R: Render>(
     state: &AppState,
@@ -620,6 +621,52 @@ async fn stream_attempt<R: Render>(
     deadline: tokio::time::Instant,
 ) -> AttemptEnd {
     let mut translator = StreamTranslator::new(config);
+    let cut_short = stream_events(
+        state,
+        render,
+        response,
+        &mut translator,
+        tx,
+        trace,
+        delivered,
+        deadline,
+    )
+    .await;
+    let end = match cut_short {
+        Some(end) => end,
+        // A 200 whose stream carried nothing, or stopped short: the upstream failed after its
+        // head (e.g. a local server that overflowed its context), not an empty answer.
+        None => match translator.unfinished() {
+            Some(why) => AttemptEnd::Failed(UpstreamError::Unfinished(why)),
+            None => {
+                let outcome = translator.finish();
+                trace.response_report(outcome.report());
+                if let Some(usage) = &outcome.final_chunk().usage {
+                    trace.attempt_usage(usage, outcome.report().usage_estimated);
+                }
+                return AttemptEnd::Outcome(Box::new(outcome));
+            }
+        },
+    };
+    if let Some((usage, estimated)) = translator.usage_so_far() {
+        trace.attempt_usage(&usage, estimated);
+    }
+    end
+}
+
+/// The events of a streamed attempt into `translator`, forwarded as they come; `Some` when the
+/// attempt ended before its stream did.
+#[allow(clippy::too_many_arguments)]
+async fn stream_events<R: Render>(
+    state: &AppState,
+    render: &mut R,
+    response: UpstreamResponse,
+    translator: &mut StreamTranslator,
+    tx: &mpsc::Sender<Bytes>,
+    trace: &mut Trace,
+    delivered: &mut Vec<TurnChunk>,
+    deadline: tokio::time::Instant,
+) -> Option<AttemptEnd> {
     let body = state.upstream.body_stream(response);
     let mut events =
         crate::upstream::bounded_events(body, crate::upstream::MAX_SSE_EVENT).eventsource();
@@ -627,28 +674,30 @@ async fn stream_attempt<R: Render>(
     loop {
         let next = tokio::select! {
             next = events.next() => next,
-            _ = state.cancel.cancelled() => return AttemptEnd::Cancelled,
-            _ = tx.closed() => return AttemptEnd::GuestGone,
+            _ = state.cancel.cancelled() => return Some(AttemptEnd::Cancelled),
+            _ = tx.closed() => return Some(AttemptEnd::GuestGone),
             _ = tokio::time::sleep_until(deadline) => {
-                return AttemptEnd::Failed(UpstreamError::AnswerLimit(format!(
+                return Some(AttemptEnd::Failed(UpstreamError::AnswerLimit(format!(
                     "it took longer than limits.max_answer_ms ({} ms)",
                     limits.max_answer_ms
-                )));
+                ))));
             }
         };
         match next {
             None => break,
             Some(Err(eventsource_stream::EventStreamError::Transport(e))) => {
-                return AttemptEnd::Failed(e);
+                return Some(AttemptEnd::Failed(e));
             }
-            Some(Err(e)) => return AttemptEnd::Failed(UpstreamError::Invalid(e.to_string())),
+            Some(Err(e)) => {
+                return Some(AttemptEnd::Failed(UpstreamError::Invalid(e.to_string())));
+            }
             Some(Ok(event)) => {
                 let translated = translator.push(&event.data);
                 trace.attempt_event(event.data);
                 if let Some(limit) =
                     past_answer_limits(limits, translator.answer_bytes(), translator.call_count())
                 {
-                    return AttemptEnd::Failed(limit);
+                    return Some(AttemptEnd::Failed(limit));
                 }
                 match translated {
                     Ok(chunks) => {
@@ -656,7 +705,7 @@ async fn stream_attempt<R: Render>(
                         for chunk in chunks {
                             for frame in render.frames(&chunk) {
                                 if tx.send(frame).await.is_err() {
-                                    return AttemptEnd::GuestGone;
+                                    return Some(AttemptEnd::GuestGone);
                                 }
                             }
                             keep_delivered(delivered, chunk);
@@ -669,7 +718,7 @@ async fn stream_attempt<R: Render>(
                             tokio::task::yield_now().await;
                         }
                     }
-                    Err(e) => return AttemptEnd::Failed(UpstreamError::Payload(e)),
+                    Err(e) => return Some(AttemptEnd::Failed(UpstreamError::Payload(e))),
                 }
                 if translator.is_done() {
                     break;
@@ -677,14 +726,7 @@ async fn stream_attempt<R: Render>(
             }
         }
     }
-    if let Some(why) = translator.unfinished() {
-        // A 200 whose stream carried nothing, or stopped short: the upstream failed after its
-        // head (e.g. a local server that overflowed its context), not an empty answer.
-        return AttemptEnd::Failed(UpstreamError::Unfinished(why));
-    }
-    let outcome = translator.finish();
-    trace.response_report(outcome.report());
-    AttemptEnd::Outcome(Box::new(outcome))
+    None
 }
 
 /// A unary exchange (`:generateContent`, an unstreamed `chat/completions`): one non-streamed
@@ -775,6 +817,9 @@ async fn complete<I: Ingress>(
             }
         };
         trace.response_report(outcome.report());
+        if let Some(usage) = &outcome.final_chunk().usage {
+            trace.attempt_usage(usage, outcome.report().usage_estimated);
+        }
         let (bytes, calls) = answer_size(outcome.final_chunk());
         if let Some(error) = past_answer_limits(&state.config.limits, bytes, calls) {
             trace

@@ -75,6 +75,11 @@ impl PendingWrite {
             recorded,
             superseded: _,
         } = self;
+        record.billed = record
+            .attempts
+            .iter()
+            .filter_map(|a| a.usage)
+            .fold(Usage::default(), Usage::plus);
         record.guest_request = json_or_text(&guest_body);
         for (attempt, body) in record.attempts.iter_mut().zip(&attempt_bodies) {
             attempt.request = json_or_text(body);
@@ -278,6 +283,7 @@ mod tests {
                 started_at: chrono::Utc::now(),
                 first_byte_at: None,
                 last_byte_at: None,
+                usage: None,
             });
         write.delivered = Some(vec![text, last]);
         let record = write.build();

@@ -17,9 +17,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::Bytes;
 use chrono::Utc;
 use serde_json::Value;
-use switchyard_records::model::{ExchangeRecord, ExchangeStatus, TypedError, UpstreamAttempt};
+use switchyard_records::model::{
+    ExchangeRecord, ExchangeStatus, TypedError, UpstreamAttempt, Usage,
+};
 use switchyard_translate::ResponseReport;
-use switchyard_translate::turn::TurnChunk;
+use switchyard_translate::turn::{TurnChunk, TurnUsage};
 use uuid::Uuid;
 
 use crate::ingress::RecordedAnswer;
@@ -200,6 +202,7 @@ impl Trace {
                 started_at: Utc::now(),
                 first_byte_at: None,
                 last_byte_at: None,
+                usage: None,
             });
             r.retries = u32::try_from(r.attempts.len().saturating_sub(1)).unwrap_or(u32::MAX);
         }
@@ -255,6 +258,22 @@ impl Trace {
             r.notes.push(format!(
                 "response translation (attempt {attempt}): {report}"
             ));
+        });
+    }
+
+    /// What the current attempt cost (reported, or `estimated`): it is billed with the
+    /// exchange whether or not its answer reached the guest.
+    pub fn attempt_usage(&mut self, usage: &TurnUsage, estimated: bool) {
+        self.record(|r| {
+            if let Some(a) = r.attempts.last_mut() {
+                a.usage = Some(Usage {
+                    input: u64::from(usage.input),
+                    cached: u64::from(usage.cached.unwrap_or(0)),
+                    output: u64::from(usage.output),
+                    reasoning: u64::from(usage.reasoning.unwrap_or(0)),
+                    estimated,
+                });
+            }
         });
     }
 

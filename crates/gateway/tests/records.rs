@@ -575,3 +575,74 @@ async fn a_pdf_the_provider_cannot_read_is_recorded_as_sent_and_replaced_upstrea
         x.notes
     );
 }
+
+#[tokio::test]
+async fn every_attempt_is_billed_apart_from_the_delivered_answer() {
+    let records = tempfile::tempdir().unwrap();
+    // Attempt 1: a malformed call (usage 20/3), retried; attempt 2: a stream cut off mid-way
+    // without usage (estimated), retried; attempt 3: the answer (usage 12/7).
+    let cut = StreamReply::new(vec![
+        StreamEvent::json(chunk::role()),
+        StreamEvent::json(chunk::tool_call(
+            0,
+            Some("call_x"),
+            Some("read_file"),
+            "{\"file",
+        )),
+    ])
+    .ending(switchyard_testkit::chat_upstream::StreamEnd::Close);
+    let upstream = ChatUpstream::start(
+        Script::new()
+            .then(Reply::malformed_tool_call_stream("call_bad", "read_file"))
+            .then(Reply::Stream(cut))
+            .then(Reply::text_stream(["Hello"])),
+    )
+    .await
+    .unwrap();
+    let mut config = GatewayConfig::new(upstream.base_url(), UPSTREAM_MODEL);
+    config.records_dir = Some(records.path().to_path_buf());
+    config.retries.initial_backoff_ms = 5;
+    let gw = Gateway::start(config).await.unwrap();
+    let frames = Frames::new(post(&gw, "m", "streamGenerateContent", &user_request("hi")).await)
+        .all()
+        .await;
+    assert_eq!(text_of(&frames), "Hello");
+    gw.shutdown().await.unwrap();
+
+    let store = SqliteStore::open(switchyard_records::store_path(records.path())).unwrap();
+    let x = &store.exchanges(ExchangeFilter::All).unwrap()[0];
+    assert_eq!(x.attempts.len(), 3);
+    let billed: Vec<_> = x.attempts.iter().map(|a| a.usage).collect();
+    assert_eq!(
+        (
+            billed[0].unwrap().input,
+            billed[0].unwrap().output,
+            billed[0].unwrap().estimated
+        ),
+        (20, 3, false)
+    );
+    assert!(
+        billed[1].unwrap().estimated,
+        "no usage came: estimated, labelled"
+    );
+    assert_eq!(
+        (x.usage.input, x.usage.output),
+        (12, 7),
+        "the delivered answer's"
+    );
+    assert_eq!(x.billed.input, 20 + billed[1].unwrap().input + 12);
+    assert_eq!(x.billed.output, 3 + billed[1].unwrap().output + 7);
+    assert!(x.billed.estimated, "part of it is an estimate");
+
+    let summaries = store.exchange_summaries(ExchangeFilter::All, None).unwrap();
+    assert_eq!(summaries[0].billed, x.billed);
+    let mut tally = switchyard_records::usage::UsageTally::new(
+        switchyard_records::usage::UsageGrouping::UpstreamModel,
+    );
+    tally.add(&summaries[0]);
+    let report = tally.finish();
+    assert_eq!(report.total.usage.input, 12);
+    assert_eq!(report.total.billed_estimated.input, x.billed.input);
+    let table = switchyard_records::usage::render_usage(&report);
+    assert!(table.contains("EST. BILLED IN/OUT"), "{table}");
+}

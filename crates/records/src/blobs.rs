@@ -199,6 +199,7 @@ pub fn deflate(exchange: &ExchangeRecord) -> Result<(ExchangeRecord, Vec<Blob>),
                 started_at: attempt.started_at,
                 first_byte_at: attempt.first_byte_at,
                 last_byte_at: attempt.last_byte_at,
+                usage: attempt.usage,
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
@@ -223,6 +224,7 @@ pub fn deflate(exchange: &ExchangeRecord) -> Result<(ExchangeRecord, Vec<Blob>),
         last_byte_at: exchange.last_byte_at,
         delivered_at: exchange.delivered_at,
         usage: exchange.usage,
+        billed: exchange.billed,
         function_calls: exchange.function_calls.clone(),
         notes: exchange.notes.clone(),
     };
@@ -269,6 +271,7 @@ mod tests {
             started_at: exchange.received_at,
             first_byte_at: None,
             last_byte_at: None,
+            usage: None,
         });
         exchange
     }

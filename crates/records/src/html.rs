@@ -226,6 +226,9 @@ fn render_exchange(out: &mut String, at: &str, exchange: &ExchangeRecord) {
         escape(&total_latency(exchange)),
         usage_text(&exchange.usage)
     );
+    if let Some(billed) = crate::timeline::billed_text(exchange) {
+        let _ = write!(out, " · {billed}");
+    }
     if exchange.retries > 0 {
         let _ = write!(out, " · retries {}", exchange.retries);
     }

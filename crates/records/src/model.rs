@@ -279,8 +279,12 @@ pub struct ExchangeRecord {
     pub last_byte_at: Option<DateTime<Utc>>,
     /// When the response was fully delivered to the guest.
     pub delivered_at: Option<DateTime<Utc>>,
-    /// Token usage reported upstream.
+    /// Token usage of the answer delivered to the guest, as reported upstream.
     pub usage: Usage,
+    /// Token usage of every attempt together (retried, malformed and failed ones too): what
+    /// the provider bills for this exchange. Estimated when any attempt's usage was.
+    #[serde(default)]
+    pub billed: Usage,
     /// Every function call delivered to the guest, in order.
     pub function_calls: Vec<DeliveredCall>,
     /// Translation decisions worth knowing about (dropped fields, renamed ids, repaired JSON...).
@@ -315,6 +319,7 @@ impl ExchangeRecord {
             last_byte_at: None,
             delivered_at: None,
             usage: Usage::default(),
+            billed: Usage::default(),
             function_calls: Vec::new(),
             notes: Vec::new(),
         }
@@ -338,6 +343,11 @@ pub struct UpstreamAttempt {
     pub first_byte_at: Option<DateTime<Utc>>,
     /// Last response byte.
     pub last_byte_at: Option<DateTime<Utc>>,
+    /// What this attempt cost: the usage its response reported, else (for an attempt the
+    /// upstream answered) the gateway's estimate, labelled; `None` when nothing came back to
+    /// bill (a refused connection, an error status).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 /// What a listing of exchanges shows of one [`ExchangeRecord`]: its identity, route, outcome,
@@ -365,8 +375,10 @@ pub struct ExchangeSummary {
     pub received_at: DateTime<Utc>,
     /// When the response was fully delivered to the guest.
     pub delivered_at: Option<DateTime<Utc>>,
-    /// Token usage reported upstream.
+    /// Token usage of the delivered answer, as reported upstream.
     pub usage: Usage,
+    /// Token usage of every attempt together (see [`ExchangeRecord::billed`]).
+    pub billed: Usage,
     /// How many function calls were delivered to the guest.
     pub function_calls: u64,
 }
@@ -386,6 +398,7 @@ impl ExchangeSummary {
             received_at: record.received_at,
             delivered_at: record.delivered_at,
             usage: record.usage,
+            billed: record.billed,
             function_calls: record.function_calls.len() as u64,
         }
     }
@@ -452,6 +465,19 @@ pub struct Usage {
     /// answer bytes / 4), not what a provider would bill.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub estimated: bool,
+}
+
+impl Usage {
+    /// `self` with `other` added; estimated when either is.
+    pub fn plus(self, other: Usage) -> Usage {
+        Usage {
+            input: self.input.saturating_add(other.input),
+            cached: self.cached.saturating_add(other.cached),
+            output: self.output.saturating_add(other.output),
+            reasoning: self.reasoning.saturating_add(other.reasoning),
+            estimated: self.estimated || other.estimated,
+        }
+    }
 }
 
 /// A function call delivered to the guest.

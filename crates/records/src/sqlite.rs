@@ -919,7 +919,12 @@ fn summary_query(condition: &str, order: IdOrder, limit: i64) -> String {
                 json_extract(record, '$.usage.output'), \
                 json_extract(record, '$.usage.reasoning'), \
                 json_array_length(record, '$.function_calls'), \
-                json_extract(record, '$.usage.estimated') \
+                json_extract(record, '$.usage.estimated'), \
+                json_extract(record, '$.billed.input'), \
+                json_extract(record, '$.billed.cached'), \
+                json_extract(record, '$.billed.output'), \
+                json_extract(record, '$.billed.reasoning'), \
+                json_extract(record, '$.billed.estimated') \
          FROM exchanges WHERE {condition} ORDER BY id {order} LIMIT {limit}"
     )
 }
@@ -939,6 +944,8 @@ struct SummaryRow {
     usage: [Option<i64>; 4],
     function_calls: Option<i64>,
     usage_estimated: Option<bool>,
+    billed: [Option<i64>; 4],
+    billed_estimated: Option<bool>,
 }
 
 impl SummaryRow {
@@ -957,12 +964,34 @@ impl SummaryRow {
             usage: [row.get(10)?, row.get(11)?, row.get(12)?, row.get(13)?],
             function_calls: row.get(14)?,
             usage_estimated: row.get(15)?,
+            billed: [row.get(16)?, row.get(17)?, row.get(18)?, row.get(19)?],
+            billed_estimated: row.get(20)?,
         })
     }
 
     fn into_summary(self) -> Result<ExchangeSummary, StoreError> {
         let count = |value: Option<i64>| value.and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
         let [input, cached, output, reasoning] = self.usage.map(count);
+        let usage = Usage {
+            input,
+            cached,
+            output,
+            reasoning,
+            estimated: self.usage_estimated.unwrap_or(false),
+        };
+        // Records written before attempts were billed: the delivered answer's usage.
+        let billed = if self.billed.iter().all(Option::is_none) {
+            usage
+        } else {
+            let [input, cached, output, reasoning] = self.billed.map(count);
+            Usage {
+                input,
+                cached,
+                output,
+                reasoning,
+                estimated: self.billed_estimated.unwrap_or(false),
+            }
+        };
         Ok(ExchangeSummary {
             id: parse_uuid(&self.id)?,
             run_id: self.run_id.as_deref().map(parse_uuid).transpose()?,
@@ -978,13 +1007,8 @@ impl SummaryRow {
                 .as_deref()
                 .map(parse_timestamp)
                 .transpose()?,
-            usage: Usage {
-                input,
-                cached,
-                output,
-                reasoning,
-                estimated: self.usage_estimated.unwrap_or(false),
-            },
+            usage,
+            billed,
             function_calls: count(self.function_calls),
         })
     }

@@ -186,6 +186,26 @@ pub fn usage_text(usage: &Usage) -> String {
     )
 }
 
+/// What every attempt of an exchange cost, when that is more than its delivered answer's
+/// usage (retried, malformed or failed attempts): `billed in I out O`, estimates labelled.
+pub fn billed_text(exchange: &ExchangeRecord) -> Option<String> {
+    let (billed, usage) = (exchange.billed, exchange.usage);
+    let same = (billed.input, billed.cached, billed.output, billed.reasoning)
+        == (usage.input, usage.cached, usage.output, usage.reasoning);
+    (!same && billed != Usage::default()).then(|| {
+        format!(
+            "billed (every attempt) in {} out {}{}",
+            billed.input,
+            billed.output,
+            if billed.estimated {
+                " (partly estimated)"
+            } else {
+                ""
+            }
+        )
+    })
+}
+
 /// The run summary in one line: turns, tool calls and token counts.
 pub fn summary_line(summary: &RunSummary) -> String {
     format!(
@@ -517,6 +537,9 @@ pub fn describe_exchange(exchange: &ExchangeRecord) -> String {
         exchange.status.as_str(),
         usage_text(&exchange.usage)
     );
+    if let Some(billed) = billed_text(exchange) {
+        let _ = write!(line, "  {billed}");
+    }
     if exchange.retries > 0 {
         let _ = write!(line, "  retries {}", exchange.retries);
     }
@@ -568,7 +591,7 @@ pub fn render_exchange_list(exchanges: &[ExchangeSummary]) -> String {
             "MODEL (ASKED -> ROUTED)",
             "STATUS",
             "LATENCY",
-            "TOKENS IN/OUT",
+            "TOKENS IN/OUT (~EST.)",
             "CALLS",
             "RETRIES",
         ],
@@ -606,7 +629,12 @@ pub fn render_exchange_list(exchanges: &[ExchangeSummary]) -> String {
                 ),
                 &one_line(&status, 24),
                 &latency,
-                &format!("{}/{}", exchange.usage.input, exchange.usage.output),
+                &format!(
+                    "{}{}/{}",
+                    if exchange.usage.estimated { "~" } else { "" },
+                    exchange.usage.input,
+                    exchange.usage.output
+                ),
                 &exchange.function_calls.to_string(),
                 &exchange.retries.to_string(),
             ],

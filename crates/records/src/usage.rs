@@ -109,6 +109,11 @@ pub struct UsageRow {
     pub usage: Usage,
     /// Token usage the gateway estimated (the upstream reported none), summed apart.
     pub estimated: Usage,
+    /// Token usage of every attempt (retried, malformed and failed ones too) as reported: what
+    /// the provider bills.
+    pub billed: Usage,
+    /// The same where an attempt's usage was the gateway's estimate, summed apart.
+    pub billed_estimated: Usage,
     /// Function calls delivered to the guest, summed.
     pub function_calls: u64,
     /// Median time from receiving the guest request to delivering the response, in
@@ -128,17 +133,19 @@ impl UsageRow {
             ExchangeStatus::InFlight => self.in_flight += 1,
         }
         self.retries += u64::from(exchange.retries);
-        let usage = &exchange.usage;
-        let sum = if usage.estimated {
+        let (delivered, billed) = (exchange.usage, exchange.billed);
+        let sum = if delivered.estimated {
             &mut self.estimated
         } else {
             &mut self.usage
         };
-        sum.estimated = usage.estimated;
-        sum.input = sum.input.saturating_add(usage.input);
-        sum.cached = sum.cached.saturating_add(usage.cached);
-        sum.output = sum.output.saturating_add(usage.output);
-        sum.reasoning = sum.reasoning.saturating_add(usage.reasoning);
+        *sum = sum.plus(delivered);
+        let sum = if billed.estimated {
+            &mut self.billed_estimated
+        } else {
+            &mut self.billed
+        };
+        *sum = sum.plus(billed);
         self.function_calls += exchange.function_calls;
     }
 
@@ -243,7 +250,7 @@ impl UsageTally {
 /// The report as a text table, one line per group and a total line.
 pub fn render_usage(report: &UsageReport) -> String {
     use Column::{Left, Right};
-    const COLUMNS: [Column; 12] = [
+    const COLUMNS: [Column; 14] = [
         Left(36),
         Right(9),
         Right(7),
@@ -254,6 +261,8 @@ pub fn render_usage(report: &UsageReport) -> String {
         Right(10),
         Right(10),
         Right(16),
+        Right(20),
+        Right(20),
         Right(6),
         Right(17),
     ];
@@ -272,6 +281,8 @@ pub fn render_usage(report: &UsageReport) -> String {
             "OUT",
             "REASONING",
             "EST. IN/OUT",
+            "BILLED IN/OUT",
+            "EST. BILLED IN/OUT",
             "CALLS",
             "LATENCY P50/P95",
         ],
@@ -295,6 +306,11 @@ pub fn render_usage(report: &UsageReport) -> String {
                 &row.usage.output.to_string(),
                 &row.usage.reasoning.to_string(),
                 &format!("{}/{}", row.estimated.input, row.estimated.output),
+                &format!("{}/{}", row.billed.input, row.billed.output),
+                &format!(
+                    "{}/{}",
+                    row.billed_estimated.input, row.billed_estimated.output
+                ),
                 &row.function_calls.to_string(),
                 &format!(
                     "{}/{}",
@@ -346,6 +362,13 @@ mod tests {
                 reasoning: 3,
                 estimated: false,
             },
+            billed: Usage {
+                input: input * 2,
+                cached: input,
+                output: 9,
+                reasoning: 3,
+                estimated: false,
+            },
             function_calls: 2,
         }
     }
@@ -384,6 +407,12 @@ mod tests {
             }
         );
         assert_eq!(qwen.function_calls, 6);
+        assert_eq!(
+            (qwen.billed.input, qwen.billed.output),
+            (100, 27),
+            "every attempt, apart from the delivered answers"
+        );
+        assert_eq!(qwen.billed_estimated, Usage::default());
         let total = &report.total;
         assert_eq!(
             (total.exchanges, total.usage.input, total.errors),
@@ -478,6 +507,7 @@ mod tests {
         let mut exchanges = exchanges;
         // The llama exchange's upstream reported nothing: its counts are estimates, kept apart.
         exchanges[1].usage.estimated = true;
+        exchanges[1].billed.estimated = true;
         let report = summarize(&exchanges, UsageGrouping::UpstreamModel);
         assert_eq!(
             (report.total.usage.input, report.total.estimated.input),
@@ -490,7 +520,7 @@ mod tests {
         assert!(lines[1].starts_with("llama"));
         let total: Vec<&str> = lines[3].split_whitespace().collect();
         // group, exchanges, ok, failed, retries, in, cached, out, reasoning, estimated in/out,
-        // calls, latency
+        // billed in/out, estimated billed in/out, calls, latency
         assert_eq!(
             total,
             [
@@ -504,6 +534,8 @@ mod tests {
                 "7",
                 "3",
                 "20/7",
+                "20/9",
+                "40/9",
                 "4",
                 "0.250s/1.500s"
             ]

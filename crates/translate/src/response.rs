@@ -569,21 +569,35 @@ impl StreamTranslator {
     }
 
     fn usage(&mut self) -> TurnUsage {
+        let (usage, estimated) = self.usage_now();
+        self.report.usage_estimated |= estimated;
+        usage
+    }
+
+    /// The usage of this attempt so far, for billing an attempt that ends before its turn
+    /// does: what the upstream reported, else (once it sent anything) the estimate, `true`
+    /// meaning estimated; `None` when nothing came.
+    pub fn usage_so_far(&self) -> Option<(TurnUsage, bool)> {
+        (self.usage.is_some() || self.chunks > 0).then(|| self.usage_now())
+    }
+
+    /// The reported usage, else the estimate (`true`).
+    fn usage_now(&self) -> (TurnUsage, bool) {
         match &self.usage {
-            Some(usage) => map_usage(usage),
+            Some(usage) => (map_usage(usage), false),
             None => {
-                self.report.usage_estimated = true;
                 let prompt = self.cfg.prompt_token_estimate.unwrap_or(0);
                 let args: usize = self.calls.iter().map(|c| c.arguments.len()).sum();
                 let completion = estimate_text_tokens(&self.received_text)
                     .saturating_add(u32::try_from(args.div_ceil(4)).unwrap_or(u32::MAX));
-                TurnUsage {
+                let usage = TurnUsage {
                     input: prompt,
                     output: completion,
                     total: prompt.saturating_add(completion),
                     cached: None,
                     reasoning: None,
-                }
+                };
+                (usage, true)
             }
         }
     }

@@ -129,6 +129,13 @@ pub fn sample_exchange(id: Uuid, run_id: Option<Uuid>, n: u64) -> ExchangeRecord
             started_at: at(2),
             first_byte_at: Some(at(3)),
             last_byte_at: Some(at(4)),
+            usage: Some(Usage {
+                input: 100 + n,
+                cached: 10,
+                output: 20,
+                reasoning: 3,
+                estimated: false,
+            }),
         }],
         upstream_message: Some(
             json!({"role": "assistant", "content": format!("There are {n} files")}),
@@ -144,6 +151,13 @@ pub fn sample_exchange(id: Uuid, run_id: Option<Uuid>, n: u64) -> ExchangeRecord
         last_byte_at: Some(at(4)),
         delivered_at: Some(at(5)),
         usage: Usage {
+            input: 100 + n,
+            cached: 10,
+            output: 20,
+            reasoning: 3,
+            estimated: false,
+        },
+        billed: Usage {
             input: 100 + n,
             cached: 10,
             output: 20,
