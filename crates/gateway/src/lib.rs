@@ -112,7 +112,9 @@
 //! server-sent event at most 16 MiB. An answer is bounded too (`limits.max_answer_bytes`,
 //! `max_answer_tool_calls`, `max_answer_ms`): past a bound it ends with the ingress's error,
 //! recorded as `answer_limit`, and the raw events a record keeps stop at
-//! `limits.max_recorded_stream_bytes` per attempt (the cut noted).
+//! `limits.max_recorded_stream_bytes` per attempt (the cut noted). A body of 1 MiB or more is
+//! parsed and translated on the blocking pool, never on the async workers that serve everyone
+//! else.
 //!
 //! Every upstream, `http://` (a local vLLM, llama.cpp or Ollama) or `https://`, is reached with
 //! reqwest (rustls); idle connections are pooled for 60 s.

@@ -68,9 +68,14 @@ pub(crate) async fn chat_completions(
         model: Option<String>,
         stream: Option<bool>,
     }
-    let head: Head = match serde_json::from_slice(&guest.bytes) {
-        Ok(head) => head,
-        Err(e) => return chat_error(400, &format!("invalid request body: {e}")),
+    let bytes = guest.bytes.clone();
+    let head =
+        crate::ingress::parse_work(bytes.len(), move || serde_json::from_slice::<Head>(&bytes))
+            .await;
+    let head: Head = match head {
+        Some(Ok(head)) => head,
+        Some(Err(e)) => return chat_error(400, &format!("invalid request body: {e}")),
+        None => return chat_error(503, "the gateway is shutting down"),
     };
     let Some(model) = head.model else {
         return chat_error(400, "invalid request body: missing field `model`");

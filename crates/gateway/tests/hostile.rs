@@ -577,3 +577,26 @@ async fn an_answer_past_its_calls_or_its_time_ends_with_a_typed_error() {
     assert!(message.contains("limits.max_answer_ms"), "{last}");
     gw.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_body_past_the_blocking_threshold_is_translated_and_answered() {
+    // 3 MiB of history: parsed and translated on the blocking pool.
+    let (upstream, gw) = start(
+        Script::always(Reply::completion_text("read it all")),
+        |_| {},
+    )
+    .await;
+    let request = user_request(&"long history ".repeat(3 * 1024 * 1024 / 13));
+    let response = post(&gw, "m", "generateContent", &request).await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(text_of(&[body]), "read it all");
+    let sent = upstream.requests()[0].json();
+    assert!(sent["messages"][0]["content"].as_str().unwrap().len() > 3_000_000);
+    // A bad one is still a typed error from there.
+    let mut bad = request.clone();
+    bad["contents"][0]["parts"][0]["executableCode"] = serde_json::json!({"code": "1"});
+    let response = post(&gw, "m", "generateContent", &bad).await;
+    assert_eq!(response.status(), 400);
+    gw.shutdown().await.unwrap();
+}

@@ -25,7 +25,9 @@ use switchyard_translate::chat_ingress::{
 use switchyard_translate::openai::{ChatMessage, ChatRequest};
 use switchyard_translate::turn::TurnChunk;
 
-use super::{GuestFailure, Ingress, Prepared, RecordedAnswer, Refused, Render};
+use std::sync::Arc;
+
+use super::{GuestFailure, Ingress, Prepared, RecordedAnswer, Refused, Render, parse_work};
 use crate::exchange::ExchangeContext;
 use crate::intake::BodyPermit;
 use crate::state::AppState;
@@ -52,34 +54,49 @@ impl Ingress for Chat {
     async fn prepare(
         self,
         ctx: &ExchangeContext<Self>,
-        body: &[u8],
+        body: &Bytes,
         _stream: bool,
         upstream_model: &str,
-        strip: Option<&str>,
+        strip: Option<&'static str>,
         permit: BodyPermit,
     ) -> Result<Prepared, Refused> {
         let state = &ctx.state;
-        let options = ChatIngressOptions {
-            upstream_model: upstream_model.to_string(),
-            provider: state.config.translation.clone(),
-            strip,
-            convert_on_miss: false,
-        };
         let refused = |e: switchyard_translate::TranslateError| {
             Box::new(chat_error(e.http_status(), &e.to_string()))
         };
-        let cache = state.translator.images();
+        let shutting_down = || Box::new(chat_error(503, "the gateway is shutting down"));
+        // Parsed and checked where a body of its size belongs (see `parse_work`); again after
+        // new images are converted.
         let prepare = || {
-            parse_chat_request(body).and_then(|r| prepare_chat_request(r, &options, Some(cache)))
+            let (state, body) = (Arc::clone(state), body.clone());
+            let upstream_model = upstream_model.to_string();
+            parse_work(body.len(), move || {
+                let options = ChatIngressOptions {
+                    upstream_model,
+                    provider: state.config.translation.clone(),
+                    strip,
+                    convert_on_miss: false,
+                };
+                let cache = state.translator.images();
+                parse_chat_request(&body)
+                    .and_then(|r| prepare_chat_request(r, &options, Some(cache)))
+            })
         };
-        let mut prepared = prepare().map_err(refused)?;
+        let mut prepared = prepare()
+            .await
+            .ok_or_else(shutting_down)?
+            .map_err(refused)?;
         if !prepared.unconverted_pngs.is_empty() {
             // The body is parsed: its budget charge is not held across the conversion.
             drop(permit);
             let pngs = std::mem::take(&mut prepared.unconverted_pngs);
             let max_pixels = state.config.translation.max_image_pixels;
+            let cache = state.translator.images();
             state.images.convert_into(cache, pngs, max_pixels).await;
-            prepared = prepare().map_err(refused)?;
+            prepared = prepare()
+                .await
+                .ok_or_else(shutting_down)?
+                .map_err(refused)?;
         }
         let answers = prepared
             .tool_result_ids

@@ -17,7 +17,9 @@ use switchyard_translate::google_answer::to_google;
 use switchyard_translate::turn::TurnChunk;
 use switchyard_translate::{CallLedger, TranslateOptions};
 
-use super::{GuestFailure, Ingress, Prepared, RecordedAnswer, Refused, Render};
+use std::sync::Arc;
+
+use super::{GuestFailure, Ingress, Prepared, RecordedAnswer, Refused, Render, parse_work};
 use crate::exchange::ExchangeContext;
 use crate::intake::BodyPermit;
 use crate::state::AppState;
@@ -49,47 +51,49 @@ impl Ingress for Google {
     async fn prepare(
         self,
         ctx: &ExchangeContext<Self>,
-        body: &[u8],
+        body: &Bytes,
         stream: bool,
         upstream_model: &str,
-        strip: Option<&str>,
+        strip: Option<&'static str>,
         permit: BodyPermit,
     ) -> Result<Prepared, Refused> {
         let state = &ctx.state;
-        let refused = |failure| {
-            Box::new(match failure {
-                TranslationFailure::Guest(e) => {
-                    crate::responses::google_error_response(&e.to_google_error())
-                }
-                TranslationFailure::Serialize(e) => self.error(500, &e.to_string()),
-            })
-        };
-        let mut request = state.translator.parse(body, strip).map_err(refused)?;
-        // Should this be the first request of its session: its history (a resumed session) is
-        // accepted as is.
-        let mut first = CallLedger::new();
-        first.adopt_history(&request);
-        let checked = state.sessions.with(
-            &ctx.session,
-            || first,
-            |ledger| {
-                ledger.check_request(&request)?;
-                restore_upstream_ids(ledger, &mut request);
-                Ok::<_, switchyard_translate::LedgerError>(())
-            },
-        );
-        if let Err(e) = checked {
-            return Err(Box::new(self.error(400, &e.to_string())));
-        }
         let options = TranslateOptions {
             provider: state.config.translation.clone(),
             convert_on_miss: false,
             ..TranslateOptions::new(upstream_model.to_string(), stream)
         };
-        let mut translated = state
-            .translator
-            .translate_parsed(&request, &options)
-            .map_err(refused)?;
+        let first = {
+            let (state, body) = (Arc::clone(state), body.clone());
+            let (session, options) = (ctx.session.clone(), options.clone());
+            parse_work(body.len(), move || {
+                let mut request = state.translator.parse(&body, strip).map_err(refused)?;
+                // Should this be the first request of its session: its history (a resumed
+                // session) is accepted as is.
+                let mut first = CallLedger::new();
+                first.adopt_history(&request);
+                let checked = state.sessions.with(
+                    &session,
+                    || first,
+                    |ledger| {
+                        ledger.check_request(&request)?;
+                        restore_upstream_ids(ledger, &mut request);
+                        Ok::<_, switchyard_translate::LedgerError>(())
+                    },
+                );
+                if let Err(e) = checked {
+                    return Err(Box::new(Google.error(400, &e.to_string())));
+                }
+                let translated = state
+                    .translator
+                    .translate_parsed(&request, &options)
+                    .map_err(refused)?;
+                Ok((request, translated))
+            })
+            .await
+            .ok_or_else(shutting_down)??
+        };
+        let (request, mut translated) = first;
         if !translated.unconverted_pngs.is_empty() {
             // New images: converted off the runtime, then the request is translated with them.
             // The body is parsed: its budget charge is not held across the conversion.
@@ -98,19 +102,16 @@ impl Ingress for Google {
             let cache = state.translator.images();
             let max_pixels = state.config.translation.max_image_pixels;
             state.images.convert_into(cache, pngs, max_pixels).await;
-            translated = state
-                .translator
-                .translate_parsed(&request, &options)
-                .map_err(refused)?;
+            let state = Arc::clone(state);
+            let again = parse_work(body.len(), move || {
+                let translated = state.translator.translate_parsed(&request, &options);
+                (request, translated)
+            })
+            .await
+            .ok_or_else(shutting_down)?;
+            return prepared(again.0, again.1.map_err(refused)?);
         }
-        Ok(Prepared {
-            chat: translated.chat,
-            report: translated.report,
-            json_response: translated.json_response,
-            prompt_token_estimate: switchyard_translate::estimate_request_tokens(&request),
-            include_usage: false,
-            schemas: switchyard_translate::plan::Schemas::Clean,
-        })
+        prepared(request, translated)
     }
 
     fn reasoning(self, state: &AppState) -> (bool, bool) {
@@ -142,6 +143,36 @@ impl Ingress for Google {
     fn recorded(self) -> RecordedAnswer {
         |turn, _| serde_json::to_value(to_google(turn)).ok()
     }
+}
+
+/// A translation failure as the guest's error.
+fn refused(failure: TranslationFailure) -> Refused {
+    Box::new(match failure {
+        TranslationFailure::Guest(e) => {
+            crate::responses::google_error_response(&e.to_google_error())
+        }
+        TranslationFailure::Serialize(e) => Google.error(500, &e.to_string()),
+    })
+}
+
+/// The answer while the gateway shuts down (the blocking pool is gone).
+fn shutting_down() -> Refused {
+    Box::new(Google.error(503, "the gateway is shutting down"))
+}
+
+/// The ingress's preparation of a translated request.
+fn prepared(
+    request: switchyard_translate::google::GenerateContentRequest,
+    translated: switchyard_translate::TranslatedRequest,
+) -> Result<Prepared, Refused> {
+    Ok(Prepared {
+        chat: translated.chat,
+        report: translated.report,
+        json_response: translated.json_response,
+        prompt_token_estimate: switchyard_translate::estimate_request_tokens(&request),
+        include_usage: false,
+        schemas: switchyard_translate::plan::Schemas::Clean,
+    })
 }
 
 /// The delivered ids of a GenerateContent history put back to the upstream's own.

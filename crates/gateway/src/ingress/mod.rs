@@ -61,10 +61,10 @@ pub(crate) trait Ingress: Copy + Send + Sync + 'static {
     fn prepare(
         self,
         ctx: &ExchangeContext<Self>,
-        body: &[u8],
+        body: &Bytes,
         stream: bool,
         upstream_model: &str,
-        strip: Option<&str>,
+        strip: Option<&'static str>,
         permit: BodyPermit,
     ) -> impl Future<Output = Result<Prepared, Refused>> + Send;
 
@@ -105,6 +105,28 @@ pub(crate) trait Render: Send + 'static {
     fn end(&mut self) -> Vec<Bytes>;
     /// A whole answer as one JSON body.
     fn whole(&self, chunk: &TurnChunk) -> String;
+}
+
+/// Bodies from this size on are parsed and translated on the blocking pool, not on the async
+/// workers that serve every other guest (a 47 KB first turn takes ~0.3 ms; a long history with
+/// images, up to `limits.max_request_bytes`, takes whole seconds).
+pub(crate) const BLOCKING_PARSE_BYTES: usize = 1024 * 1024;
+
+/// Runs `work` (parsing or translating a body of `size` bytes) where it belongs: inline for a
+/// small body, on the blocking pool for a large one. `None` when the runtime is shutting down;
+/// a panic in `work` is resumed here, as if it ran inline.
+pub(crate) async fn parse_work<T: Send + 'static>(
+    size: usize,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    if size < BLOCKING_PARSE_BYTES {
+        return Some(work());
+    }
+    match tokio::task::spawn_blocking(work).await {
+        Ok(done) => Some(done),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => None,
+    }
 }
 
 /// A failure for the guest, in its API's shape.
@@ -156,3 +178,7 @@ pub(crate) fn sse_event(json: &str, line_end: &[u8]) -> Bytes {
     out.extend_from_slice(line_end);
     Bytes::from(out)
 }
+
+#[cfg(test)]
+#[path = "mod_tests.rs"]
+mod tests;
