@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes seed corpora for the fuzz targets into DIR/<target>/: the guest requests and the
-stream-json stdout of the captured Gemini CLI fixtures, and a few small PNGs."""
+"""Writes seed corpora for the fuzz targets into DIR/<target>/: the guest requests, the
+stream-json and ACP stdout of the captured Gemini CLI fixtures, the Chat requests and event
+streams of the OpenCode fixtures, and a few small PNGs."""
 import json
 import pathlib
 import struct
@@ -17,17 +18,37 @@ def put(target, name, data):
     (path / name).write_bytes(data)
 
 
-for fixture in sorted((root / "fixtures").glob("*/*/*")):
+def bodies(requests):
+    for line in requests.read_text().splitlines()[:3]:
+        body = json.loads(line).get("body")
+        if isinstance(body, str):
+            body = json.loads(body)
+        yield json.dumps(body).encode()
+
+
+for fixture in sorted((root / "fixtures" / "gemini-cli").glob("*/*")):
     requests = fixture / "requests.jsonl"
     if requests.is_file():
-        for i, line in enumerate(requests.read_text().splitlines()[:3]):
-            body = json.loads(line).get("body")
-            if isinstance(body, str):
-                body = json.loads(body)
-            put("generate_content_request", f"{fixture.name}-{i}.json", json.dumps(body).encode())
+        for i, body in enumerate(bodies(requests)):
+            put("generate_content_request", f"{fixture.name}-{i}.json", body)
     stdout = fixture / "stdout.jsonl"
     if stdout.is_file():
         put("stream_json_lines", f"{fixture.name}.jsonl", stdout.read_bytes())
+
+for fixture in sorted((root / "fixtures" / "gemini-cli").glob("*/acp/*")):
+    stdout = fixture / "stdout.jsonl"
+    if stdout.is_file():
+        put("acp_lines", f"{fixture.name}.jsonl", stdout.read_bytes())
+
+for fixture in sorted((root / "fixtures" / "opencode").glob("*/*")):
+    requests = fixture / "requests.jsonl"
+    if requests.is_file():
+        for i, body in enumerate(bodies(requests)):
+            put("chat_completions_request", f"{fixture.name}-{i}.json", body)
+    events = fixture / "events.jsonl"
+    if events.is_file():
+        sse = "".join(f"data: {line}\n\n" for line in events.read_text().splitlines())
+        put("opencode_events", f"{fixture.name}.sse", sse.encode())
 
 
 def png(width, height, color_type, depth, row):
