@@ -183,6 +183,12 @@ fn usage_totals_tokens_failures_and_latency_by_upstream_model_and_run() {
     exchanges[1].status = ExchangeStatus::Error;
     exchanges[1].retries = 2;
     exchanges[2].usage.input = 800;
+    // What every attempt cost: the qwen exchange's retried attempts cost 100/10 more.
+    for exchange in &mut exchanges {
+        exchange.billed = exchange.usage;
+    }
+    exchanges[0].billed.input += 100;
+    exchanges[0].billed.output += 10;
     // A second apart, so a window can fall between them.
     let base = exchanges[0].received_at;
     for (seconds, exchange) in (0..).zip(exchanges.iter_mut()) {
@@ -203,7 +209,7 @@ fn usage_totals_tokens_failures_and_latency_by_upstream_model_and_run() {
         .collect();
     assert_eq!(lines.len(), 4, "{table}");
     // group, exchanges, ok, failed, retries, in, cached, out, reasoning, estimated in/out,
-    // calls, latency
+    // billed in/out, estimated billed in/out, calls, latency
     assert_eq!(
         lines[1],
         [
@@ -216,6 +222,8 @@ fn usage_totals_tokens_failures_and_latency_by_upstream_model_and_run() {
             "0",
             "0",
             "0",
+            "50/5",
+            "0/0",
             "50/5",
             "0",
             "0.250s/0.250s"
@@ -233,6 +241,8 @@ fn usage_totals_tokens_failures_and_latency_by_upstream_model_and_run() {
             "200",
             "34",
             "5",
+            "0/0",
+            "2100/44",
             "0/0",
             "0",
             "0.250s/0.250s"
