@@ -170,6 +170,9 @@ pub struct Driver<M: Mapping> {
     pub host: Arc<dyn PermissionHost>,
     /// Events from elsewhere in the run (the host-tool binding), merged into the sequence.
     pub host_events: Option<mpsc::Receiver<Event>>,
+    /// Events of the launch itself (what was found in the workspace), right after
+    /// `run_started`.
+    pub launch_events: Vec<Event>,
     /// Every note, as mapped (fixture capture).
     pub transcript: Option<mpsc::UnboundedSender<M::Note>>,
 }
@@ -212,6 +215,7 @@ impl<M: Mapping> Driver<M> {
             cancel,
             host,
             mut host_events,
+            launch_events,
             transcript,
         } = self;
         let (stdout_tx, stdout_rx) = mpsc::channel::<Line>(256);
@@ -229,6 +233,9 @@ impl<M: Mapping> Driver<M> {
             items: Vec::new(),
         };
         out.emit(Event::RunStarted(started), None);
+        for event in launch_events {
+            out.emit(event, None);
+        }
         let mut notes = NoteFlow {
             mapping: &mut mapping,
             host: host.as_ref(),

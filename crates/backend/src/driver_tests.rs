@@ -155,6 +155,7 @@ async fn lookups_come_first_host_events_merge_and_a_done_controller_closes_the_g
         cancel,
         host: host.clone(),
         host_events: Some(host_rx),
+        launch_events: Vec::new(),
         transcript: Some(transcript_tx),
     };
     let mut items = Vec::new();

@@ -12,7 +12,8 @@
 //!   protocols over stdio);
 //! - [`isolation`]: the host variables a guest may see, the private run directory;
 //! - [`permission`]: the host side every backend asks (delivered calls, permission policy);
-//! - [`secret`]: secrets that travel only through a child's environment.
+//! - [`secret`]: secrets that travel only through a child's environment;
+//! - [`workspace`]: the agent configuration a workspace carries, found and reported.
 
 pub mod driver;
 pub mod gemini;
@@ -23,3 +24,4 @@ pub mod opencode;
 pub mod permission;
 pub mod process;
 pub mod secret;
+pub mod workspace;

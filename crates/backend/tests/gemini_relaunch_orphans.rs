@@ -44,6 +44,7 @@ async fn sigkill_of_the_supervisor_kills_the_relaunched_cli_too() {
         .find(|p| p.is_file())
         .expect("node on PATH");
     let launch = prepare(&GeminiLaunchConfig {
+        trust_workspace_config: false,
         node: node.clone(),
         entry: switchyard_testkit::guest::gemini_entry_in(&prefix),
         workdir: ws,
@@ -114,4 +115,5 @@ async fn sigkill_of_the_supervisor_kills_the_relaunched_cli_too() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    launch.remove_system_settings();
 }

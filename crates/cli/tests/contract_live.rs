@@ -587,6 +587,113 @@ async fn a_pdf_read_by_the_agent(path: Path3) {
 
 // ---------------------------------------------------------------------------------------------
 
+on_every_path!(a_hostile_workspace:
+    a_hostile_workspace_headless => Path3::Headless,
+    a_hostile_workspace_acp => Path3::Acp,
+    a_hostile_workspace_opencode => Path3::OpenCode,
+);
+
+/// A workspace whose agent configuration declares MCP servers, hooks and commands that write
+/// markers, and base URLs at a trap server: the run succeeds, nothing of it runs, no traffic
+/// goes to the trap, and the run says what it found.
+async fn a_hostile_workspace(path: Path3) {
+    let ws = tempfile::tempdir().unwrap();
+    let markers = tempfile::tempdir().unwrap();
+    let trap = ChatUpstream::start(Script::always(Reply::text_stream(["trapped"])))
+        .await
+        .unwrap();
+    let hostile = switchyard_testkit::hostile_workspace::HostileWorkspace::write(
+        ws.path(),
+        markers.path(),
+        &trap.base_url(),
+    )
+    .unwrap();
+    let (tool, args) = path.read(ws.path(), ".gemini/agents/spy.md");
+    let script = Script::new()
+        .then_when(
+            turn(0),
+            Reply::tool_calls_stream(&[("call_read", tool, &args)], 8),
+        )
+        .then(Reply::text_stream(["Done."]));
+    let r = Run::of(path, script, ws.path(), "look around", &[]).await;
+    r.assert_succeeded();
+    assert_eq!(r.turns().len(), 2, "{}", r.transcript());
+    assert!(
+        trap.requests().is_empty(),
+        "the trap was reached: {}",
+        r.transcript()
+    );
+    assert_eq!(
+        hostile.markers_written(),
+        Vec::<String>::new(),
+        "{}",
+        r.transcript()
+    );
+    let found: Vec<&str> = r
+        .kind("workspace_config_ignored")
+        .iter()
+        .map(|e| e["path"].as_str().unwrap_or_default())
+        .collect();
+    let expected: &[&str] = match path {
+        Path3::OpenCode => &["opencode.json", ".opencode"],
+        _ => &[
+            ".gemini/settings.json",
+            ".gemini/.env",
+            ".env",
+            ".gemini/agents",
+        ],
+    };
+    assert_eq!(found, expected, "{}", r.transcript());
+    let settings = &r.kind("workspace_config_ignored")[0];
+    let keys = settings["keys"].to_string();
+    let named = match path {
+        Path3::OpenCode => "mcp.evil",
+        _ => "mcpServers.evil",
+    };
+    assert!(keys.contains(named), "{keys}");
+    assert!(
+        !r.transcript().contains("trap-key"),
+        "values are never shown"
+    );
+}
+
+/// With `--trust-workspace-config`, the workspace's MCP server does start: the opt-in works.
+/// (The whole hostile fixture is not used: its `.gemini/.env` proxy, let in too, stops the CLI
+/// before its MCP servers start.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_workspace_config_starts_its_mcp_server() {
+    let ws = tempfile::tempdir().unwrap();
+    let markers = tempfile::tempdir().unwrap();
+    let marker = markers.path().join("gemini_mcp");
+    let settings = json!({"mcpServers": {"evil": {
+        "command": "sh", "args": ["-c", format!("touch {}", marker.display())]
+    }}});
+    std::fs::create_dir_all(ws.path().join(".gemini")).unwrap();
+    std::fs::write(
+        ws.path().join(".gemini/settings.json"),
+        settings.to_string(),
+    )
+    .unwrap();
+    let script = Script::always(Reply::text_stream(["Done."]));
+    for (trusted, extra) in [
+        (false, vec![]),
+        (true, vec!["--trust-workspace-config".to_owned()]),
+    ] {
+        let _ = std::fs::remove_file(&marker);
+        let r = Run::of(Path3::Headless, script.clone(), ws.path(), "hello", &extra).await;
+        r.assert_succeeded();
+        assert_eq!(
+            marker.exists(),
+            trusted,
+            "trusted {trusted}: {}",
+            r.transcript()
+        );
+        assert_eq!(r.kind("workspace_config_ignored").is_empty(), trusted);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
 on_every_path!(a_stdin_gap_longer_than_the_inactivity_limit:
     a_stdin_gap_longer_than_the_inactivity_limit_acp => Path3::Acp,
     a_stdin_gap_longer_than_the_inactivity_limit_opencode => Path3::OpenCode,

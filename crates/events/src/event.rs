@@ -43,6 +43,7 @@ pub enum Event {
     Permission(Box<Permission>),
     PromptFinished(PromptFinished),
     Warning(Warning),
+    WorkspaceConfigIgnored(WorkspaceConfigIgnored),
     Error(ErrorReport),
     Usage(Usage),
     Unrecognized(Unrecognized),
@@ -66,6 +67,7 @@ impl Event {
             Event::Permission(_) => "permission",
             Event::PromptFinished(_) => "prompt_finished",
             Event::Warning(_) => "warning",
+            Event::WorkspaceConfigIgnored(_) => "workspace_config_ignored",
             Event::Error(_) => "error",
             Event::Usage(_) => "usage",
             Event::Unrecognized(_) => "unrecognized",
@@ -365,6 +367,19 @@ pub struct Warning {
     /// Derived: true when Switchyard produced the warning itself.
     #[serde(default)]
     pub derived: bool,
+}
+
+/// Derived: at launch, Switchyard found a configuration file of the agent's in the workspace
+/// and neutralised it (no program it names starts, no traffic goes where it says), because the
+/// host did not opt in with `--trust-workspace-config`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceConfigIgnored {
+    /// Derived: the file or folder, relative to the workspace (e.g. `.gemini/settings.json`).
+    pub path: String,
+    /// Derived: what it sets that was neutralised: settings keys (`mcpServers.evil`,
+    /// `hooks.SessionStart`), variable names of an `.env` file (never their values), or entries
+    /// of a folder.
+    pub keys: Vec<String>,
 }
 
 /// A runtime error the guest surfaced; the run may still continue or finish.

@@ -166,6 +166,7 @@ pub async fn execute(
         cwd,
         argv,
         settings,
+        other_dirs,
     } = launched;
     let mut run_record = RunRecord {
         argv,
@@ -311,6 +312,9 @@ pub async fn execute(
     // files): it goes unless asked for, also when records are kept next to it.
     if !resolved.keep_run_dir {
         let _ = std::fs::remove_dir_all(&run_dir);
+        for dir in &other_dirs {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
     Ok(Executed {
         run_id,
@@ -327,6 +331,25 @@ pub(crate) struct Launched {
     pub argv: Vec<String>,
     /// The guest's settings document, for the run record's digest.
     pub settings: serde_json::Value,
+    /// Private folders of the run outside its run directory, removed with it.
+    pub other_dirs: Vec<PathBuf>,
+}
+
+/// The `workspace_config_ignored` events of a launch: the agent's configuration files found in
+/// the workspace, which its launch neutralised (none when the host trusts the workspace's
+/// configuration).
+pub(crate) fn workspace_events(
+    resolved: &ResolvedRun,
+    workdir: &Path,
+    files: &[switchyard_backend::workspace::WorkspaceFile],
+) -> Vec<Event> {
+    if resolved.trust_workspace_config {
+        return Vec::new();
+    }
+    switchyard_backend::workspace::scan(workdir, files)
+        .into_iter()
+        .map(Event::WorkspaceConfigIgnored)
+        .collect()
 }
 
 /// What launching any agent needs from [`execute`].

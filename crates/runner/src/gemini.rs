@@ -34,6 +34,7 @@ pub(crate) fn launch(start: Start<'_>, base_url: &str) -> Result<Launched> {
     } = start;
     let node = which("node").context("`node` (Node.js >= 20) must be on PATH to run Gemini CLI")?;
     let launch = prepare(&GeminiLaunchConfig {
+        trust_workspace_config: resolved.trust_workspace_config,
         node,
         entry,
         workdir: resolved.workdir.clone(),
@@ -74,10 +75,39 @@ pub(crate) fn launch(start: Start<'_>, base_url: &str) -> Result<Launched> {
         binding,
         policy: resolved.permissions.clone(),
     });
+    let workspace = crate::execute::workspace_events(
+        resolved,
+        &launch.cwd,
+        switchyard_backend::gemini::settings::WORKSPACE_FILES,
+    );
+    if launch.system_settings_dir.is_none() && !workspace.is_empty() {
+        let found: Vec<String> = workspace
+            .iter()
+            .filter_map(|e| match e {
+                switchyard_events::Event::WorkspaceConfigIgnored(w) => Some(w.path.clone()),
+                _ => None,
+            })
+            .collect();
+        anyhow::bail!(
+            "the workspace carries Gemini CLI configuration ({}) that Switchyard cannot \
+             neutralise here: Gemini CLI loads Switchyard's system settings only from a folder \
+             owned by root and writable by nobody else, and none was available (run Switchyard \
+             as root, or pass --trust-workspace-config to let the workspace's configuration \
+             apply)",
+            found.join(", ")
+        );
+    }
+    let other_dirs: Vec<std::path::PathBuf> = launch
+        .system_settings_dir
+        .iter()
+        .filter(|dir| **dir != launch.run_dir)
+        .cloned()
+        .collect();
     let runner = match resolved.protocol {
         Protocol::Headless => {
             let mut run = headless(&launch, limits, started, host)?;
             run.host_events = host_events;
+            run.launch_events = workspace;
             Runner::Headless(Box::new(run))
         }
         Protocol::Acp => {
@@ -95,10 +125,12 @@ pub(crate) fn launch(start: Start<'_>, base_url: &str) -> Result<Launched> {
             };
             let mut run = acp(&launch, limits, started, plan, host)?;
             run.host_events = host_events;
+            run.launch_events = workspace;
             Runner::Acp(Box::new(run))
         }
     };
     Ok(Launched {
+        other_dirs,
         runner,
         argv: launch
             .args

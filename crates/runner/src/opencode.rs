@@ -54,6 +54,7 @@ pub(crate) fn launch(start: Start<'_>, endpoint: &crate::agents::Endpoint<'_>) -
         ripgrep: which("rg").is_some(),
     });
     let launch = prepare(&OpenCodeLaunchConfig {
+        trust_workspace_config: resolved.trust_workspace_config,
         binary: entry,
         workdir: resolved.workdir.clone(),
         run_dir: run_dir.to_path_buf(),
@@ -86,7 +87,13 @@ pub(crate) fn launch(start: Start<'_>, endpoint: &crate::agents::Endpoint<'_>) -
     });
     let mut run = opencode(&launch, limits, started, plan, host)?;
     run.host_events = host_events;
+    run.launch_events = crate::execute::workspace_events(
+        resolved,
+        &launch.cwd,
+        switchyard_backend::opencode::launch::WORKSPACE_FILES,
+    );
     Ok(Launched {
+        other_dirs: Vec::new(),
         runner: Runner::OpenCode(Box::new(run)),
         argv: std::iter::once(launch.program.to_string_lossy().into_owned())
             .chain(launch.args.iter().map(|a| a.to_string_lossy().into_owned()))

@@ -38,6 +38,8 @@ pub struct ResolvedRun {
     pub guest_prefix: PathBuf,
     pub approval_mode: ApprovalMode,
     pub keep_run_dir: bool,
+    /// The workspace's own agent configuration applies (`--trust-workspace-config`).
+    pub trust_workspace_config: bool,
     /// The host tools of `--tools` and `--finish-schema`, loaded and checked once.
     pub host_tools: Option<HostTools>,
     /// How the binding waits for the calls of a batch.
@@ -201,6 +203,7 @@ impl RunSettings {
             guest_prefix,
             approval_mode: a.approval_mode.map(Into::into).unwrap_or_default(),
             keep_run_dir: a.keep_run_dir.unwrap_or(false),
+            trust_workspace_config: a.trust_workspace_config.unwrap_or(false),
             host_tools,
             binding_limits: BindingLimits {
                 batch_wait: a.host_batch_wait_ms.map_or(

@@ -158,6 +158,15 @@ pub struct RunSettings {
     /// guest's own and are not redacted.
     #[cfg_attr(feature = "clap", arg(long))]
     pub keep_run_dir: Option<bool>,
+    /// DANGEROUS: let the workspace's own agent configuration (Gemini CLI's
+    /// `.gemini/settings.json` MCP servers, hooks, discovery commands, agents and `.env`;
+    /// OpenCode's `opencode.json` and `.opencode/`) start programs and redirect traffic. Off by
+    /// default: a workspace the host did not write never runs code of its own at launch.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, num_args = 0..=1, default_missing_value = "true")
+    )]
+    pub trust_workspace_config: Option<bool>,
     /// Point the guest at this GenerateContent endpoint directly, bypassing the gateway
     /// (testing and fixture capture only).
     #[cfg_attr(feature = "clap", arg(long, hide = true))]
@@ -237,6 +246,7 @@ impl RunSettings {
             opencode_binary,
             approval_mode,
             keep_run_dir,
+            trust_workspace_config,
             guest_base_url,
             tools,
             finish_schema,

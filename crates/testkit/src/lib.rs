@@ -7,6 +7,7 @@ pub mod chat_upstream;
 pub mod fixtures;
 pub mod genai_upstream;
 pub mod guest;
+pub mod hostile_workspace;
 
 /// A real one-page PDF ("Quarterly total: 42"), for runs whose agent reads a document.
 pub const QUARTERLY_PDF: &[u8] = include_bytes!("../data/quarterly.pdf");

@@ -6,8 +6,9 @@
 //! ```text
 //! home/.gemini/settings.json        user settings (GEMINI_CLI_HOME=home, HOME=home)
 //! home/.gemini/trustedFolders.json  trusts exactly the workspace
-//! system-settings.json              same settings at system precedence
-//! system-defaults.json              {} (keeps /etc/gemini-cli out)
+//! system-settings.json              same settings at system precedence (here, or in the first
+//! system-defaults.json              {} (keeps /etc/gemini-cli out)   root-only folder Gemini
+//!                                   CLI accepts: see `system_settings`)
 //! tmp/                              TMPDIR (the CLI's error reports land here)
 //! telemetry.json                    local OpenTelemetry output
 //! ```
@@ -66,6 +67,8 @@ pub struct GeminiLaunchConfig {
     /// in the settings; ACP: given to `session/new` instead).
     pub host_mcp: Option<(String, Secret)>,
     pub protocol: Protocol,
+    /// The workspace's own settings, `.env` and agents apply (`--trust-workspace-config`).
+    pub trust_workspace_config: bool,
 }
 
 /// A prepared launch: hand these to the process manager.
@@ -80,6 +83,24 @@ pub struct PreparedLaunch {
     pub telemetry_file: PathBuf,
     /// The settings document that was written (for the settings digest).
     pub settings: serde_json::Value,
+    /// Where the system-precedence settings are, when Gemini CLI will load them from there
+    /// (see [`super::system_settings`]); `None`: it will not, and a workspace's own settings
+    /// outrank Switchyard's.
+    pub system_settings_dir: Option<PathBuf>,
+}
+
+impl PreparedLaunch {
+    /// Removes the system settings' folder when it is not inside the run directory (call it
+    /// when the run is over, as the run directory itself is removed).
+    pub fn remove_system_settings(&self) {
+        if let Some(dir) = self
+            .system_settings_dir
+            .as_ref()
+            .filter(|dir| !dir.starts_with(&self.run_dir))
+        {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }
 
 /// Creates the run directory and files, and returns the launch.
@@ -105,15 +126,22 @@ pub fn prepare(config: &GeminiLaunchConfig) -> io::Result<PreparedLaunch> {
             // `authenticate` selects the `gateway` method (and writes it to the user settings).
             Protocol::Acp => None,
         },
+        trust_workspace_config: config.trust_workspace_config,
     });
     let pretty = |v: &serde_json::Value| serde_json::to_vec_pretty(v).map_err(io::Error::other);
     write_private(&gemini_dir.join("settings.json"), &pretty(&settings)?)?;
     let trusted_path = gemini_dir.join("trustedFolders.json");
     write_private(&trusted_path, &pretty(&trusted_folders_json(&workdir))?)?;
-    let system_settings = run_dir.join("system-settings.json");
-    write_private(&system_settings, &pretty(&settings)?)?;
-    let system_defaults = run_dir.join("system-defaults.json");
-    write_private(&system_defaults, b"{}")?;
+    let placed = super::system_settings::place(
+        &super::system_settings::candidates(&run_dir),
+        &[
+            ("system-settings.json", &pretty(&settings)?),
+            ("system-defaults.json", b"{}"),
+        ],
+    )?;
+    let system_dir = placed.clone().unwrap_or_else(|| run_dir.clone());
+    let system_settings = system_dir.join("system-settings.json");
+    let system_defaults = system_dir.join("system-defaults.json");
 
     let mut env = passthrough_env(&config.host_env);
     let mut set = |k: &str, v: &Path| env.push((k.into(), v.as_os_str().to_owned()));
@@ -130,6 +158,12 @@ pub fn prepare(config: &GeminiLaunchConfig) -> io::Result<PreparedLaunch> {
         ("NO_COLOR", "1"),
     ] {
         env.push((k.into(), v.into()));
+    }
+    if !config.trust_workspace_config {
+        for (k, v) in super::settings::PINNED_ENV {
+            env.retain(|(name, _)| name.as_os_str() != *k);
+            env.push(((*k).into(), (*v).into()));
+        }
     }
     let mut args: Vec<OsString> = vec![config.entry.clone().into()];
     match config.protocol {
@@ -160,6 +194,13 @@ pub fn prepare(config: &GeminiLaunchConfig) -> io::Result<PreparedLaunch> {
         "--approval-mode".into(),
         config.approval_mode.as_flag().into(),
     ]);
+    if !config.trust_workspace_config {
+        // Beats every settings scope's `mcp.allowed` (see `settings::neutralise_workspace`).
+        args.extend([
+            "--allowed-mcp-server-names".into(),
+            super::settings::HOST_MCP_SERVER.into(),
+        ]);
+    }
     Ok(PreparedLaunch {
         program: config.node.clone(),
         args,
@@ -168,10 +209,11 @@ pub fn prepare(config: &GeminiLaunchConfig) -> io::Result<PreparedLaunch> {
         run_dir,
         telemetry_file,
         settings,
+        system_settings_dir: placed,
     })
 }
 
-fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(super) fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
@@ -187,10 +229,20 @@ fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
 mod tests {
     use super::*;
 
+    /// Removes a test launch's system settings folder (outside its temporary run dir).
+    struct Cleanup(PreparedLaunch);
+
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            self.0.remove_system_settings();
+        }
+    }
+
     fn config(root: &Path) -> GeminiLaunchConfig {
         let ws = root.join("ws");
         std::fs::create_dir_all(&ws).unwrap();
         GeminiLaunchConfig {
+            trust_workspace_config: false,
             node: "node".into(),
             entry: "/opt/gemini.js".into(),
             workdir: ws,
@@ -214,9 +266,52 @@ mod tests {
     }
 
     #[test]
+    fn the_workspace_is_neutralised_unless_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(dir.path());
+        cfg.host_env
+            .push(("HTTPS_PROXY".into(), "http://host-proxy".into()));
+        for trusted in [false, true] {
+            cfg.trust_workspace_config = trusted;
+            cfg.run_dir = dir.path().join(format!("run-{trusted}"));
+            let launch = prepare(&cfg).unwrap();
+            let _cleanup = Cleanup(launch.clone());
+            let args: Vec<String> = launch
+                .args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            let allowed = args
+                .windows(2)
+                .any(|w| w[0] == "--allowed-mcp-server-names" && w[1] == "switchyard");
+            assert_eq!(allowed, !trusted, "{args:?}");
+            let proxy: Vec<_> = launch
+                .env
+                .iter()
+                .filter(|(k, _)| k == "HTTPS_PROXY")
+                .map(|(_, v)| v.clone())
+                .collect();
+            if trusted {
+                assert!(proxy.iter().all(|v| !v.is_empty()), "{proxy:?}");
+            } else {
+                assert_eq!(proxy, [OsString::new()], "pinned empty, once");
+            }
+            assert_eq!(
+                launch.settings["hooksConfig"]["enabled"].as_bool(),
+                (!trusted).then_some(false)
+            );
+            assert_eq!(
+                launch.settings["tools"]["discoveryCommand"].as_str(),
+                (!trusted).then_some("")
+            );
+        }
+    }
+
+    #[test]
     fn environment_is_an_allowlist_and_home_is_private() {
         let dir = tempfile::tempdir().unwrap();
         let launch = prepare(&config(dir.path())).unwrap();
+        let _cleanup = Cleanup(launch.clone());
         let get = |k: &str| {
             let v: Vec<_> = launch
                 .env
@@ -241,6 +336,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cfg = config(dir.path());
         let launch = prepare(&cfg).unwrap();
+        let _cleanup = Cleanup(launch.clone());
         assert!(
             launch
                 .args
@@ -257,6 +353,7 @@ mod tests {
         cfg.protocol = Protocol::Acp;
         cfg.host_mcp = Some(("http://127.0.0.1:9/mcp".into(), Secret::new("mcp-token")));
         let launch = prepare(&cfg).unwrap();
+        let _cleanup = Cleanup(launch.clone());
         for (k, v) in &launch.env {
             assert!(
                 k != "GEMINI_API_KEY" && k != "GOOGLE_GEMINI_BASE_URL",

@@ -2,6 +2,7 @@
 //!
 //! - [`settings`]: the per-run settings file Switchyard generates (pure);
 //! - [`launch`]: the isolated run directory, allowlisted environment and argv;
+//! - [`system_settings`]: where the system-precedence settings go so that the CLI loads them;
 //! - [`run`]: the headless controller and mapping on the neutral driver (stream-json into
 //!   canonical events, the typed outcome);
 //! - [`acp`]: the same over the Agent Client Protocol (`gemini --acp`): sessions, several
@@ -11,6 +12,7 @@ pub mod acp;
 pub mod launch;
 pub mod run;
 pub mod settings;
+pub mod system_settings;
 
 /// The npm package of the guest.
 pub const PACKAGE: &str = "@google/gemini-cli";

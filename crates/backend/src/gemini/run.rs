@@ -133,6 +133,7 @@ pub fn headless(
         cancel,
         host,
         host_events: None,
+        launch_events: Vec::new(),
         transcript: None,
     })
 }

@@ -51,6 +51,9 @@ pub struct SettingsInput<'a> {
     pub host_mcp_url: Option<&'a str>,
     /// `security.auth.selectedType`; `None` leaves it to ACP's `authenticate`.
     pub auth: Option<&'a str>,
+    /// Let the workspace's own settings start programs (`--trust-workspace-config`); otherwise
+    /// [`neutralise_workspace`] is applied.
+    pub trust_workspace_config: bool,
 }
 
 /// The name of the host tools' MCP server in the guest's settings (no `_`: Gemini CLI parses
@@ -82,8 +85,91 @@ pub fn settings_json(input: &SettingsInput<'_>) -> Value {
             }}),
         );
     }
+    if !input.trust_workspace_config {
+        neutralise_workspace(&mut settings);
+    }
     settings
 }
+
+/// The settings, at system precedence, that keep a workspace's `.gemini/settings.json` from
+/// starting a program: the merge lets a later scope's defined value win (an empty string
+/// included), so these beat the workspace's. Only Switchyard's MCP server may start
+/// (`mcp.allowed`; the launch also passes `--allowed-mcp-server-names`, since the CLI
+/// intersects every scope's allowlist and an empty intersection allows all), no hook runs, no
+/// discovery or call command, no project agent, no IDE companion, no sandbox launcher.
+pub fn neutralise_workspace(settings: &mut Value) {
+    let patches = [
+        (
+            "mcp",
+            json!({ "allowed": [HOST_MCP_SERVER], "serverCommand": "" }),
+        ),
+        ("hooksConfig", json!({ "enabled": false })),
+        (
+            "tools",
+            json!({ "discoveryCommand": "", "callCommand": "", "sandbox": false }),
+        ),
+        ("experimental", json!({ "enableAgents": false })),
+        ("ide", json!({ "enabled": false })),
+    ];
+    if let Some(object) = settings.as_object_mut() {
+        for (key, value) in patches {
+            object.insert(key.to_owned(), value);
+        }
+    }
+}
+
+/// What Gemini CLI reads from its workspace that can start a program or redirect traffic
+/// (reported, neutralised unless `--trust-workspace-config`).
+pub const WORKSPACE_FILES: &[crate::workspace::WorkspaceFile] = {
+    use crate::workspace::{Shape, WorkspaceFile};
+    &[
+        WorkspaceFile {
+            path: ".gemini/settings.json",
+            shape: Shape::Json {
+                nested: &[
+                    "mcpServers",
+                    "hooks",
+                    "mcp",
+                    "tools",
+                    "hooksConfig",
+                    "experimental",
+                ],
+                only: None,
+            },
+        },
+        WorkspaceFile {
+            path: ".gemini/.env",
+            shape: Shape::Env,
+        },
+        WorkspaceFile {
+            path: ".env",
+            shape: Shape::Env,
+        },
+        WorkspaceFile {
+            path: ".gemini/agents",
+            shape: Shape::Folder,
+        },
+        WorkspaceFile {
+            path: ".gemini/extensions",
+            shape: Shape::Folder,
+        },
+    ]
+};
+
+/// Variables the guest always has set, so a workspace `.env` (which never overrides a set
+/// variable; Gemini CLI loads `.gemini/.env` of a trusted folder whatever
+/// `advanced.ignoreLocalEnv` says) cannot send traffic through a proxy, load code into the
+/// guest's children or start an IDE companion.
+pub const PINNED_ENV: &[(&str, &str)] = &[
+    ("HTTPS_PROXY", ""),
+    ("HTTP_PROXY", ""),
+    ("https_proxy", ""),
+    ("http_proxy", ""),
+    ("ALL_PROXY", ""),
+    ("NODE_OPTIONS", ""),
+    ("GEMINI_CLI_IDE_SERVER_STDIO_COMMAND", ""),
+    ("GEMINI_SANDBOX", "false"),
+];
 
 fn base_settings(input: &SettingsInput<'_>) -> Value {
     json!({
@@ -129,6 +215,7 @@ mod tests {
     #[test]
     fn settings_pin_auth_retries_turns_and_privacy() {
         let s = settings_json(&SettingsInput {
+            trust_workspace_config: false,
             model: "qwen",
             max_turns: Some(7),
             max_attempts: 2,
@@ -144,6 +231,7 @@ mod tests {
         assert_eq!(s["advanced"]["ignoreLocalEnv"], true);
         assert_eq!(s["telemetry"]["outfile"], "/r/telemetry.json");
         let unlimited = settings_json(&SettingsInput {
+            trust_workspace_config: false,
             model: "m",
             max_turns: None,
             max_attempts: 1,

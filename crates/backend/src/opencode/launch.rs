@@ -141,7 +141,34 @@ pub struct OpenCodeLaunchConfig {
     pub mcp_token: Option<Secret>,
     /// Host environment to draw [`PASSTHROUGH_ENV`] from (normally `std::env::vars_os()`).
     pub host_env: Vec<(OsString, OsString)>,
+    /// The workspace's `opencode.json[c]` and `.opencode/` apply (`--trust-workspace-config`).
+    pub trust_workspace_config: bool,
 }
+
+/// What OpenCode reads from its workspace that can start a program or redirect traffic
+/// (reported; ignored through `OPENCODE_DISABLE_PROJECT_CONFIG` unless
+/// `--trust-workspace-config`).
+pub const WORKSPACE_FILES: &[crate::workspace::WorkspaceFile] = {
+    use crate::workspace::{Shape, WorkspaceFile};
+    const JSON: Shape = Shape::Json {
+        nested: &["provider", "mcp", "plugin"],
+        only: None,
+    };
+    &[
+        WorkspaceFile {
+            path: "opencode.json",
+            shape: JSON,
+        },
+        WorkspaceFile {
+            path: "opencode.jsonc",
+            shape: JSON,
+        },
+        WorkspaceFile {
+            path: ".opencode",
+            shape: Shape::Folder,
+        },
+    ]
+};
 
 /// A prepared launch: hand these to the process manager.
 #[derive(Debug, Clone)]
@@ -184,9 +211,11 @@ pub fn prepare(config: &OpenCodeLaunchConfig) -> io::Result<PreparedServe> {
     ] {
         env.push((key.into(), path.as_os_str().to_owned()));
     }
+    if !config.trust_workspace_config {
+        env.push(("OPENCODE_DISABLE_PROJECT_CONFIG".into(), "1".into()));
+    }
     for key in [
         "OPENCODE_DISABLE_MODELS_FETCH",
-        "OPENCODE_DISABLE_PROJECT_CONFIG",
         "OPENCODE_DISABLE_AUTOCOMPACT",
         "OPENCODE_DISABLE_DEFAULT_PLUGINS",
         "OPENCODE_DISABLE_CLAUDE_CODE",

@@ -7,6 +7,7 @@ fn config(root: &Path) -> OpenCodeLaunchConfig {
         "options": {"baseURL": "http://127.0.0.1:1/v1", "apiKey": "{env:SWITCHYARD_API_KEY}"},
         "models": {"m": {"name": "m"}}}}, "model": "switchyard/m", "small_model": "switchyard/m"});
     OpenCodeLaunchConfig {
+        trust_workspace_config: false,
         binary: "/opt/opencode.exe".into(),
         workdir: ws,
         run_dir: root.join("run"),
@@ -67,6 +68,13 @@ fn the_environment_is_an_allowlist_and_every_directory_is_private() {
         get(&launch, "OPENCODE_DISABLE_PROJECT_CONFIG").as_deref(),
         Some("1")
     );
+    let trusted = prepare(&OpenCodeLaunchConfig {
+        trust_workspace_config: true,
+        run_dir: dir.path().join("trusted-run"),
+        ..config(dir.path())
+    })
+    .unwrap();
+    assert_eq!(get(&trusted, "OPENCODE_DISABLE_PROJECT_CONFIG"), None);
     let seed = launch.run_dir.join("config/opencode");
     assert!(seed.join("node_modules").is_dir());
     let lock: Value =

@@ -144,6 +144,7 @@ pub fn opencode(
         cancel,
         host,
         host_events: None,
+        launch_events: Vec::new(),
         transcript: None,
     })
 }

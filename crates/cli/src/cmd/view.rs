@@ -164,6 +164,17 @@ impl Printer {
                         line(&mut self.mid_line, format!("! warning: {}", w.message));
                         None
                     }
+                    Event::WorkspaceConfigIgnored(w) => {
+                        line(
+                            &mut self.mid_line,
+                            format!(
+                                "! workspace config ignored: {} ({})",
+                                w.path,
+                                w.keys.join(", ")
+                            ),
+                        );
+                        None
+                    }
                     Event::Error(e) => {
                         line(&mut self.mid_line, format!("! error: {}", e.message));
                         None

@@ -245,6 +245,7 @@ fn run_direct(
     base_url: &str,
 ) -> Result<Sample> {
     let launch = prepare(&GeminiLaunchConfig {
+        trust_workspace_config: false,
         node: node.to_path_buf(),
         entry: entry.to_path_buf(),
         workdir: ws.to_path_buf(),
@@ -272,6 +273,7 @@ fn run_direct(
         .status()?;
     let wall = start.elapsed();
     ensure!(status.success(), "direct CLI run failed: {status}");
+    launch.remove_system_settings();
     Ok(Sample {
         wall,
         peak_rss_kib: None,

@@ -121,6 +121,7 @@ async fn drive_directly(entry: &Path, ws: &Path, run_dir: &Path, chat_url: &str)
     });
     let password = Secret::new(switchyard_runner::random_token());
     let launch = prepare(&OpenCodeLaunchConfig {
+        trust_workspace_config: false,
         binary: entry.to_path_buf(),
         workdir: ws.to_path_buf(),
         run_dir: run_dir.to_path_buf(),

@@ -462,6 +462,7 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
     let node = switchyard_runner::home::which("node").context("node not on PATH")?;
     let model = s.model;
     let launch = prepare(&GeminiLaunchConfig {
+        trust_workspace_config: false,
         node,
         entry: entry.to_path_buf(),
         workdir: ws.clone(),
@@ -573,6 +574,7 @@ async fn capture_one(s: &Scenario, entry: &Path, dir: &Path) -> Result<String> {
         }),
     }
     .write(dir, &launch, &redaction)?;
+    launch.remove_system_settings();
     Ok(format!(
         "{:?} {}",
         outcome.status,

@@ -168,6 +168,7 @@ pub async fn capture_one(s: &AcpScenario, entry: &Path, dir: &Path) -> Result<St
     let token = switchyard_runner::random_token();
     let node = switchyard_runner::home::which("node").context("node not on PATH")?;
     let launch = prepare(&GeminiLaunchConfig {
+        trust_workspace_config: false,
         node,
         entry: entry.to_path_buf(),
         workdir: ws.clone(),
@@ -285,5 +286,6 @@ pub async fn capture_one(s: &AcpScenario, entry: &Path, dir: &Path) -> Result<St
         .map(|n| Ok(serde_json::to_string(n)?))
         .collect::<Result<_>>()?;
     write_lines(&dir.join("notes.jsonl"), &notes)?;
+    launch.remove_system_settings();
     Ok(format!("{:?}", outcome.status))
 }

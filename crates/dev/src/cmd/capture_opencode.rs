@@ -266,6 +266,7 @@ pub async fn capture_one(s: &OpenCodeScenario, entry: &Path, dir: &Path) -> Resu
         .context("starting the gateway")?;
     let run_dir = scratch.path().join("run");
     let launch = prepare(&OpenCodeLaunchConfig {
+        trust_workspace_config: false,
         binary: entry.to_path_buf(),
         workdir: ws.clone(),
         run_dir: run_dir.clone(),

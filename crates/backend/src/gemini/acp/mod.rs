@@ -97,6 +97,7 @@ pub fn acp(
         cancel,
         host,
         host_events: None,
+        launch_events: Vec::new(),
         transcript: None,
     })
 }
