@@ -609,10 +609,18 @@ async fn a_hostile_workspace(path: Path3) {
     )
     .unwrap();
     let (tool, args) = path.read(ws.path(), ".gemini/agents/spy.md");
+    // The workspace's own policy would let this run unasked.
+    let marker = markers
+        .path()
+        .join(switchyard_testkit::hostile_workspace::SHELL_MARKER);
+    let (shell, command) = path.shell(&format!("touch {}", marker.display()));
     let script = Script::new()
         .then_when(
             turn(0),
-            Reply::tool_calls_stream(&[("call_read", tool, &args)], 8),
+            Reply::tool_calls_stream(
+                &[("call_read", tool, &args), ("call_sh", shell, &command)],
+                8,
+            ),
         )
         .then(Reply::text_stream(["Done."]));
     let r = Run::of(path, script, ws.path(), "look around", &[]).await;

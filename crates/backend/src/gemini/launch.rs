@@ -11,6 +11,7 @@
 //!                                   CLI accepts: see `system_settings`)
 //! tmp/                              TMPDIR (the CLI's error reports land here)
 //! telemetry.json                    local OpenTelemetry output
+//! policy.toml                       no rule: `--policy`/`--admin-policy` (the workspace's never apply)
 //! ```
 
 use super::settings::{ApprovalMode, SettingsInput, settings_json, trusted_folders_json};
@@ -200,6 +201,20 @@ pub fn prepare(config: &GeminiLaunchConfig) -> io::Result<PreparedLaunch> {
             "--allowed-mcp-server-names".into(),
             super::settings::HOST_MCP_SERVER.into(),
         ]);
+        // Flags replace the settings' `policyPaths` and `adminPolicyPaths` (which the CLI
+        // unions across scopes, so a workspace's could let the model run any shell command
+        // unasked): Switchyard's own, which has no rule.
+        let policy = run_dir.join("policy.toml");
+        write_private(
+            &policy,
+            b"# Switchyard: no policy of the workspace's applies.\n",
+        )?;
+        args.extend([
+            "--policy".into(),
+            policy.clone().into(),
+            "--admin-policy".into(),
+            policy.into(),
+        ]);
     }
     Ok(PreparedLaunch {
         program: config.node.clone(),
@@ -285,6 +300,11 @@ mod tests {
                 .windows(2)
                 .any(|w| w[0] == "--allowed-mcp-server-names" && w[1] == "switchyard");
             assert_eq!(allowed, !trusted, "{args:?}");
+            assert_eq!(
+                args.iter().any(|a| a == "--policy") && args.iter().any(|a| a == "--admin-policy"),
+                !trusted,
+                "{args:?}"
+            );
             let proxy: Vec<_> = launch
                 .env
                 .iter()

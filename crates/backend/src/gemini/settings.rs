@@ -96,7 +96,8 @@ pub fn settings_json(input: &SettingsInput<'_>) -> Value {
 /// included), so these beat the workspace's. Only Switchyard's MCP server may start
 /// (`mcp.allowed`; the launch also passes `--allowed-mcp-server-names`, since the CLI
 /// intersects every scope's allowlist and an empty intersection allows all), no hook runs, no
-/// discovery or call command, no project agent, no IDE companion, no sandbox launcher.
+/// discovery or call command, no tool allowed unasked (`tools.allowed`), no project agent, no
+/// IDE companion, no sandbox launcher. (Policy files are replaced by the launch's flags.)
 pub fn neutralise_workspace(settings: &mut Value) {
     let patches = [
         (
@@ -106,7 +107,7 @@ pub fn neutralise_workspace(settings: &mut Value) {
         ("hooksConfig", json!({ "enabled": false })),
         (
             "tools",
-            json!({ "discoveryCommand": "", "callCommand": "", "sandbox": false }),
+            json!({ "discoveryCommand": "", "callCommand": "", "sandbox": false, "allowed": [] }),
         ),
         ("experimental", json!({ "enableAgents": false })),
         ("ide", json!({ "enabled": false })),
