@@ -623,9 +623,27 @@ async fn a_hostile_workspace(path: Path3) {
             ),
         )
         .then(Reply::text_stream(["Done."]));
-    let r = Run::of(path, script, ws.path(), "look around", &[]).await;
+    let records = tempfile::tempdir().unwrap();
+    let extra = [
+        "--records".to_owned(),
+        records.path().to_string_lossy().into_owned(),
+    ];
+    let r = Run::of(path, script, ws.path(), "look around", &extra).await;
     r.assert_succeeded();
     assert_eq!(r.turns().len(), 2, "{}", r.transcript());
+    // The records keep what was found too.
+    use switchyard_records::RecordStore as _;
+    let store =
+        switchyard_records::SqliteStore::open(switchyard_records::store_path(records.path()))
+            .unwrap();
+    let run_id = store.runs().unwrap()[0].id;
+    let recorded = store
+        .events(run_id)
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == "workspace_config_ignored")
+        .count();
+    assert!(recorded >= 2, "{recorded} recorded");
     assert!(
         trap.requests().is_empty(),
         "the trap was reached: {}",
