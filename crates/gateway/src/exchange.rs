@@ -161,28 +161,38 @@ async fn prepare<I: Ingress>(
         .binding
         .as_ref()
         .map(|_| switchyard_binding::IDENTITY_ARG);
-    let mut prepared = api
+    let prepared = api
         .prepare(ctx, &body, stream, &upstream_model, strip, permit)
         .await?;
-    let planned = switchyard_translate::plan::apply(
-        &mut prepared.chat,
-        &state.config.translation,
-        &mut prepared.report,
-        prepared.schemas,
-    );
-    if let Err(e) = planned {
-        return Err(Box::new(api.error(e.http_status(), &e.to_string())));
-    }
+    // The plan and the upstream body, where a body of this size belongs (`parse_work`).
+    let translation = state.config.translation.clone();
+    let planned = crate::ingress::parse_work(body.len(), move || {
+        let mut prepared = prepared;
+        let schemas = prepared.schemas;
+        let planned = switchyard_translate::plan::apply(
+            &mut prepared.chat,
+            &translation,
+            &mut prepared.report,
+            schemas,
+        )
+        .map(|()| serde_json::to_vec(&prepared.chat));
+        (prepared, planned)
+    })
+    .await;
+    let Some((prepared, planned)) = planned else {
+        return Err(Box::new(api.error(503, "the gateway is shutting down")));
+    };
+    let chat_body = match planned {
+        Ok(Ok(body)) => Bytes::from(body),
+        Ok(Err(e)) => return Err(Box::new(api.error(500, &e.to_string()))),
+        Err(e) => return Err(Box::new(api.error(e.http_status(), &e.to_string()))),
+    };
     trace.note(|| {
         format!(
             "translation: {}",
             serde_json::to_string(&prepared.report).unwrap_or_default()
         )
     });
-    let chat_body = match serde_json::to_vec(&prepared.chat) {
-        Ok(body) => Bytes::from(body),
-        Err(e) => return Err(Box::new(api.error(500, &e.to_string()))),
-    };
     let (forward_reasoning, carry_reasoning) = api.reasoning(state);
     let response_config = ResponseConfig {
         model_version: upstream_model.clone(),
