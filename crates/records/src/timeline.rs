@@ -387,6 +387,23 @@ pub fn describe_event(event: &EventRecord) -> String {
             line
         }
         "warning" | "error" => format!("{}: {}", event.kind, one_line(text("message"), 200)),
+        "workspace_config_ignored" => format!(
+            "workspace config ignored: {} ({})",
+            text("path"),
+            one_line(
+                &body
+                    .get("keys")
+                    .and_then(Value::as_array)
+                    .map(|keys| {
+                        keys.iter()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default(),
+                200
+            )
+        ),
         "host_call" | "host_result" => host_line(event),
         "permission" => permission_line(event),
         "thought" => format!("thought: {}", one_line(text("text"), 200)),
@@ -720,3 +737,7 @@ pub fn render_timeline(view: &RunView) -> String {
     }
     out
 }
+
+#[cfg(test)]
+#[path = "timeline_tests.rs"]
+mod tests;
