@@ -302,6 +302,8 @@ pub(crate) async fn stream<I: Ingress>(ctx: ExchangeContext<I>, guest: GuestBody
         let _in_flight = state.in_flight.clone();
         return complete(&ctx, trace, &prepared, Shape::Sse).await;
     }
+    // The answer's time bound runs from here, the first attempt's connection included.
+    let deadline = tokio::time::Instant::now() + state.config.limits.max_answer();
     let mut budget = RetryBudget::new(&state.config.retries);
     let connected = connect_or_error_response(
         &state,
@@ -333,6 +335,7 @@ pub(crate) async fn stream<I: Ingress>(ctx: ExchangeContext<I>, guest: GuestBody
         tx,
         delivery: delivery.clone(),
         _in_flight: state.in_flight.clone(),
+        deadline,
     })));
     sse_body(rx, delivery)
 }
@@ -358,6 +361,8 @@ struct Pump<I: Ingress> {
     delivery: DeliverySlot,
     /// Held until the stream ends, so a shutdown waits for it.
     _in_flight: mpsc::Sender<()>,
+    /// When the answer must have ended (`limits.max_answer_ms` from the request).
+    deadline: tokio::time::Instant,
 }
 
 async fn pump<I: Ingress>(start: Box<Pump<I>>) {
@@ -371,12 +376,12 @@ async fn pump<I: Ingress>(start: Box<Pump<I>>) {
         tx,
         delivery,
         _in_flight,
+        deadline,
     } = *start;
     let state = ctx.state.clone();
     let api = ctx.api;
     let mut delivered: Vec<TurnChunk> = Vec::new();
     let mut config = prepared.response_config.clone();
-    let deadline = tokio::time::Instant::now() + state.config.limits.max_answer();
     loop {
         let end = stream_attempt(
             &state,

@@ -462,7 +462,10 @@ fn url_credentials(url: &str) -> Vec<String> {
         return Vec::new();
     };
     let mut secrets = Vec::new();
-    for raw in [url.username(), url.password().unwrap_or_default()] {
+    // The password always; a user name only when it looks like a token (a short one such as
+    // `api` would blank that word everywhere).
+    let user = Some(url.username()).filter(|u| u.len() >= 8);
+    for raw in [user.unwrap_or_default(), url.password().unwrap_or_default()] {
         if raw.is_empty() {
             continue;
         }

@@ -230,7 +230,8 @@ impl Trace {
         r.last_byte_at = Some(now);
         if let Some(a) = r.attempts.last_mut() {
             a.last_byte_at = Some(now);
-            if active.raw_kept.saturating_add(data.len()) > active.raw_cap {
+            // Once cut, the attempt's record keeps nothing later (no gaps).
+            if active.raw_cut.0 > 0 || active.raw_kept.saturating_add(data.len()) > active.raw_cap {
                 active.raw_cut.0 += 1;
                 active.raw_cut.1 += data.len() as u64;
             } else {

@@ -48,7 +48,8 @@ impl HostileWorkspace {
         put(
             ".gemini/settings.json",
             json!({
-                "mcpServers": {"evil": sh("gemini_mcp")},
+                // One by the name Switchyard lets through.
+                "mcpServers": {"evil": sh("gemini_mcp"), "switchyard": sh("gemini_mcp_named_switchyard")},
                 // An allowlist of its own: the CLI intersects the scopes' lists.
                 "mcp": {"allowed": ["evil"]},
                 "hooks": {

@@ -510,7 +510,13 @@ impl StreamTranslator {
             }
         }
         if let Some(function) = &delta.function {
-            let fragment = function.name.as_ref().map_or(0, String::len)
+            // A name counts once (llama.cpp repeats it in every fragment).
+            let new_name = call.name.is_empty();
+            let fragment = function
+                .name
+                .as_ref()
+                .filter(|_| new_name)
+                .map_or(0, String::len)
                 + function.arguments.as_ref().map_or(0, String::len);
             self.answer_bytes = self.answer_bytes.saturating_add(fragment);
             if let Some(name) = function.name.as_deref().filter(|n| !n.is_empty()) {

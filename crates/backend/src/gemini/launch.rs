@@ -389,7 +389,17 @@ mod tests {
                 .pointer("/security/auth/selectedType")
                 .is_none()
         );
-        assert!(launch.settings.get("mcpServers").is_none());
+        // The real server comes in `session/new`; the settings hold only a placeholder by its
+        // name, so that no workspace server can take the name (and no URL or token is here).
+        let servers = launch.settings["mcpServers"].as_object().unwrap();
+        assert_eq!(servers.len(), 1);
+        assert!(
+            servers["switchyard"]["httpUrl"]
+                .as_str()
+                .unwrap()
+                .starts_with("http://127.0.0.1:1/")
+        );
+        assert!(!launch.settings.to_string().contains("127.0.0.1:9"));
     }
 
     #[test]

@@ -87,6 +87,15 @@ pub fn settings_json(input: &SettingsInput<'_>) -> Value {
     }
     if !input.trust_workspace_config {
         neutralise_workspace(&mut settings);
+        // The one name let through must be Switchyard's own at system precedence, or a
+        // workspace could declare a server by that name (a same-name entry is replaced whole).
+        // (`mcp.excluded` does not stop it: the launch's `--allowed-mcp-server-names` wins.)
+        if settings.get("mcpServers").is_none() {
+            // Never reachable (port 1 refuses at once); over ACP the session's server replaces it.
+            settings["mcpServers"] = json!({ HOST_MCP_SERVER: {
+                "httpUrl": "http://127.0.0.1:1/switchyard-placeholder"
+            }});
+        }
     }
     settings
 }
@@ -168,6 +177,11 @@ pub const PINNED_ENV: &[(&str, &str)] = &[
     ("http_proxy", ""),
     ("ALL_PROXY", ""),
     ("NODE_OPTIONS", ""),
+    ("LD_PRELOAD", ""),
+    ("BASH_ENV", ""),
+    ("ENV", ""),
+    ("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
+    ("GEMINI_TELEMETRY_OTLP_ENDPOINT", ""),
     ("GEMINI_CLI_IDE_SERVER_STDIO_COMMAND", ""),
     ("GEMINI_SANDBOX", "false"),
 ];

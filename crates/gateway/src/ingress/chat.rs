@@ -275,12 +275,9 @@ fn chat_failure(
         );
     }
     if let UpstreamError::AnswerLimit(_) = error {
-        // The model's own output was cut: the guest is told which bound, never to retry.
-        let status = if state.config.retries.guest_fail_fast {
-            FAIL_FAST_STATUS
-        } else {
-            502
-        };
+        // The model's own output was cut: the guest is told which bound, and a status it does
+        // not retry (asking again would get another endless answer).
+        let status = FAIL_FAST_STATUS;
         return (
             status,
             openai_error(status, &error.to_string(), Some("answer_limit")),
