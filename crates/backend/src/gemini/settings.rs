@@ -238,7 +238,15 @@ mod tests {
             host_mcp_url: None,
             auth: Some("gemini-api-key"),
         });
-        assert!(s.get("mcpServers").is_none());
+        // No host tools: only the never-reachable placeholder holds Switchyard's server name.
+        let servers = s["mcpServers"].as_object().unwrap();
+        assert_eq!(servers.len(), 1);
+        assert!(
+            servers[HOST_MCP_SERVER]["httpUrl"]
+                .as_str()
+                .unwrap()
+                .starts_with("http://127.0.0.1:1/")
+        );
         assert_eq!(s["security"]["auth"]["selectedType"], "gemini-api-key");
         assert_eq!(s["model"]["maxSessionTurns"], 7);
         assert_eq!(s["general"]["maxAttempts"], 2);
