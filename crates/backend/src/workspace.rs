@@ -18,11 +18,8 @@ pub const MAX_ENTRIES: usize = 64;
 #[derive(Debug, Clone, Copy)]
 pub enum Shape {
     /// A JSON settings document: its top-level keys, and for the listed ones, their members
-    /// (`mcpServers.evil`); keys outside `only` (when given) are not reported.
-    Json {
-        nested: &'static [&'static str],
-        only: Option<&'static [&'static str]>,
-    },
+    /// (`mcpServers.evil`).
+    Json { nested: &'static [&'static str] },
     /// `NAME=value` lines: the names.
     Env,
     /// A folder: its entries.
@@ -52,7 +49,7 @@ pub fn scan(workdir: &Path, files: &[WorkspaceFile]) -> Vec<WorkspaceConfigIgnor
                     Shape::Folder if meta.is_dir() => folder_entries(&path),
                     Shape::Folder => return None,
                     _ if !meta.is_file() => return None,
-                    Shape::Json { nested, only } => json_keys(&read_bounded(&path), nested, only),
+                    Shape::Json { nested } => json_keys(&read_bounded(&path), nested),
                     Shape::Env => env_names(&read_bounded(&path)),
                 }
             };
@@ -75,15 +72,12 @@ fn read_bounded(path: &Path) -> String {
 
 /// The keys of a JSON document (members of `nested` ones named `outer.inner`); a document
 /// that does not parse (JSONC comments, garbage) is `<not JSON>`.
-fn json_keys(text: &str, nested: &[&str], only: Option<&[&str]>) -> Vec<String> {
+fn json_keys(text: &str, nested: &[&str]) -> Vec<String> {
     let Ok(Value::Object(top)) = serde_json::from_str::<Value>(text) else {
         return vec!["<not JSON>".to_owned()];
     };
     let mut keys = Vec::new();
     for (key, value) in &top {
-        if only.is_some_and(|only| !only.contains(&key.as_str())) {
-            continue;
-        }
         match value.as_object().filter(|_| nested.contains(&key.as_str())) {
             Some(members) => keys.extend(members.keys().map(|member| format!("{key}.{member}"))),
             None => keys.push(key.clone()),

@@ -5,7 +5,6 @@ const FILES: &[WorkspaceFile] = &[
         path: ".agent/settings.json",
         shape: Shape::Json {
             nested: &["mcpServers", "hooks"],
-            only: None,
         },
     },
     WorkspaceFile {

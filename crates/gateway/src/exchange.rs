@@ -576,19 +576,6 @@ fn past_answer_limits(
     None
 }
 
-/// The size of a whole answer as [`past_answer_limits`] counts it.
-fn answer_size(chunk: &TurnChunk) -> (usize, usize) {
-    let bytes = chunk
-        .parts
-        .iter()
-        .map(|part| match part {
-            TurnPart::Text { text } | TurnPart::Reasoning { text } => text.len(),
-            TurnPart::Call(call) => call.name.len() + call.arguments.to_string().len(),
-        })
-        .sum();
-    (bytes, chunk.calls().count())
-}
-
 /// Keeps what reached the guest: a chunk of text or reasoning only is appended to the last one
 /// kept (a stream of small deltas is not kept as as many chunks; the record merges them anyway).
 fn keep_delivered(delivered: &mut Vec<TurnChunk>, chunk: TurnChunk) {
@@ -835,7 +822,8 @@ async fn complete<I: Ingress>(
         if let Some(usage) = &outcome.final_chunk().usage {
             trace.attempt_usage(usage, outcome.report().usage_estimated);
         }
-        let (bytes, calls) = answer_size(outcome.final_chunk());
+        let last = outcome.final_chunk();
+        let (bytes, calls) = (last.answer_bytes(), last.calls().count());
         if let Some(error) = past_answer_limits(&state.config.limits, bytes, calls) {
             trace
                 .finish_error(Vec::new(), error.kind(), &error.to_string())

@@ -24,8 +24,9 @@
 //!   than `timeouts.guest_body_ms` for the whole body (time spent waiting for the budget not
 //!   counted), gets a 408 and its charge is freed.
 //!
-//! Memory: each connection's own bound, plus the budget, plus what readers waiting for the
-//! budget have already read.
+//! What the budget bounds is bodies being read: each connection's own bound, plus the budget,
+//! plus what readers waiting for the budget have already read. A body read and parsed stays in
+//! memory while its exchange runs (its record keeps it), outside the budget.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -56,7 +56,12 @@ impl PendingWrite {
             .iter()
             .flat_map(|a| a.raw_events.iter().map(String::len))
             .sum();
-        let delivered: usize = self.delivered.iter().flatten().map(answer_bytes).sum();
+        let delivered: usize = self
+            .delivered
+            .iter()
+            .flatten()
+            .map(TurnChunk::answer_bytes)
+            .sum();
         let bytes = self.guest_body.len()
             + self.attempt_bodies.iter().map(Bytes::len).sum::<usize>()
             + raw
@@ -112,18 +117,6 @@ impl PendingWrite {
         }
         record
     }
-}
-
-/// Bytes of a delivered chunk's text and reasoning.
-fn answer_bytes(chunk: &TurnChunk) -> usize {
-    chunk
-        .parts
-        .iter()
-        .map(|p| match p {
-            TurnPart::Text { text } | TurnPart::Reasoning { text } => text.len(),
-            TurnPart::Call(_) => 0,
-        })
-        .sum()
 }
 
 /// `body` as a JSON value, or as a string when it is not JSON (a guest's bad request).

@@ -127,6 +127,18 @@ impl TurnChunk {
         })
     }
 
+    /// Bytes of the answer this chunk carries: text, reasoning, and each call's name and
+    /// arguments (what the gateway's answer bounds and the recorder's budget count).
+    pub fn answer_bytes(&self) -> usize {
+        self.parts
+            .iter()
+            .map(|part| match part {
+                TurnPart::Text { text } | TurnPart::Reasoning { text } => text.len(),
+                TurnPart::Call(call) => call.name.len() + call.arguments.to_string().len(),
+            })
+            .sum()
+    }
+
     /// The visible text of this chunk.
     pub fn text(&self) -> String {
         self.parts

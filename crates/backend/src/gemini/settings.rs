@@ -144,7 +144,6 @@ pub const WORKSPACE_FILES: &[crate::workspace::WorkspaceFile] = {
                     "hooksConfig",
                     "experimental",
                 ],
-                only: None,
             },
         },
         WorkspaceFile {

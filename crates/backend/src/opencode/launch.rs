@@ -152,7 +152,6 @@ pub const WORKSPACE_FILES: &[crate::workspace::WorkspaceFile] = {
     use crate::workspace::{Shape, WorkspaceFile};
     const JSON: Shape = Shape::Json {
         nested: &["provider", "mcp", "plugin"],
-        only: None,
     };
     &[
         WorkspaceFile {
