@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GEMINI_VERSION="0.61.0"
 OPENCODE_VERSION="1.18.33"
+CLAUDE_CODE_VERSION="2.1.332"
 mkdir -p .cache/guests
 # Tests may call this concurrently (testkit installs on demand): one installer at a time.
 exec 9>.cache/guests/.install.lock
@@ -38,4 +39,12 @@ if [ -f "$oc_pkg" ] && grep -q "\"version\": \"${OPENCODE_VERSION}\"" "$oc_pkg" 
   echo "opencode ${OPENCODE_VERSION} already installed in $oc_prefix"
 else
   install "$oc_prefix" "opencode-ai@${OPENCODE_VERSION}"
+fi
+# Claude Code: its npm postinstall hard-links the platform's native binary to bin/claude.exe.
+cc_prefix=".cache/guests/claude-code-${CLAUDE_CODE_VERSION}"
+cc_pkg="$cc_prefix/node_modules/@anthropic-ai/claude-code/package.json"
+if [ -f "$cc_pkg" ] && grep -q "\"version\": \"${CLAUDE_CODE_VERSION}\"" "$cc_pkg" && [ -x "$cc_prefix/node_modules/@anthropic-ai/claude-code/bin/claude.exe" ]; then
+  echo "claude-code ${CLAUDE_CODE_VERSION} already installed in $cc_prefix"
+else
+  install "$cc_prefix" "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}"
 fi

@@ -67,6 +67,8 @@ pub mod google_errors;
 pub mod image;
 pub mod image_cache;
 pub mod ledger;
+pub mod messages_answer;
+pub mod messages_ingress;
 pub mod openai;
 pub mod options;
 pub mod plan;
