@@ -1,7 +1,8 @@
 //! Optional per-run ingress token: when configured, every guest request must carry it, in
 //! `x-goog-api-key` (what Gemini CLI sends from `GEMINI_API_KEY`) on the Google routes and as
-//! `Authorization: Bearer` (what OpenAI clients send) on the Chat Completions route. Compared
-//! in constant time.
+//! `Authorization: Bearer` (what OpenAI clients send) on the Chat Completions route, and in
+//! `x-api-key` or as a bearer token (Claude Code's `ANTHROPIC_API_KEY` and
+//! `ANTHROPIC_AUTH_TOKEN`) on the Messages route. Compared in constant time.
 
 use axum::http::HeaderMap;
 use subtle::ConstantTimeEq;
@@ -27,6 +28,23 @@ pub fn bearer_allowed(expected: Option<&str>, headers: &HeaderMap) -> bool {
         .and_then(|v| switchyard_protocol::auth::bearer_token(v.as_bytes()))
         .unwrap_or_default();
     matches(expected, presented)
+}
+
+/// The header Anthropic clients put their API key in.
+pub const ANTHROPIC_KEY_HEADER: &str = "x-api-key";
+
+/// True when no key is required, or the request carries `expected` in
+/// [`ANTHROPIC_KEY_HEADER`] or as a bearer token (either is enough; a wrong one in the other
+/// header does not matter, as Claude Code sends both when both variables are set).
+pub fn anthropic_allowed(expected: Option<&str>, headers: &HeaderMap) -> bool {
+    let key = headers
+        .get(ANTHROPIC_KEY_HEADER)
+        .map(|v| v.as_bytes())
+        .unwrap_or_default();
+    // Both are compared, so the time taken does not say which one matched.
+    let by_key = matches(expected, key);
+    let by_bearer = bearer_allowed(expected, headers);
+    by_key | by_bearer
 }
 
 fn matches(expected: Option<&str>, presented: &[u8]) -> bool {
@@ -74,5 +92,38 @@ mod tests {
         assert!(!bearer_allowed(Some("tok"), &bearer("Basic tok")));
         assert!(!bearer_allowed(Some("tok"), &bearer("Basic tok")));
         assert!(!bearer_allowed(Some("tok"), &HeaderMap::new()));
+    }
+
+    #[test]
+    fn an_anthropic_key_is_accepted_in_either_header() {
+        let with = |pairs: &[(&'static str, &str)]| {
+            let mut h = HeaderMap::new();
+            for (name, value) in pairs {
+                h.insert(*name, value.parse().unwrap());
+            }
+            h
+        };
+        assert!(anthropic_allowed(None, &HeaderMap::new()));
+        assert!(anthropic_allowed(
+            Some("tok"),
+            &with(&[("x-api-key", "tok")])
+        ));
+        assert!(anthropic_allowed(
+            Some("tok"),
+            &with(&[("authorization", "Bearer tok")])
+        ));
+        assert!(anthropic_allowed(
+            Some("tok"),
+            &with(&[("x-api-key", "other"), ("authorization", "Bearer tok")])
+        ));
+        assert!(!anthropic_allowed(
+            Some("tok"),
+            &with(&[("x-api-key", "tok2")])
+        ));
+        assert!(!anthropic_allowed(
+            Some("tok"),
+            &with(&[("x-goog-api-key", "tok")])
+        ));
+        assert!(!anthropic_allowed(Some("tok"), &HeaderMap::new()));
     }
 }

@@ -1,7 +1,8 @@
 //! The routes the gateway serves: `POST /{version}/models/{model}:{method}` for
 //! `streamGenerateContent`, `generateContent` and `countTokens`, and `POST /v1/chat/completions`
-//! (also `/chat/completions`) for OpenAI clients; anything else is a Google-shaped 404. A
-//! request must carry the ingress key (when one is set) and a valid session header.
+//! (also `/chat/completions`) for OpenAI clients, and `POST /v1/messages` for Anthropic clients
+//! (Claude Code; the `?beta=true` it adds changes nothing); anything else is a Google-shaped
+//! 404. A request must carry the ingress key (when one is set) and a valid session header.
 
 use std::sync::Arc;
 
@@ -10,10 +11,12 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use crate::auth::{bearer_allowed, ingress_allowed};
+use crate::auth::{anthropic_allowed, bearer_allowed, ingress_allowed};
 use crate::exchange;
+use crate::ingress::Ingress;
 use crate::ingress::chat::{Chat, chat_error};
 use crate::ingress::google::Google;
+use crate::ingress::messages::{Messages, messages_error};
 use crate::responses::error_response;
 use crate::sessions::MAX_SESSION_ID;
 use crate::state::AppState;
@@ -25,6 +28,10 @@ pub const SESSION_HEADER: &str = "x-switchyard-session";
 /// The session header OpenCode sends on every model request (its session id): a Chat
 /// Completions request without [`SESSION_HEADER`] uses it.
 pub const OPENCODE_SESSION_HEADER: &str = "x-session-id";
+
+/// The session header Claude Code sends on every model request (its session id): a Messages
+/// request without [`SESSION_HEADER`] uses it.
+pub const CLAUDE_CODE_SESSION_HEADER: &str = "x-claude-code-session-id";
 
 /// The call-id session a request names, or the message of a 400.
 fn session_of(headers: &HeaderMap, fallback: Option<&str>) -> Result<String, String> {
@@ -57,9 +64,40 @@ pub(crate) async fn chat_completions(
         Ok(session) => session,
         Err(message) => return chat_error(400, &message),
     };
+    model_exchange(state, session, body, Chat).await
+}
+
+/// `POST /v1/messages`: Anthropic Messages, streamed (`"stream": true`) or not.
+pub(crate) async fn messages(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if !anthropic_allowed(state.config.ingress_key.as_deref(), &headers) {
+        return messages_error(
+            401,
+            "missing or wrong API key: this gateway requires its per-run ingress key in \
+             x-api-key (ANTHROPIC_API_KEY) or as a bearer token (ANTHROPIC_AUTH_TOKEN)",
+        );
+    }
+    let session = match session_of(&headers, Some(CLAUDE_CODE_SESSION_HEADER)) {
+        Ok(session) => session,
+        Err(message) => return messages_error(400, &message),
+    };
+    model_exchange(state, session, body, Messages).await
+}
+
+/// Reads a JSON body with `model` and `stream` at its top (Chat Completions, Messages) and
+/// runs its exchange.
+async fn model_exchange<I: Ingress>(
+    state: Arc<AppState>,
+    session: String,
+    body: Body,
+    api: I,
+) -> Response {
     let guest = match state.intake.read_request(body).await {
         Ok(guest) => guest,
-        Err(e) => return chat_error(e.status(), &e.to_string()),
+        Err(e) => return api.error(e.status(), &e.to_string()),
     };
     // The model and the stream flag are read here to pick the route; the body is checked
     // whole when it is prepared.
@@ -74,17 +112,17 @@ pub(crate) async fn chat_completions(
             .await;
     let head: Head = match head {
         Some(Ok(head)) => head,
-        Some(Err(e)) => return chat_error(400, &format!("invalid request body: {e}")),
-        None => return chat_error(503, "the gateway is shutting down"),
+        Some(Err(e)) => return api.error(400, &format!("invalid request body: {e}")),
+        None => return api.error(503, "the gateway is shutting down"),
     };
     let Some(model) = head.model else {
-        return chat_error(400, "invalid request body: missing field `model`");
+        return api.error(400, "invalid request body: missing field `model`");
     };
     let ctx = exchange::ExchangeContext {
         state,
         guest_model: model,
         session,
-        api: Chat,
+        api,
     };
     if head.stream.unwrap_or(false) {
         exchange::stream(ctx, guest).await
@@ -97,7 +135,8 @@ pub(crate) async fn not_found() -> Response {
     error_response(
         404,
         "switchyard gateway serves POST /v1beta/models/{model}:streamGenerateContent, \
-         :generateContent and :countTokens, and POST /v1/chat/completions only",
+         :generateContent and :countTokens, POST /v1/chat/completions and POST /v1/messages \
+         only",
     )
 }
 

@@ -173,6 +173,7 @@ impl Gateway {
                 post(crate::routes::chat_completions),
             )
             .route("/chat/completions", post(crate::routes::chat_completions))
+            .route("/v1/messages", post(crate::routes::messages))
             .fallback(crate::routes::not_found)
             .with_state(state.clone())
             .layer(axum::middleware::from_fn_with_state(
@@ -421,7 +422,11 @@ impl GatewayHandle {
              # point a stock OpenCode at it (merge into opencode.json, or pass as\n\
              # OPENCODE_CONFIG_CONTENT):\n\
              export {OPENCODE_KEY_ENV}={key}\n\
-             {opencode}\n",
+             {opencode}\n\
+             # point a stock Claude Code at it (no outside traffic, every tool inline):\n\
+             export ANTHROPIC_BASE_URL={base}\n\
+             export ANTHROPIC_API_KEY={key}\n\
+             export CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 ENABLE_TOOL_SEARCH=false\n",
             addr = self.local_addr,
             base = self.base_url(),
             settings = Self::guest_settings(),

@@ -232,6 +232,8 @@ pub mod ingress {
     pub const COUNT_TOKENS: &str = "google.countTokens";
     /// OpenAI `chat/completions`, streamed or not.
     pub const CHAT_COMPLETIONS: &str = "openai.chatCompletions";
+    /// Anthropic `v1/messages`, streamed or not.
+    pub const MESSAGES: &str = "anthropic.messages";
 }
 
 /// One model exchange relayed by the gateway: the guest's request, what went upstream (per attempt),

@@ -73,6 +73,32 @@ pub fn opencode_prefix() -> PathBuf {
     prefix
 }
 
+/// The Claude Code version the tests are pinned to (`scripts/install-guests.sh` installs it).
+pub const CLAUDE_CODE_VERSION: &str = "2.1.332";
+
+/// The native executable inside a Claude Code npm prefix (the package's postinstall links the
+/// platform binary there).
+pub const CLAUDE_CODE_ENTRY: &str = "node_modules/@anthropic-ai/claude-code/bin/claude.exe";
+
+/// The npm prefix holding `@anthropic-ai/claude-code@2.1.332`, installed like
+/// [`gemini_prefix`]'s.
+///
+/// # Panics
+/// When the install is still missing after running the install script.
+pub fn claude_code_prefix() -> PathBuf {
+    let prefix = workspace_root()
+        .join(".cache/guests")
+        .join(format!("claude-code-{CLAUDE_CODE_VERSION}"));
+    let entry = prefix.join(CLAUDE_CODE_ENTRY);
+    install_when_missing(&entry);
+    assert!(
+        entry.is_file(),
+        "pinned Claude Code not found at {}; run `bash scripts/install-guests.sh` first",
+        entry.display()
+    );
+    prefix
+}
+
 /// Runs `scripts/install-guests.sh` when `entry` is missing.
 fn install_when_missing(entry: &Path) {
     if entry.is_file() {
@@ -112,5 +138,11 @@ mod tests {
             .map(|value| value.trim_matches('"'))
             .collect();
         assert_eq!(opencode, [OPENCODE_VERSION], "{script}");
+        let claude: Vec<&str> = script
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("CLAUDE_CODE_VERSION="))
+            .map(|value| value.trim_matches('"'))
+            .collect();
+        assert_eq!(claude, [CLAUDE_CODE_VERSION], "{script}");
     }
 }

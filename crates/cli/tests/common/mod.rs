@@ -82,6 +82,18 @@ pub fn sealed_opencode() -> PathBuf {
     prefix
 }
 
+/// The pinned Claude Code install, sealed (idempotent, like [`sealed_prefix`]).
+pub fn sealed_claude_code() -> PathBuf {
+    const PACKAGE: &str = "@anthropic-ai/claude-code";
+    let version = switchyard_testkit::guest::CLAUDE_CODE_VERSION;
+    let prefix = switchyard_testkit::guest::claude_code_prefix();
+    if switchyard_backend::install::verify(&prefix, PACKAGE, version).is_err() {
+        switchyard_backend::install::seal(&prefix, PACKAGE, version)
+            .expect("seal the test install");
+    }
+    prefix
+}
+
 /// `switchyard run --agent opencode` on `workdir` with `prompt`, through the embedded gateway
 /// to the scripted upstream at `upstream` (its base URL), printing JSONL events.
 pub fn opencode_run(workdir: &Path, upstream: &str, prompt: &str) -> Command {

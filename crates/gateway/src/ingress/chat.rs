@@ -244,6 +244,7 @@ fn failure(status: u16, body: &Value) -> GuestFailure {
         stream: super::sse_event(&json, b"\n\n"),
         body: json,
         retry_after: None,
+        no_retry: false,
     }
 }
 

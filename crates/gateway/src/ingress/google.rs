@@ -221,6 +221,7 @@ pub(crate) fn failure(body: GoogleErrorBody) -> GuestFailure {
         stream: Bytes::from(json.clone()),
         body: json,
         retry_after: None,
+        no_retry: false,
     }
 }
 

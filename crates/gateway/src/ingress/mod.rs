@@ -5,7 +5,8 @@
 //! tools, records) is shared (`exchange`), so a new guest API is one module here and a route.
 //!
 //! - [`google`]: Google GenerateContent (Gemini CLI);
-//! - [`chat`]: OpenAI Chat Completions (OpenCode).
+//! - [`chat`]: OpenAI Chat Completions (OpenCode);
+//! - [`messages`]: Anthropic Messages (Claude Code).
 
 use std::future::Future;
 
@@ -25,6 +26,7 @@ use crate::upstream::UpstreamError;
 
 pub(crate) mod chat;
 pub(crate) mod google;
+pub(crate) mod messages;
 
 /// A guest request made ready for the upstream.
 pub(crate) struct Prepared {
@@ -138,6 +140,8 @@ pub(crate) struct GuestFailure {
     pub stream: Bytes,
     /// The upstream's `Retry-After` the gateway did not wait, passed on as the header.
     pub retry_after: Option<std::time::Duration>,
+    /// Sent with `x-should-retry: false` (Anthropic clients then do not retry).
+    pub no_retry: bool,
 }
 
 impl GuestFailure {
@@ -149,6 +153,12 @@ impl GuestFailure {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+        }
+        if self.no_retry {
+            response.headers_mut().insert(
+                header::HeaderName::from_static("x-should-retry"),
+                header::HeaderValue::from_static("false"),
+            );
         }
         response
     }

@@ -1,0 +1,257 @@
+//! Anthropic Messages (`POST /v1/messages`, Claude Code also sends `?beta=true`): the request
+//! checked and typed by `switchyard_translate::messages_ingress`, the answer rendered by
+//! `switchyard_translate::messages_answer` as `event: <name>` / `data: <json>` frames (or one
+//! `message`), and Anthropic-shaped errors.
+//!
+//! Statuses are chosen against Claude Code's retries (verified with the pinned 2.1.332): it
+//! retries 429, 5xx and 401 about ten times over three minutes, 529 three times over a few
+//! seconds, and nothing that carries `x-should-retry: false`. So:
+//! - a failure the gateway gave up on under `retries.guest_fail_fast` is 529 with
+//!   `x-should-retry: false` (one attempt; the gateway already spent its budget);
+//! - without fail-fast it is 529 alone: the guest's few quick retries, not minutes of them;
+//! - an upstream `Retry-After` longer than the gateway's budget is passed on as 429 with the
+//!   header, for the guest to wait out;
+//! - an upstream's own refusal (a 4xx it will not change its mind on) keeps its status, with
+//!   `x-should-retry: false` so a provider's 401 is not retried for minutes;
+//! - a turn whose calls cannot be delivered, and an answer past the gateway's bounds, are
+//!   errors with `x-should-retry: false` under fail-fast.
+//!
+//! A failure after the stream started is an `event: error` frame; Claude Code retries those
+//! itself (three streamed attempts and one unstreamed), which no header can change.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+use switchyard_records::model::ingress;
+use switchyard_translate::CallLedger;
+use switchyard_translate::messages_answer::{
+    MessagesRenderer, anthropic_error, message_value, upstream_error_message,
+};
+use switchyard_translate::messages_ingress::{
+    MessagesIngressOptions, parse_messages_request, prepare_messages_request,
+};
+use switchyard_translate::openai::{ChatMessage, ChatRequest};
+use switchyard_translate::turn::TurnChunk;
+
+use super::{GuestFailure, Ingress, Prepared, RecordedAnswer, Refused, Render, parse_work};
+use crate::exchange::ExchangeContext;
+use crate::intake::BodyPermit;
+use crate::state::AppState;
+use crate::upstream::{UpstreamError, retryable_status};
+
+/// Anthropic's "overloaded": what Claude Code retries only briefly.
+pub(crate) const OVERLOADED: u16 = 529;
+
+/// The Messages ingress.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Messages;
+
+impl Ingress for Messages {
+    type Render = MessagesRender;
+
+    fn record_name(self, _stream: bool) -> &'static str {
+        ingress::MESSAGES
+    }
+
+    fn error(self, status: u16, message: &str) -> axum::response::Response {
+        messages_error(status, message)
+    }
+
+    async fn prepare(
+        self,
+        ctx: &ExchangeContext<Self>,
+        body: &Bytes,
+        _stream: bool,
+        upstream_model: &str,
+        strip: Option<&'static str>,
+        permit: BodyPermit,
+    ) -> Result<Prepared, Refused> {
+        let state = &ctx.state;
+        let refused = |e: switchyard_translate::TranslateError| {
+            Box::new(messages_error(e.http_status(), &e.to_string()))
+        };
+        let shutting_down = || Box::new(messages_error(503, "the gateway is shutting down"));
+        let prepare = || {
+            let (state, body) = (Arc::clone(state), body.clone());
+            let upstream_model = upstream_model.to_string();
+            parse_work(body.len(), move || {
+                let options = MessagesIngressOptions {
+                    upstream_model,
+                    provider: state.config.translation.clone(),
+                    strip,
+                    convert_on_miss: false,
+                };
+                let cache = state.translator.images();
+                parse_messages_request(&body)
+                    .and_then(|r| prepare_messages_request(r, &options, Some(cache)))
+            })
+        };
+        let mut prepared = prepare()
+            .await
+            .ok_or_else(shutting_down)?
+            .map_err(refused)?;
+        if !prepared.unconverted_pngs.is_empty() {
+            // The body is parsed: its budget charge is not held across the conversion.
+            drop(permit);
+            let pngs = std::mem::take(&mut prepared.unconverted_pngs);
+            let max_pixels = state.config.translation.max_image_pixels;
+            let cache = state.translator.images();
+            state.images.convert_into(cache, pngs, max_pixels).await;
+            prepared = prepare()
+                .await
+                .ok_or_else(shutting_down)?
+                .map_err(refused)?;
+        }
+        let answers = prepared
+            .tool_result_ids
+            .iter()
+            .map(|(id, path)| (id.as_str(), path.as_str()));
+        let mut chat = prepared.chat;
+        let checked = state.sessions.with(
+            &ctx.session,
+            || {
+                let mut ledger = CallLedger::new();
+                ledger.adopt_ids(prepared.history_call_ids.iter().map(String::as_str));
+                ledger
+            },
+            |ledger| {
+                ledger.check_answers(answers)?;
+                restore_upstream_ids(ledger, &mut chat);
+                Ok::<_, switchyard_translate::LedgerError>(())
+            },
+        );
+        if let Err(e) = checked {
+            return Err(Box::new(messages_error(400, &e.to_string())));
+        }
+        Ok(Prepared {
+            chat,
+            report: prepared.report,
+            json_response: false,
+            prompt_token_estimate: prepared.prompt_token_estimate,
+            include_usage: false,
+            schemas: switchyard_translate::plan::Schemas::Guest,
+        })
+    }
+
+    fn reasoning(self, state: &AppState) -> (bool, bool) {
+        // Thinking blocks are the guest's own way to carry reasoning (kept in its history,
+        // signature included): shown when the gateway forwards reasoning, never hidden in a
+        // call's signature.
+        (state.config.translation.forward_reasoning, false)
+    }
+
+    fn render(self, response_id: &str, _include_usage: bool) -> MessagesRender {
+        MessagesRender(MessagesRenderer::new(format!("msg_{response_id}"), 0))
+    }
+
+    fn upstream_failure(
+        self,
+        state: &AppState,
+        error: &UpstreamError,
+        attempts: u32,
+        declined_wait: Option<std::time::Duration>,
+    ) -> GuestFailure {
+        // Also the run's provider error, redacted: the same words on every ingress.
+        let google = super::google::failure_body(state, error, attempts, declined_wait);
+        let fail_fast = state.config.retries.guest_fail_fast;
+        let declined_wait = declined_wait.filter(|_| error.retryable());
+        let (status, message, no_retry) = match error {
+            UpstreamError::Status { status, body, .. } if !error.retryable() => {
+                let mut message = upstream_error_message(*status, body.as_bytes());
+                state.guest_redactor.redact_string(&mut message);
+                (*status, message, true)
+            }
+            _ if (400..500).contains(&google.error.code)
+                && !retryable_status(google.error.code) =>
+            {
+                (google.error.code, google.error.message.clone(), true)
+            }
+            UpstreamError::AnswerLimit(_) => (424, google.error.message.clone(), true),
+            _ if declined_wait.is_some() => (429, google.error.message.clone(), false),
+            _ => (OVERLOADED, google.error.message.clone(), fail_fast),
+        };
+        GuestFailure {
+            retry_after: declined_wait,
+            no_retry,
+            ..failure(status, &anthropic_error(status, &message))
+        }
+    }
+
+    fn undeliverable(self, state: &AppState, reason: &str, attempts: u32) -> Option<GuestFailure> {
+        let message = format!(
+            "the model's tool call could not be delivered ({reason}) after {attempts} \
+             attempt(s) by switchyard gateway"
+        );
+        Some(GuestFailure {
+            no_retry: state.config.retries.guest_fail_fast,
+            ..failure(OVERLOADED, &anthropic_error(OVERLOADED, &message))
+        })
+    }
+
+    fn recorded(self) -> RecordedAnswer {
+        // What a Messages guest received, as the one `message` it amounts to.
+        |turn, _created| Some(message_value(&format!("msg_{}", turn.response_id), turn, 0))
+    }
+}
+
+/// The delivered ids of a history put back to the upstream's own.
+fn restore_upstream_ids(ledger: &CallLedger, chat: &mut ChatRequest) {
+    for message in &mut chat.messages {
+        let ids: Vec<&mut String> = match message {
+            ChatMessage::Assistant { tool_calls, .. } => {
+                tool_calls.iter_mut().map(|c| &mut c.id).collect()
+            }
+            ChatMessage::Tool { tool_call_id, .. } => vec![tool_call_id],
+            _ => Vec::new(),
+        };
+        for id in ids {
+            if let Some(upstream) = ledger.upstream_id(id) {
+                *id = upstream.to_owned();
+            }
+        }
+    }
+}
+
+/// Messages framing: `event: <name>\ndata: <json>\n\n` per event.
+pub(crate) struct MessagesRender(MessagesRenderer);
+
+impl Render for MessagesRender {
+    fn frames(&mut self, chunk: &TurnChunk) -> Vec<Bytes> {
+        self.0
+            .events(chunk)
+            .iter()
+            .map(|(name, json)| event(name, json))
+            .collect()
+    }
+
+    fn end(&mut self) -> Vec<Bytes> {
+        Vec::new()
+    }
+
+    fn whole(&self, chunk: &TurnChunk) -> String {
+        self.0.message(chunk)
+    }
+}
+
+/// One named SSE event.
+fn event(name: &str, json: &str) -> Bytes {
+    Bytes::from(format!("event: {name}\ndata: {json}\n\n"))
+}
+
+/// An Anthropic error body as a failure (mid-stream: an `event: error` frame).
+fn failure(status: u16, body: &Value) -> GuestFailure {
+    let json = body.to_string();
+    GuestFailure {
+        status,
+        stream: event("error", &json),
+        body: json,
+        retry_after: None,
+        no_retry: false,
+    }
+}
+
+/// An Anthropic-shaped error response with a message of ours.
+pub(crate) fn messages_error(status: u16, message: &str) -> axum::response::Response {
+    super::json_error(status, anthropic_error(status, message).to_string())
+}
