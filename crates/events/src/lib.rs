@@ -13,6 +13,7 @@
 //! No I/O happens here.
 
 pub mod acp;
+pub mod claude;
 pub mod delivered;
 pub mod event;
 pub mod gemini;

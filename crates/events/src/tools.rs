@@ -160,6 +160,57 @@ pub fn opencode_tool_category(name: &str) -> ToolCategory {
     }
 }
 
+const CLAUDE_COMMAND: &[&str] = &["Bash", "Monitor", "TaskStop"];
+const CLAUDE_FILE_READ: &[&str] = &["Read", "Glob", "Grep"];
+const CLAUDE_FILE_WRITE: &[&str] = &["Edit", "Write", "NotebookEdit"];
+const CLAUDE_ASK_USER: &[&str] = &["AskUserQuestion"];
+const CLAUDE_WEB: &[&str] = &["WebFetch", "WebSearch"];
+const CLAUDE_PLANNING: &[&str] = &[
+    "Agent",
+    "ListAgents",
+    "ReportFindings",
+    "ScheduleWakeup",
+    "SendMessage",
+    "Skill",
+    "ToolSearch",
+    "Workflow",
+    "CronCreate",
+    "CronDelete",
+    "CronList",
+    "EnterWorktree",
+    "ExitWorktree",
+];
+
+/// Classifies a Claude Code 2.1.332 tool name (the built-ins its requests declared in the
+/// reference captures, and `mcp__<server>__<tool>` for MCP tools).
+pub fn claude_tool_category(name: &str) -> ToolCategory {
+    let is = |list: &[&str]| list.contains(&name);
+    if is(CLAUDE_COMMAND) {
+        ToolCategory::Command
+    } else if is(CLAUDE_FILE_READ) {
+        ToolCategory::FileRead
+    } else if is(CLAUDE_FILE_WRITE) {
+        ToolCategory::FileWrite
+    } else if is(CLAUDE_ASK_USER) {
+        ToolCategory::AskUser
+    } else if is(CLAUDE_WEB) {
+        ToolCategory::Web
+    } else if is(CLAUDE_PLANNING) {
+        ToolCategory::Planning
+    } else if let Some((server, tool)) = name
+        .strip_prefix("mcp__")
+        .and_then(|rest| rest.split_once("__"))
+        .filter(|(server, tool)| !server.is_empty() && !tool.is_empty())
+    {
+        ToolCategory::Mcp {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+        }
+    } else {
+        ToolCategory::Unknown
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
