@@ -7,6 +7,7 @@
 //!   watchdogs, no orphans);
 //! - [`install`]: pinned npm installs sealed by a manifest, verified before every run;
 //! - [`gemini`]: the Gemini CLI backend (headless and ACP);
+//! - [`claude`]: the Claude Code backend (stream-json and its control protocol);
 //! - [`opencode`]: the OpenCode backend (`opencode serve`, HTTP commands, server-sent events);
 //! - [`jsonrpc`]: JSON lines on a guest's stdin with a request/response correlator (control
 //!   protocols over stdio);
@@ -15,6 +16,7 @@
 //! - [`secret`]: secrets that travel only through a child's environment;
 //! - [`workspace`]: the agent configuration a workspace carries, found and reported.
 
+pub mod claude;
 pub mod driver;
 pub mod gemini;
 pub mod install;

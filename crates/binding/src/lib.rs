@@ -25,7 +25,8 @@ pub mod mcp;
 pub mod permissions;
 pub mod tool;
 pub mod tools_file;
-pub mod values;
+/// JSON values compared as values (moved to the events crate, which every backend shares).
+pub use switchyard_events::values;
 
 pub use binding::{
     BindingLimits, CallbackOutcome, DEFAULT_BATCH_WAIT, Delivery, DrainReport, HostBinding,

@@ -21,6 +21,7 @@ pub mod opencode;
 pub mod outcome;
 pub mod tools;
 mod turns;
+pub mod values;
 pub mod verdict;
 
 pub use delivered::Delivered;
