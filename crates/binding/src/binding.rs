@@ -32,7 +32,7 @@ use crate::tool::{ToolError, ToolOutput, ToolRegistry};
 /// guest, to the MCP callback. Each host tool's MCP schema declares it as an optional string;
 /// the gateway removes it from everything that goes upstream and the binding removes it before
 /// validation.
-pub const IDENTITY_ARG: &str = "_switchyard_call";
+pub const IDENTITY_ARG: &str = switchyard_events::delivered::IDENTITY_ARG;
 
 /// Refused callbacks whose arguments are kept in their event; later ones keep `null` (each
 /// callback body is already bounded by the MCP server, their number is not).

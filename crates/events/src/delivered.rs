@@ -7,6 +7,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// The argument the gateway adds to every host-tool call it delivers: the call's private
+/// identity, which the guest passes back unchanged (see the binding).
+pub const IDENTITY_ARG: &str = "_switchyard_call";
+
 /// A call the gateway delivered, as it sent it. Derived: the host's own record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Delivered {

@@ -54,7 +54,7 @@ pub struct AgentSpec {
 }
 
 /// Every agent Switchyard runs.
-pub static REGISTRY: [AgentSpec; 2] = [
+pub static REGISTRY: [AgentSpec; 3] = [
     AgentSpec {
         agent: Agent::GeminiCli,
         name: "gemini-cli",
@@ -88,6 +88,23 @@ pub static REGISTRY: [AgentSpec; 2] = [
         binary_flag: "--opencode-binary",
         session_state: None,
         launch: crate::opencode::launch,
+    },
+    AgentSpec {
+        agent: Agent::ClaudeCode,
+        name: "claude-code",
+        package: switchyard_backend::claude::PACKAGE,
+        version: switchyard_backend::claude::VERSION,
+        host_tool_prefix: switchyard_backend::claude::HOST_TOOL_PREFIX,
+        caps: Capabilities {
+            protocols: false,
+            resume: false,
+            max_turns: false,
+            approval_modes: false,
+            direct_endpoint: false,
+        },
+        binary_flag: "--claude-binary",
+        session_state: None,
+        launch: crate::claude::launch,
     },
 ];
 
@@ -127,6 +144,7 @@ impl AgentSpec {
             let given = match other.agent {
                 Agent::GeminiCli => a.gemini_binary.is_some(),
                 Agent::Opencode => a.opencode_binary.is_some(),
+                Agent::ClaudeCode => a.claude_binary.is_some(),
             };
             if given {
                 bail!("{} does not apply to --agent {name}", other.binary_flag);
@@ -140,6 +158,7 @@ impl AgentSpec {
         let given = match self.agent {
             Agent::GeminiCli => a.gemini_binary.as_deref(),
             Agent::Opencode => a.opencode_binary.as_deref(),
+            Agent::ClaudeCode => a.claude_binary.as_deref(),
         };
         match given {
             Some(path) => crate::resolve::find_sealed_prefix(path),

@@ -266,6 +266,7 @@ pub async fn execute(
         Runner::Headless(run) => run.drive(sink, conclude).await,
         Runner::Acp(run) => run.drive(sink, conclude).await,
         Runner::OpenCode(run) => run.drive(sink, conclude).await,
+        Runner::Claude(run) => run.drive(sink, conclude).await,
     };
     signals.abort();
     if let Some(server) = mcp_server {
@@ -372,6 +373,7 @@ pub(crate) enum Runner {
     Headless(Box<Driver<HeadlessMapping>>),
     Acp(Box<Driver<AcpEvents>>),
     OpenCode(Box<Driver<OpenCodeMapping>>),
+    Claude(Box<Driver<switchyard_backend::claude::run::ClaudeMapping>>),
 }
 
 impl Runner {
@@ -381,6 +383,7 @@ impl Runner {
             Runner::Headless(run) => run.cancel.clone(),
             Runner::Acp(run) => run.cancel.clone(),
             Runner::OpenCode(run) => run.cancel.clone(),
+            Runner::Claude(run) => run.cancel.clone(),
         };
         Box::new(move || cancel.cancel())
     }

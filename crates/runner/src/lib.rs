@@ -8,6 +8,7 @@
 //! the command line's flags.
 
 pub mod agents;
+mod claude;
 mod execute;
 mod gemini;
 pub mod home;

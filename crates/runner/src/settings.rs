@@ -16,11 +16,12 @@ use switchyard_translate::ProviderOptions;
 pub enum Agent {
     GeminiCli,
     Opencode,
+    ClaudeCode,
 }
 
 impl Agent {
     /// Every agent, in the registry's order.
-    pub const ALL: [Agent; 2] = [Agent::GeminiCli, Agent::Opencode];
+    pub const ALL: [Agent; 3] = [Agent::GeminiCli, Agent::Opencode, Agent::ClaudeCode];
 
     /// The name events and records use.
     pub fn name(self) -> &'static str {
@@ -150,6 +151,9 @@ pub struct RunSettings {
     /// A sealed OpenCode install (its prefix, or a file inside it).
     #[cfg_attr(feature = "clap", arg(long))]
     pub opencode_binary: Option<PathBuf>,
+    /// A sealed Claude Code install (its prefix, or a file inside it).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub claude_binary: Option<PathBuf>,
     /// The guest's approval mode (default: the guest's safest headless mode).
     #[cfg_attr(feature = "clap", arg(long, value_enum))]
     pub approval_mode: Option<ApprovalArg>,
@@ -244,6 +248,7 @@ impl RunSettings {
             inactivity_timeout,
             gemini_binary,
             opencode_binary,
+            claude_binary,
             approval_mode,
             keep_run_dir,
             trust_workspace_config,

@@ -410,6 +410,16 @@ async fn on_line(io: &ControllerIo<Note>, pump: &Pump<StreamJson>, line: &Line) 
     }
 }
 
+/// A host-tool call's input without the private identity the gateway added to it (the
+/// delivered arguments are the model's own).
+fn without_identity(input: &Value) -> Value {
+    let mut input = input.clone();
+    if let Value::Object(object) = &mut input {
+        object.remove(switchyard_events::delivered::IDENTITY_ARG);
+    }
+    input
+}
+
 /// The host's answer to a `can_use_tool` request, and the permission event.
 fn decide(host: &dyn PermissionHost, id: &Value, params: &Value) -> (Permission, Value) {
     let tool = params
@@ -425,7 +435,7 @@ fn decide(host: &dyn PermissionHost, id: &Value, params: &Value) -> (Permission,
             "the request names tool {tool:?}, the delivered call is {:?}",
             call.tool
         )),
-        (Some(call), Some(_)) if !same_value(&call.arguments, &input) => {
+        (Some(call), Some(_)) if !same_value(&call.arguments, &without_identity(&input)) => {
             Err("the guest's input differs from the delivered call's arguments".to_owned())
         }
         (_, Some(named)) => host.permission(&PermissionAsk {

@@ -120,6 +120,27 @@ pub fn opencode_run_within(workdir: &Path, upstream: &str, prompt: &str, secs: u
     cmd
 }
 
+/// `switchyard run --agent claude-code` on `workdir` with `prompt`, through the embedded
+/// gateway to the scripted upstream at `upstream` (its base URL), printing JSONL events.
+pub fn claude_run(workdir: &Path, upstream: &str, prompt: &str) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["run", "--agent", "claude-code", "--prompt", prompt])
+        .arg("--workdir")
+        .arg(workdir)
+        .args([
+            "--upstream-url",
+            &format!("{upstream}/v1"),
+            "--upstream-model",
+            "scripted-model",
+        ])
+        .arg("--claude-binary")
+        .arg(sealed_claude_code())
+        .args(["--output", "jsonl", "--timeout", "120"])
+        .env("SWITCHYARD_UPSTREAM_KEY", "sk-live-test-key")
+        .stdin(Stdio::null());
+    cmd
+}
+
 /// Events and stderr of a finished run, for failure messages.
 pub fn transcript(output: &Output) -> String {
     format!(
