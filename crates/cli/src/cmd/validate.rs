@@ -50,6 +50,9 @@ pub struct ValidateArgs {
     /// A sealed OpenCode install (default: the one `switchyard install opencode` made).
     #[arg(long)]
     pub opencode_binary: Option<PathBuf>,
+    /// A sealed Claude Code install (default: the one `switchyard install claude-code` made).
+    #[arg(long)]
+    pub claude_binary: Option<PathBuf>,
     /// A `switchyard run` config file for the provider's settings (`[translation]` with its
     /// `profile`, `[timeouts]`, `[retries]`); the fixture's own settings win.
     #[arg(long)]
@@ -262,6 +265,7 @@ pub async fn validate(args: &ValidateArgs, model: Model) -> Result<u8> {
         timeout: Some(args.timeout),
         gemini_binary: args.gemini_binary.clone(),
         opencode_binary: args.opencode_binary.clone(),
+        claude_binary: args.claude_binary.clone(),
         ..Default::default()
     };
     let (mut resolved, entry) = match super::run::checked(settings) {
