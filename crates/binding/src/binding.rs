@@ -301,13 +301,41 @@ impl HostBinding {
     }
 
     /// One MCP `tools/call` of host tool `tool`: admission, the model's order, then the tool.
-    pub async fn callback(&self, tool: &str, mut arguments: Map<String, Value>) -> CallbackOutcome {
-        let identity = match arguments.remove(IDENTITY_ARG) {
+    pub async fn callback(&self, tool: &str, arguments: Map<String, Value>) -> CallbackOutcome {
+        self.callback_named(tool, arguments, None).await
+    }
+
+    /// [`HostBinding::callback`] for a guest that names the call it answers by its delivered
+    /// call id (`guest_call_id`: Claude Code's `_meta["claudecode/toolUseId"]`, which is the
+    /// gateway's `tool_use` id). The call's identity is then the one delivered with that call;
+    /// an identity in the arguments too must be the same, or the callback is refused.
+    pub async fn callback_named(
+        &self,
+        tool: &str,
+        mut arguments: Map<String, Value>,
+        guest_call_id: Option<&str>,
+    ) -> CallbackOutcome {
+        let carried = match arguments.remove(IDENTITY_ARG) {
             Some(Value::String(s)) => Some(s),
             _ => None,
         };
+        let named = guest_call_id.map(|id| (id, self.ledger().identity_of(id)));
+        let (identity, conflict) = match (carried, named) {
+            (carried, None) => (carried, None),
+            (None, Some((_, named))) => (named, None),
+            (Some(carried), Some((id, named))) => {
+                let conflict = (named.as_deref() != Some(carried.as_str())).then_some(id);
+                (Some(carried), conflict)
+            }
+        };
         let arguments = Value::Object(arguments);
-        let admitted = self.admit(tool, &arguments, identity.as_deref()).await;
+        let admitted = match conflict {
+            Some(id) => Err(Refusal::WrongIdentity {
+                tool: tool.to_owned(),
+                call_id: id.to_owned(),
+            }),
+            None => self.admit(tool, &arguments, identity.as_deref()).await,
+        };
         let admission = match admitted {
             Ok(admission) => admission,
             Err(Refusal::AlreadyClaimed { .. })

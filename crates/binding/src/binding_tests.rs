@@ -81,6 +81,47 @@ fn admitted_id(event: &Event) -> Option<&str> {
 }
 
 #[tokio::test]
+async fn a_call_named_by_its_delivered_id_is_admitted_once_and_a_mismatch_is_refused() {
+    let (b, log, _events) = binding(Duration::ZERO);
+    let delivery = b
+        .offer("s", vec![offered("c1", "n"), offered("c2", "n")])
+        .unwrap();
+    let ids = delivery.identities().to_vec();
+    delivery.confirm();
+    let plain = |nonce: &str| {
+        let mut args = Map::new();
+        args.insert("nonce".into(), json!(nonce));
+        args
+    };
+    // Named by its delivered id only (Claude Code's `_meta`): admitted.
+    assert!(matches!(
+        b.callback_named("record", plain("n"), Some("c1")).await,
+        CallbackOutcome::Ran(Ok(_))
+    ));
+    // An identity in the arguments that belongs to another call: refused.
+    assert!(matches!(
+        b.callback_named("record", with_identity("n", &ids[0]), Some("c2")).await,
+        CallbackOutcome::Refused(Refusal::WrongIdentity { ref call_id, .. }) if call_id == "c2"
+    ));
+    // A call id never delivered, and the same arguments under another's id: refused.
+    assert!(matches!(
+        b.callback_named("record", plain("n"), Some("c9")).await,
+        CallbackOutcome::Refused(Refusal::MissingIdentity { .. })
+    ));
+    assert!(matches!(
+        b.callback_named("record", plain("other"), Some("c2")).await,
+        CallbackOutcome::Refused(Refusal::WrongIdentity { .. })
+    ));
+    // Both agreeing: admitted.
+    assert!(matches!(
+        b.callback_named("record", with_identity("n", &ids[1]), Some("c2"))
+            .await,
+        CallbackOutcome::Ran(Ok(_))
+    ));
+    assert_eq!(log.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
 async fn guest_names_map_to_registered_tools_only() {
     let (b, _, _) = binding(Duration::ZERO);
     assert_eq!(b.host_tool("mcp_sy_record"), Some("record"));

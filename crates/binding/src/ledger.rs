@@ -174,6 +174,8 @@ impl Refusal {
 pub struct Ledger {
     entries: Vec<Entry>,
     by_identity: HashMap<String, usize>,
+    /// The identity each delivered call id carries.
+    identity_by_call_id: HashMap<String, String>,
     used_ids: HashSet<String>,
     next_batch: u64,
     closed: bool,
@@ -214,6 +216,8 @@ impl Ledger {
         self.next_batch += 1;
         for (position, (call, identity)) in calls.into_iter().enumerate() {
             self.used_ids.insert(call.call_id.clone());
+            self.identity_by_call_id
+                .insert(call.call_id.clone(), identity.clone());
             self.by_identity.insert(identity, self.entries.len());
             self.entries.push(Entry {
                 call,
@@ -368,6 +372,12 @@ impl Ledger {
             .iter()
             .find(|e| e.call.call_id == call_id)
             .map(|e| e.call.model_call_id.clone())
+    }
+
+    /// The private identity the call delivered as `call_id` carries (for guests that name a
+    /// callback by its delivered call id, as Claude Code does in `_meta`).
+    pub fn identity_of(&self, call_id: &str) -> Option<String> {
+        self.identity_by_call_id.get(call_id).cloned()
     }
 
     /// The call a callback's identity names, if it names one, with its state; whatever the

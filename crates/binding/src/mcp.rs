@@ -65,10 +65,22 @@ impl ServerHandler for Handler {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // Claude Code names the model's call (the gateway's `tool_use` id) in `_meta`.
+        let guest_call_id = request
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get(CLAUDE_CODE_CALL_ID))
+            .or_else(|| context.meta.get(CLAUDE_CODE_CALL_ID))
+            .and_then(|id| id.as_str())
+            .map(str::to_owned);
         let arguments = request.arguments.unwrap_or_default();
-        match self.binding.callback(&request.name, arguments).await {
+        let outcome = self
+            .binding
+            .callback_named(&request.name, arguments, guest_call_id.as_deref())
+            .await;
+        match outcome {
             CallbackOutcome::Refused(refusal) => Err(ErrorData::new(
                 ErrorCode::INVALID_REQUEST,
                 format!("switchyard refused this callback: {refusal}"),
@@ -95,6 +107,9 @@ fn content(output: ToolOutput) -> Vec<ContentBlock> {
     );
     blocks
 }
+
+/// The `_meta` key of Claude Code's `tools/call`: the model's `tool_use` id.
+pub const CLAUDE_CODE_CALL_ID: &str = "claudecode/toolUseId";
 
 /// The bearer token the guest must present.
 #[derive(Clone)]

@@ -254,6 +254,17 @@ async fn host_tools_run_once_per_call_and_finish_is_the_result() {
     admitted.sort_unstable();
     assert_eq!(admitted, ["call_fin", "call_rec_a", "call_rec_b"]);
     assert_eq!(r.finished()["result"], json!({"colour": "green"}));
+    // Claude Code names each callback by the gateway's `tool_use` id (`_meta`): the calls it
+    // received carry the model's arguments exactly, no identity added.
+    let calls = r.of("tool_call");
+    assert_eq!(calls.len(), 3, "{}", r.transcript());
+    assert!(
+        calls
+            .iter()
+            .all(|c| c["arguments"].get("_switchyard_call").is_none()),
+        "{}",
+        r.transcript()
+    );
     for request in r.upstream.requests() {
         let body = request.json().to_string();
         assert!(!body.contains("_switchyard_call"), "{body:.300}");

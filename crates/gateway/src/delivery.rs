@@ -44,6 +44,7 @@ pub(crate) fn stamp(
     binding: &HostBinding,
     session: &str,
     chunk: &mut TurnChunk,
+    identities: bool,
 ) -> Result<Option<Delivery>, OfferError> {
     let mut host_calls = Vec::new();
     let mut offered = Vec::new();
@@ -80,6 +81,10 @@ pub(crate) fn stamp(
         return Ok(None);
     }
     let delivery = binding.deliver(session, offered, all)?;
+    if !identities {
+        // The guest names each callback by its delivered call id instead (Claude Code).
+        return Ok(Some(delivery));
+    }
     for (call, identity) in host_calls.into_iter().zip(delivery.identities()) {
         if let Some(object) = call.arguments.as_object_mut() {
             object.insert(IDENTITY_ARG.to_owned(), identity.clone().into());

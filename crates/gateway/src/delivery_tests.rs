@@ -93,7 +93,7 @@ fn host_calls_get_fresh_identities_and_guest_calls_are_untouched() {
         ("c2", "read_file", json!({"file_path": "a"})),
         ("c3", "mcp_sy_record", json!({"n": 1})),
     ]);
-    let delivery = stamp(&binding, "s", &mut answer).unwrap().unwrap();
+    let delivery = stamp(&binding, "s", &mut answer, true).unwrap().unwrap();
     let calls = calls(&answer);
     assert_eq!(delivery.identities().len(), 2);
     assert_eq!(identity_of(&calls[0]), delivery.identities()[0]);
@@ -101,7 +101,9 @@ fn host_calls_get_fresh_identities_and_guest_calls_are_untouched() {
     assert_ne!(identity_of(&calls[0]), "made-up-by-the-model");
     assert_eq!(calls[1].arguments, json!({"file_path": "a"}));
     let mut no_host_call = chunk(&[("c9", "read_file", json!({}))]);
-    let native = stamp(&binding, "s", &mut no_host_call).unwrap().unwrap();
+    let native = stamp(&binding, "s", &mut no_host_call, true)
+        .unwrap()
+        .unwrap();
     assert!(native.identities().is_empty());
     assert_eq!(super::tests::calls(&no_host_call)[0].arguments, json!({}));
     // Every call is in the delivered-call table, with what the guest received, once confirmed.
@@ -118,7 +120,11 @@ fn host_calls_get_fresh_identities_and_guest_calls_are_untouched() {
     assert!(binding.permission_for("read_file__c9").is_ok());
     let mut text_only = TurnChunk::new("m", "r");
     text_only.parts.push(TurnPart::text("hi"));
-    assert!(stamp(&binding, "s", &mut text_only).unwrap().is_none());
+    assert!(
+        stamp(&binding, "s", &mut text_only, true)
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[tokio::test]
@@ -127,7 +133,7 @@ async fn a_body_handed_over_whole_confirms_and_a_cut_one_revokes() {
     for cut in [false, true] {
         let id = if cut { "cut" } else { "whole" };
         let mut answer = chunk(&[(id, "mcp_sy_record", json!({"n": 1}))]);
-        let delivery = stamp(&binding, "s", &mut answer).unwrap().unwrap();
+        let delivery = stamp(&binding, "s", &mut answer, true).unwrap().unwrap();
         let identity = delivery.identities()[0].clone();
         let slot = DeliverySlot::default();
         slot.put(delivery);
@@ -164,7 +170,7 @@ async fn a_body_handed_over_whole_confirms_and_a_cut_one_revokes() {
 async fn until_the_body_ends_a_callback_waits_and_then_is_refused() {
     let binding = binding();
     let mut answer = chunk(&[("c1", "mcp_sy_record", json!({"n": 1}))]);
-    let delivery = stamp(&binding, "s", &mut answer).unwrap().unwrap();
+    let delivery = stamp(&binding, "s", &mut answer, true).unwrap().unwrap();
     let identity = delivery.identities()[0].clone();
     let slot = DeliverySlot::default();
     slot.put(delivery);
@@ -183,7 +189,7 @@ async fn a_unary_answer_confirms_only_once_its_body_was_taken_whole() {
     for taken in [true, false] {
         let id = if taken { "u-taken" } else { "u-dropped" };
         let mut answer = chunk(&[(id, "mcp_sy_record", json!({"n": 1}))]);
-        let delivery = stamp(&binding, "s", &mut answer).unwrap().unwrap();
+        let delivery = stamp(&binding, "s", &mut answer, true).unwrap().unwrap();
         let identity = delivery.identities()[0].clone();
         let slot = DeliverySlot::default();
         slot.put(delivery);

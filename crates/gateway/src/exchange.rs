@@ -217,15 +217,15 @@ async fn prepare<I: Ingress>(
 /// run's binding, and its calls are registered in the session's ledger (with the upstream ids
 /// they stand for). On an error nothing stays entered (the returned delivery is dropped, which
 /// revokes it).
-fn accept_turn(
+fn accept_turn<I: Ingress>(
     state: &AppState,
     session: &str,
     chunk: &mut TurnChunk,
+    api: I,
 ) -> Result<Option<Delivery>, String> {
     let delivery = match &state.binding {
-        Some(binding) => {
-            crate::delivery::stamp(binding, session, chunk).map_err(|e| e.to_string())?
-        }
+        Some(binding) => crate::delivery::stamp(binding, session, chunk, api.stamps_identity())
+            .map_err(|e| e.to_string())?,
         None => None,
     };
     let calls: Vec<_> = chunk.calls().cloned().collect();
@@ -439,7 +439,7 @@ async fn pump<I: Ingress>(start: Box<Pump<I>>) {
             }
             AttemptEnd::Outcome(outcome) => match *outcome {
                 TurnOutcome::Complete(mut turn) => {
-                    match accept_turn(&state, &ctx.session, &mut turn.final_chunk) {
+                    match accept_turn(&state, &ctx.session, &mut turn.final_chunk, ctx.api) {
                         Ok(host_calls) => {
                             if let Some(host_calls) = host_calls {
                                 delivery.put(host_calls);
@@ -834,7 +834,7 @@ async fn complete<I: Ingress>(
         }
         match outcome {
             TurnOutcome::Complete(mut turn) => {
-                match accept_turn(state, &ctx.session, &mut turn.final_chunk) {
+                match accept_turn(state, &ctx.session, &mut turn.final_chunk, ctx.api) {
                     Ok(host_calls) => {
                         let response =
                             answer(&mut trace, &mut render, turn.final_chunk, None, shape).await;

@@ -189,6 +189,13 @@ impl Ingress for Messages {
         })
     }
 
+    fn stamps_identity(self) -> bool {
+        // Claude Code's `tools/call` carries the `tool_use` id in
+        // `_meta["claudecode/toolUseId"]`: the delivered call id names the callback, and the
+        // model's arguments reach the guest exactly as the model wrote them.
+        false
+    }
+
     fn recorded(self) -> RecordedAnswer {
         // What a Messages guest received, as the one `message` it amounts to.
         |turn, _created| Some(message_value(&format!("msg_{}", turn.response_id), turn, 0))

@@ -93,6 +93,12 @@ pub(crate) trait Ingress: Copy + Send + Sync + 'static {
     /// The answer the guest received, as recorded (`guest_response`): the merged turn in the
     /// guest's shape.
     fn recorded(self) -> RecordedAnswer;
+
+    /// Whether host-tool calls carry the private identity in their arguments; `false` for a
+    /// guest whose MCP callbacks name the delivered call id themselves.
+    fn stamps_identity(self) -> bool {
+        true
+    }
 }
 
 /// Renders a merged turn as its guest received it, for the record; the second argument is the
