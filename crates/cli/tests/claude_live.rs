@@ -305,3 +305,90 @@ async fn sigint_mid_turn_interrupts_and_leaves_no_process() {
     let left = common::processes_in(ws.path());
     assert!(left.is_empty(), "processes left: {left:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_and_identical_calls_stay_distinct_in_one_turn() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "alpha").unwrap();
+    std::fs::write(ws.path().join("b.txt"), "beta").unwrap();
+    let dir = ws.path().canonicalize().unwrap();
+    let a = json!({"file_path": dir.join("a.txt")}).to_string();
+    let b = json!({"file_path": dir.join("b.txt")}).to_string();
+    let script = Script::new()
+        .then_when(
+            first_turn,
+            Reply::tool_calls_stream(
+                &[
+                    ("call_a1", "Read", &a),
+                    ("call_a2", "Read", &a),
+                    ("call_b", "Read", &b),
+                ],
+                5,
+            ),
+        )
+        .then_when(after_tool, Reply::text_stream(["read three"]));
+    let r = run(script, ws.path(), "Read them.", &[]).await;
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.transcript());
+    let calls = r.of("tool_call");
+    let ids: Vec<&str> = calls
+        .iter()
+        .map(|c| c["model_call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["call_a1", "call_a2", "call_b"], "{}", r.transcript());
+    let delivered: std::collections::HashSet<&str> = calls
+        .iter()
+        .map(|c| c["call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(delivered.len(), 3, "each call its own delivered id");
+    assert!(calls.iter().all(|c| c["turn"] == 0), "one model turn");
+    let results = r.of("tool_result");
+    assert_eq!(results.len(), 3);
+    assert!(
+        results.iter().all(|t| t["status"] == "success"),
+        "{}",
+        r.transcript()
+    );
+    // The upstream gets one answer per call, each under its own id, in the model's order.
+    let requests = r.upstream.requests();
+    let answered: Vec<String> = requests[1]
+        .tool_messages()
+        .iter()
+        .map(|m| m["tool_call_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(answered, ["call_a1", "call_a2", "call_b"]);
+    assert_eq!(r.finished()["final_text"], "read three");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_png_read_by_claude_code_reaches_the_upstream_as_lossless_webp() {
+    use base64::Engine as _;
+    let ws = tempfile::tempdir().unwrap();
+    let pixels: Vec<u8> = (0..32 * 32 * 3).map(|i| (i * 13 % 251) as u8).collect();
+    let png = switchyard_testkit::fixtures::rgb_png(32, 32, &pixels).unwrap();
+    std::fs::write(ws.path().join("pic.png"), png).unwrap();
+    let args = json!({"file_path": ws.path().canonicalize().unwrap().join("pic.png")}).to_string();
+    let script = Script::new()
+        .then_when(
+            first_turn,
+            Reply::tool_calls_stream(&[("call_img", "Read", &args)], 9),
+        )
+        .then_when(after_tool, Reply::text_stream(["a gradient"]));
+    let r = run(script, ws.path(), "Look at pic.png.", &[]).await;
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.transcript());
+    let second = r.upstream.requests()[1].json();
+    let url = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .find_map(|p| p["image_url"]["url"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("no image upstream: {second}"));
+    let data = url
+        .strip_prefix("data:image/webp;base64,")
+        .unwrap_or_else(|| panic!("not WebP: {url:.60}"));
+    let webp = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap();
+    let decoded = switchyard_translate::image::decode_webp(&webp).unwrap();
+    assert_eq!(decoded.data, pixels, "lossless");
+}
