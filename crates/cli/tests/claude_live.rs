@@ -392,3 +392,49 @@ async fn a_png_read_by_claude_code_reaches_the_upstream_as_lossless_webp() {
     let decoded = switchyard_translate::image::decode_webp(&webp).unwrap();
     assert_eq!(decoded.data, pixels, "lossless");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_session_resumes_with_its_history() {
+    let ws = tempfile::tempdir().unwrap();
+    let records = tempfile::tempdir().unwrap();
+    let records_arg = records.path().to_string_lossy().into_owned();
+    let first = run(
+        Script::always(Reply::text_stream(["Noted: kumquat."])),
+        ws.path(),
+        "Remember the word kumquat.",
+        &["--records", &records_arg],
+    )
+    .await;
+    assert_eq!(
+        first.output.status.code(),
+        Some(0),
+        "{}",
+        first.transcript()
+    );
+    let run_id = first.events[0]["run_id"].as_str().unwrap().to_owned();
+    let session = first.of("session_started")[0]["session_id"].clone();
+    let script = Script::new().then_when(
+        |r| r.json().to_string().contains("Noted: kumquat."),
+        Reply::text_stream(["The word was kumquat."]),
+    );
+    let second = run(
+        script,
+        ws.path(),
+        "Which word?",
+        &["--records", &records_arg, "--resume", &run_id],
+    )
+    .await;
+    assert_eq!(
+        second.output.status.code(),
+        Some(0),
+        "{}",
+        second.transcript()
+    );
+    assert_eq!(second.of("session_started")[0]["session_id"], session);
+    assert_eq!(second.finished()["final_text"], "The word was kumquat.");
+    // The upstream saw the earlier turn, then the new prompt.
+    let body = second.upstream.requests()[0].json().to_string();
+    let earlier = body.find("Remember the word kumquat.").unwrap();
+    let now = body.find("Which word?").unwrap();
+    assert!(earlier < now, "{body:.400}");
+}

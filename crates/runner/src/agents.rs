@@ -97,13 +97,13 @@ pub static REGISTRY: [AgentSpec; 3] = [
         host_tool_prefix: switchyard_backend::claude::HOST_TOOL_PREFIX,
         caps: Capabilities {
             protocols: false,
-            resume: false,
+            resume: true,
             max_turns: false,
             approval_modes: false,
             direct_endpoint: false,
         },
         binary_flag: "--claude-binary",
-        session_state: None,
+        session_state: Some("config"),
         launch: crate::claude::launch,
     },
 ];

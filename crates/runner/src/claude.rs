@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use switchyard_backend::claude::launch::{ClaudeLaunchConfig, WORKSPACE_FILES, prepare};
+use switchyard_backend::claude::launch::{
+    CONFIG_DIR, ClaudeLaunchConfig, WORKSPACE_FILES, prepare,
+};
 use switchyard_backend::claude::run::{ClaudePlan, claude};
 use switchyard_backend::gemini::launch::Secret;
 use switchyard_events::event::RunStarted;
@@ -43,11 +45,25 @@ pub(crate) fn launch(start: Start<'_>, endpoint: &crate::agents::Endpoint<'_>) -
         gateway_key: Secret::new(guest_token),
         model: model.to_owned(),
         mcp: host_mcp,
-        resume: None,
+        resume: resolved.resume.as_ref().map(|(p, _)| p.session_id.clone()),
         host_env: std::env::vars_os().collect(),
         trust_workspace_config: resolved.trust_workspace_config,
     })
     .with_context(|| format!("preparing the run directory {}", run_dir.display()))?;
+    if let Some((_, state)) = &resolved.resume {
+        // The transcript lives under the config directory, keyed by the workspace path (the
+        // same `--workdir` is checked): Claude Code's `--resume` finds it there.
+        if state.is_dir() {
+            crate::gemini::copy_session_state(state, &launch.run_dir.join(CONFIG_DIR))
+                .with_context(|| format!("restoring the session state from {}", state.display()))?;
+        } else {
+            eprintln!(
+                "switchyard: the saved session state {} is missing; the guest will not find \
+                 the session",
+                state.display()
+            );
+        }
+    }
     let started = RunStarted {
         run_id: run_id.to_string(),
         agent: Agent::ClaudeCode.name().into(),
