@@ -4,8 +4,11 @@
 //!
 //! - `system/init` starts the session (it repeats at every turn in stream-json input mode:
 //!   only the first one is an event);
-//! - `assistant` carries one complete content block per line: `text` → `assistant_delta`,
-//!   `thinking` → `thought`, `tool_use` → `tool_call` (its id is the gateway's delivered id);
+//! - `stream_event` (`--include-partial-messages`) wraps the Messages stream: `text_delta` →
+//!   `assistant_delta`, `thinking_delta` → `thought`, as they arrive;
+//! - `assistant` carries one complete content block per line: `text` → `assistant_delta` (only
+//!   what the block's stream events did not carry already), `thinking` → `thought` (likewise),
+//!   `tool_use` → `tool_call` (its id is the gateway's delivered id);
 //! - `user` carries tool results (`tool_result` blocks) → `tool_result`;
 //! - `result` ends a prompt. Success is `is_error: false` with `terminal_reason` `completed`,
 //!   never the `subtype` (API failures arrive as `subtype: success`). A `-p` run can emit
@@ -38,10 +41,20 @@ pub const WITHOUT_MEANING: &[&str] = &[
     "rate_limit_event",
 ];
 
+/// The content block a stream has open: its message, its type, and the bytes of its text its
+/// deltas carried.
+#[derive(Debug)]
+struct OpenBlock {
+    message: String,
+    kind: String,
+    emitted: usize,
+}
+
 /// Stateful Claude Code → canonical mapping for one run (one session, any number of prompts).
 #[derive(Debug, Default)]
 pub struct ClaudeNormalizer {
     session: Option<String>,
+    open: Option<OpenBlock>,
     turns: Turns,
     /// Tool names by call id.
     tools: HashMap<String, String>,
@@ -166,6 +179,7 @@ impl ClaudeNormalizer {
                 ),
                 derived: false,
             })],
+            ("stream_event", _) => self.stream_event(raw),
             ("assistant", _) => self.assistant(raw),
             ("user", _) => self.user(raw),
             ("result", _) => self.result(raw),
@@ -189,35 +203,98 @@ impl ClaudeNormalizer {
         })]
     }
 
+    fn stream_event(&mut self, raw: &Value) -> Vec<Event> {
+        let Some(event) = raw.get("event") else {
+            return vec![self.unrecognized_line("a stream_event without its event", raw)];
+        };
+        match str_at(event, "/type").unwrap_or_default() {
+            "content_block_start" => {
+                self.open = Some(OpenBlock {
+                    message: str_at(raw, "/api_message_id")
+                        .unwrap_or_default()
+                        .to_owned(),
+                    kind: str_at(event, "/content_block/type")
+                        .unwrap_or_default()
+                        .to_owned(),
+                    emitted: 0,
+                });
+                Vec::new()
+            }
+            "content_block_delta" => {
+                let delta = event.get("delta").unwrap_or(&Value::Null);
+                let (kind, text) = match str_at(delta, "/type") {
+                    Some("text_delta") => ("text", str_at(delta, "/text")),
+                    Some("thinking_delta") => ("thinking", str_at(delta, "/thinking")),
+                    Some("input_json_delta" | "signature_delta") => return Vec::new(),
+                    _ => {
+                        return vec![
+                            self.unrecognized_line("a delta with no canonical mapping", raw),
+                        ];
+                    }
+                };
+                let text = text.unwrap_or_default();
+                match &mut self.open {
+                    Some(open) if open.kind == kind => open.emitted += text.len(),
+                    _ => {
+                        return vec![
+                            self.unrecognized_line("a delta of a block never started", raw),
+                        ];
+                    }
+                }
+                self.block_text(kind, text)
+            }
+            "content_block_stop" => {
+                self.open = None;
+                Vec::new()
+            }
+            "message_start" | "message_delta" | "message_stop" | "ping" => Vec::new(),
+            _ => vec![self.unrecognized_line("a stream event with no canonical mapping", raw)],
+        }
+    }
+
+    /// Text or thinking of the current turn.
+    fn block_text(&mut self, kind: &str, text: &str) -> Vec<Event> {
+        if text.is_empty() {
+            return Vec::new();
+        }
+        self.turns.begin_model_output();
+        if kind == "thinking" {
+            return vec![Event::Thought(Thought {
+                text: text.to_owned(),
+                turn: self.turns.turn,
+            })];
+        }
+        self.turns.push_text(text);
+        vec![Event::AssistantDelta(AssistantDelta {
+            text: text.to_owned(),
+            turn: self.turns.turn,
+        })]
+    }
+
+    /// What of a whole block's text its stream events did not carry.
+    fn rest_of<'t>(&mut self, message: Option<&str>, kind: &str, text: &'t str) -> &'t str {
+        match &mut self.open {
+            Some(open) if Some(open.message.as_str()) == message && open.kind == kind => {
+                let rest = text.get(open.emitted..).unwrap_or_default();
+                open.emitted = open.emitted.max(text.len());
+                rest
+            }
+            _ => text,
+        }
+    }
+
     fn assistant(&mut self, raw: &Value) -> Vec<Event> {
         let Some(content) = raw.pointer("/message/content").and_then(Value::as_array) else {
             return vec![self.unrecognized_line("an assistant message without content", raw)];
         };
+        let message = str_at(raw, "/message/id");
         let mut out = Vec::new();
         for block in content {
             match str_at(block, "/type") {
-                Some("text") => {
-                    let text = str_at(block, "/text").unwrap_or_default();
-                    if text.is_empty() {
-                        continue;
-                    }
-                    self.turns.begin_model_output();
-                    self.turns.push_text(text);
-                    out.push(Event::AssistantDelta(AssistantDelta {
-                        text: text.to_owned(),
-                        turn: self.turns.turn,
-                    }));
-                }
-                Some("thinking") => {
-                    let text = str_at(block, "/thinking").unwrap_or_default();
-                    if text.is_empty() {
-                        continue;
-                    }
-                    self.turns.begin_model_output();
-                    out.push(Event::Thought(Thought {
-                        text: text.to_owned(),
-                        turn: self.turns.turn,
-                    }));
+                Some(kind @ ("text" | "thinking")) => {
+                    let text = str_at(block, &format!("/{kind}")).unwrap_or_default();
+                    let rest = self.rest_of(message, kind, text);
+                    out.extend(self.block_text(kind, rest));
                 }
                 Some("tool_use") => {
                     let (Some(id), Some(name)) = (str_at(block, "/id"), str_at(block, "/name"))

@@ -184,3 +184,62 @@ fn unknown_lines_are_kept_and_counted_and_repeated_inits_are_quiet() {
     assert_eq!(n.unrecognized_text("garbage").kind(), "unrecognized");
     assert_eq!(n.unrecognized(), 3);
 }
+
+#[test]
+fn partial_messages_stream_text_and_the_whole_block_adds_only_the_rest() {
+    let mut n = ClaudeNormalizer::default();
+    n.prompt_sent("hi");
+    let se =
+        |event: Value| json!({"type": "stream_event", "api_message_id": "msg_1", "event": event});
+    let events = lines(
+        &mut n,
+        &[
+            init(),
+            se(json!({"type": "message_start", "message": {}})),
+            se(json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "text", "text": ""}})),
+            se(json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": "Runni"}})),
+            se(json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": "ng"}})),
+            // The whole block comes before its stop, with one more character than the deltas.
+            json!({"type": "assistant", "message": {"id": "msg_1",
+                "content": [{"type": "text", "text": "Running."}]}}),
+            se(json!({"type": "content_block_stop", "index": 0})),
+            se(json!({"type": "content_block_start", "index": 1,
+                "content_block": {"type": "tool_use", "id": "c1", "name": "Bash", "input": {}}})),
+            se(json!({"type": "content_block_delta", "index": 1,
+                "delta": {"type": "input_json_delta", "partial_json": "{}"}})),
+            json!({"type": "assistant", "message": {"id": "msg_1",
+                "content": [{"type": "tool_use", "id": "c1", "name": "Bash", "input": {"command": "ls"}}]}}),
+            se(json!({"type": "content_block_stop", "index": 1})),
+            se(json!({"type": "message_stop"})),
+            se(json!({"type": "brand_new_event"})),
+        ],
+    );
+    let deltas: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::AssistantDelta(d) => Some(d.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas, ["Runni", "ng", "."]);
+    let kinds: Vec<&str> = events.iter().map(Event::kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            "session_started",
+            "assistant_delta",
+            "assistant_delta",
+            "assistant_delta",
+            "assistant_message",
+            "tool_call",
+            "unrecognized"
+        ]
+    );
+    let Event::AssistantMessage(message) = &events[4] else {
+        panic!()
+    };
+    assert_eq!(message.text, "Running.");
+}

@@ -14,8 +14,8 @@
 //!   compact JSON), `thinking` blocks are never sent upstream, except that with
 //!   [`ProviderOptions::echo_reasoning`] one the gateway wrote ([`THINKING_SIGNATURE`]) goes
 //!   back as the message's `reasoning_content`.
-//! * User turns: `tool_result` blocks become tool messages in order (text joined; `is_error`
-//!   prefixes `Error: `), then one user message with the results' images (each result's after a
+//! * User turns: `tool_result` blocks become tool messages in the order of the calls they
+//!   answer (text joined; `is_error` prefixes `Error: `), then one user message with the results' images (each result's after a
 //!   line naming its call) and the turn's own text and images.
 //! * Images are base64 (what Claude Code sends); PNG is re-encoded as lossless WebP
 //!   (`png_pass`).
@@ -619,6 +619,18 @@ impl Pass<'_, '_> {
                 parts.own.push(part);
             }
         }
+        // In the order of the calls they answer (Claude Code lists results as its tools
+        // finish, and runs read-only tools concurrently): the model's order, as the Google
+        // ingress sends them too.
+        let order = |message: &ChatMessage| match message {
+            ChatMessage::Tool { tool_call_id, .. } => self
+                .call_names
+                .iter()
+                .rposition(|(id, _)| id == tool_call_id)
+                .unwrap_or(usize::MAX),
+            _ => usize::MAX,
+        };
+        parts.tool_messages.sort_by_key(order);
         out.append(&mut parts.tool_messages);
         let mut user = parts.tool_media;
         user.append(&mut parts.own);

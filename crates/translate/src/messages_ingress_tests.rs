@@ -47,10 +47,11 @@ fn parallel_history() -> Value {
                  "input": {"command": "echo one", "_switchyard_call": "secret"}},
                 {"type": "tool_use", "id": "toolu_B", "name": "Bash", "input": {"command": "echo two"}},
             ]},
+            // Results as the guest's tools finished: B first.
             {"role": "user", "content": [
-                {"tool_use_id": "toolu_A", "type": "tool_result", "content": "one", "is_error": false},
                 {"tool_use_id": "toolu_B", "type": "tool_result", "content": "no such file",
                  "is_error": true, "cache_control": {"type": "ephemeral"}},
+                {"tool_use_id": "toolu_A", "type": "tool_result", "content": "one", "is_error": false},
             ]},
         ],
         "tools": [{"name": "Bash", "description": "Run a command", "input_schema": {
@@ -132,11 +133,11 @@ fn a_parallel_history_keeps_ids_order_system_turns_and_errors() {
         prepared.tool_result_ids,
         [
             (
-                "toolu_A".to_owned(),
+                "toolu_B".to_owned(),
                 "messages[3].content[0].tool_use_id".to_owned()
             ),
             (
-                "toolu_B".to_owned(),
+                "toolu_A".to_owned(),
                 "messages[3].content[1].tool_use_id".to_owned()
             ),
         ]

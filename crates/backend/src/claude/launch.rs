@@ -18,7 +18,8 @@
 //!   tools); `CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS=1`: no server-side context edits;
 //! - `CLAUDE_CODE_MAX_RETRIES=0`: the gateway owns retries (its budget, its records);
 //! - `--permission-prompt-tool stdio`: every permission prompt is a `can_use_tool` control
-//!   request the host answers; `--input-format stream-json`: prompts and control on stdin.
+//!   request the host answers; `--input-format stream-json`: prompts and control on stdin;
+//!   `--include-partial-messages`: text and thinking as they stream, not a block at a time.
 
 use std::ffi::OsString;
 use std::io;
@@ -170,6 +171,7 @@ pub fn prepare(config: &ClaudeLaunchConfig) -> io::Result<PreparedClaude> {
         "--output-format",
         "stream-json",
         "--verbose",
+        "--include-partial-messages",
         "--permission-prompt-tool",
         "stdio",
         "--strict-mcp-config",
