@@ -83,6 +83,25 @@ pub fn apply(normalizer: &mut ClaudeNormalizer, note: &Note) -> Vec<Event> {
     }
 }
 
+/// The events and outcome a note transcript maps to, `run_finished` included (its `exit` and
+/// `fallback_message` as the run saw them): the fixtures of `switchyard-dev capture --agent
+/// claude-code` replay through it.
+pub fn replay(
+    notes: impl IntoIterator<Item = Note>,
+    expected_prompts: u32,
+    exit: GuestExit,
+    fallback_message: Option<&str>,
+) -> (Vec<Event>, RunOutcome) {
+    let mut normalizer = ClaudeNormalizer::default();
+    let mut events = Vec::new();
+    for note in notes {
+        events.extend(apply(&mut normalizer, &note));
+    }
+    let (end, outcome) = normalizer.finish(expected_prompts, exit, fallback_message);
+    events.extend(end);
+    (events, outcome)
+}
+
 /// Claude Code's notes → canonical events and outcome.
 pub struct ClaudeMapping {
     normalizer: ClaudeNormalizer,

@@ -50,6 +50,9 @@ pub struct CaptureArgs {
     /// The sealed OpenCode install to capture from (`--agent opencode`).
     #[arg(long)]
     pub opencode_prefix: Option<PathBuf>,
+    /// The sealed Claude Code install to capture from (`--agent claude-code`).
+    #[arg(long)]
+    pub claude_prefix: Option<PathBuf>,
 }
 
 /// One capture scenario.
@@ -179,6 +182,9 @@ pub fn scenarios() -> Vec<Scenario> {
 pub async fn run(args: CaptureArgs) -> Result<u8> {
     if args.agent == switchyard_runner::Agent::Opencode {
         return run_opencode(args).await;
+    }
+    if args.agent == switchyard_runner::Agent::ClaudeCode {
+        return run_claude(args).await;
     }
     if args.protocol == switchyard_runner::ProtocolArg::Acp {
         return run_acp(args).await;
@@ -631,6 +637,41 @@ async fn run_opencode(args: CaptureArgs) -> Result<u8> {
         eprintln!("capturing {} (opencode) ...", s.name);
         let outcome =
             super::capture_opencode::capture_one(s, &install.entry, &out.join(s.name)).await?;
+        eprintln!("  {outcome}");
+    }
+    write_index_of(&out, package, version)?;
+    Ok(0)
+}
+
+/// `--agent claude-code`: the Claude Code scenarios into `fixtures/claude-code/VERSION/`.
+async fn run_claude(args: CaptureArgs) -> Result<u8> {
+    let all = super::capture_claude::scenarios();
+    if args.list {
+        for s in &all {
+            println!("{:<14} {}", s.name, s.about);
+        }
+        return Ok(0);
+    }
+    let agent = switchyard_runner::Agent::ClaudeCode;
+    let (package, version) = agent.pin();
+    let prefix = args
+        .claude_prefix
+        .clone()
+        .unwrap_or_else(|| switchyard_runner::agents::spec(agent).default_prefix());
+    let prefix = std::fs::canonicalize(&prefix)
+        .with_context(|| format!("Claude Code install {}", prefix.display()))?;
+    let install = switchyard_backend::install::verify(&prefix, package, version)
+        .with_context(|| format!("verifying the Claude Code install at {}", prefix.display()))?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(super::capture_claude::DEFAULT_OUT));
+    let selected = select(&all, &args.scenarios, |s| s.name)?;
+    std::fs::create_dir_all(&out)?;
+    for s in selected {
+        eprintln!("capturing {} (claude-code) ...", s.name);
+        let outcome =
+            super::capture_claude::capture_one(s, &install.entry, &out.join(s.name)).await?;
         eprintln!("  {outcome}");
     }
     write_index_of(&out, package, version)?;

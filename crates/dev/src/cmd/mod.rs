@@ -4,6 +4,7 @@ pub mod bench;
 pub mod bench_opencode;
 pub mod capture;
 pub mod capture_acp;
+pub mod capture_claude;
 pub mod capture_opencode;
 pub mod capture_upstream;
 pub mod demo;

@@ -134,11 +134,10 @@ impl Ingress for Messages {
         })
     }
 
-    fn reasoning(self, state: &AppState) -> (bool, bool) {
-        // Thinking blocks are the guest's own way to carry reasoning (kept in its history,
-        // signature included): shown when the gateway forwards reasoning, never hidden in a
-        // call's signature.
-        (state.config.translation.forward_reasoning, false)
+    fn reasoning(self, _state: &AppState) -> (bool, bool) {
+        // The guest's API carries reasoning itself (thinking blocks, kept in its history with
+        // their signature and sent back), as Chat's `reasoning_content` does.
+        (true, false)
     }
 
     fn render(self, response_id: &str, _include_usage: bool) -> MessagesRender {
