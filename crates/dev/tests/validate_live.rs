@@ -1,5 +1,5 @@
-//! `switchyard-dev validate` offline: the real, pinned Gemini CLI (headless and over ACP) and
-//! OpenCode against the scripted model pass every check, and a scripted model broken on purpose fails with a report
+//! `switchyard-dev validate` offline: the real, pinned Gemini CLI (headless and over ACP),
+//! OpenCode and Claude Code against the scripted model pass every check, and a scripted model broken on purpose fails with a report
 //! that names the broken check.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,6 +20,10 @@ fn validate_in(out: &tempfile::TempDir, extra: &[&str]) -> (Option<i32>, Value, 
         cmd.args(["validate", "--timeout", "120"])
             .arg("--opencode-binary")
             .arg(common::sealed_opencode());
+    } else if extra.contains(&"claude-code") {
+        cmd.args(["validate", "--timeout", "120"])
+            .arg("--claude-binary")
+            .arg(common::sealed_claude_code());
     } else {
         cmd.args(["validate", "--agent", "gemini-cli", "--timeout", "120"])
             .arg("--gemini-binary")
@@ -61,6 +65,11 @@ fn over_acp_the_fixture_passes_offline_with_its_evidence() {
 #[test]
 fn with_opencode_the_fixture_passes_offline_with_its_evidence() {
     passes_offline(&["--agent", "opencode"]);
+}
+
+#[test]
+fn with_claude_code_the_fixture_passes_offline_with_its_evidence() {
+    passes_offline(&["--agent", "claude-code"]);
 }
 
 fn passes_offline(extra: &[&str]) {

@@ -20,6 +20,15 @@ pub fn sealed_prefix() -> PathBuf {
 }
 
 /// The pinned OpenCode install.
+pub fn sealed_claude_code() -> PathBuf {
+    use switchyard_backend::claude::{PACKAGE, VERSION};
+    sealed(
+        switchyard_testkit::guest::claude_code_prefix(),
+        PACKAGE,
+        VERSION,
+    )
+}
+
 pub fn sealed_opencode() -> PathBuf {
     use switchyard_backend::opencode::{PACKAGE, VERSION};
     sealed(
