@@ -209,6 +209,9 @@ pub struct BenchReport {
     pub records: RecordsReport,
     /// The Chat Completions ingress (OpenCode's request), direct vs through the gateway.
     pub chat: ChatIngressReport,
+    /// The Messages ingress (Claude Code's request): the Chat request it becomes sent direct,
+    /// vs the Messages request through the gateway.
+    pub messages: ChatIngressReport,
     /// The gateway's own memory, measured in a separate process (when enabled).
     pub gateway_process: Option<ProcessMemory>,
     /// Why the separate-process measurement could not be made (the rest of the report stands).
@@ -432,6 +435,18 @@ impl std::fmt::Display for BenchReport {
         for (name, pair) in [
             ("chat latency unary (us)", &self.chat.latency_unary),
             ("chat latency stream (us)", &self.chat.latency_stream),
+        ] {
+            write_percentile_rows(f, name, pair.direct, pair.gateway)?;
+        }
+        writeln!(
+            f,
+            "Messages ingress (Claude Code 2.1.332's first request, {} bytes, through \
+             /v1/messages; direct: the Chat request it becomes, straight to the upstream)",
+            self.messages.request_bytes
+        )?;
+        for (name, pair) in [
+            ("messages latency unary (us)", &self.messages.latency_unary),
+            ("messages latency stream (us)", &self.messages.latency_stream),
         ] {
             write_percentile_rows(f, name, pair.direct, pair.gateway)?;
         }
@@ -680,6 +695,15 @@ impl Target {
         Self {
             url: format!("{base_url}/v1/chat/completions"),
             body: chat_body,
+            records: None,
+        }
+    }
+
+    /// A Messages request through the gateway's ingress at `base_url`.
+    fn messages_via_gateway(base_url: &str, body: Bytes) -> Self {
+        Self {
+            url: format!("{base_url}/v1/messages?beta=true"),
+            body,
             records: None,
         }
     }
@@ -1137,6 +1161,39 @@ fn opencode_body(stream: bool) -> Result<Bytes, BenchError> {
         .map_err(|e| BenchError::Translate(e.to_string()))
 }
 
+/// Claude Code's first request (streamed as it sends it, or not), and the Chat request the
+/// gateway makes of it (what the direct series sends).
+fn claude_code_bodies(stream: bool) -> Result<(Bytes, Bytes), BenchError> {
+    use switchyard_translate::messages_ingress::{
+        MessagesIngressOptions, parse_messages_request, prepare_messages_request,
+    };
+    let fail = |e: &dyn std::fmt::Display| BenchError::Translate(e.to_string());
+    let mut body: serde_json::Value =
+        serde_json::from_slice(switchyard_testkit::fixtures::CLAUDE_CODE_FIRST_REQUEST)
+            .map_err(|e| fail(&e))?;
+    body["model"] = BENCH_MODEL.into();
+    body["stream"] = stream.into();
+    let messages = serde_json::to_vec(&body).map_err(|e| fail(&e))?;
+    let options = MessagesIngressOptions {
+        upstream_model: BENCH_MODEL.into(),
+        provider: switchyard_translate::ProviderOptions::default(),
+        strip: None,
+        convert_on_miss: true,
+    };
+    let mut prepared = parse_messages_request(&messages)
+        .and_then(|r| prepare_messages_request(r, &options, None))
+        .map_err(|e| fail(&e))?;
+    switchyard_translate::plan::apply(
+        &mut prepared.chat,
+        &options.provider,
+        &mut prepared.report,
+        switchyard_translate::plan::Schemas::Guest,
+    )
+    .map_err(|e| fail(&e))?;
+    let chat = serde_json::to_vec(&prepared.chat).map_err(|e| fail(&e))?;
+    Ok((Bytes::from(messages), Bytes::from(chat)))
+}
+
 fn chat_body(stream: bool) -> Result<Bytes, BenchError> {
     let request = switchyard_translate::parse_request(GEMINI_CLI_FIRST_REQUEST)
         .map_err(|e| BenchError::Translate(e.to_string()))?;
@@ -1340,6 +1397,23 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
             report.chat.latency_stream = pair;
         } else {
             report.chat.latency_unary = pair;
+        }
+    }
+    eprintln!("bench: Messages ingress (Claude Code's request)...");
+    report.messages.request_bytes = switchyard_testkit::fixtures::CLAUDE_CODE_FIRST_REQUEST.len();
+    for (stream, upstream, gateway) in [
+        (false, &unary_upstream, &unary_gateway),
+        (true, &stream_upstream, &stream_gateway),
+    ] {
+        let (messages, chat) = claude_code_bodies(stream)?;
+        let direct = Target::direct(&upstream.base_url(), chat);
+        let via = Target::messages_via_gateway(&gateway.base_url(), messages);
+        let [direct, gateway] = latency_rounds(&client, [&direct, &via], &options).await?;
+        let pair = Pair { direct, gateway };
+        if stream {
+            report.messages.latency_stream = pair;
+        } else {
+            report.messages.latency_unary = pair;
         }
     }
 

@@ -11,6 +11,13 @@ pub const GEMINI_CLI_FIRST_REQUEST: &[u8] =
 pub const OPENCODE_FIRST_REQUEST: &[u8] =
     include_bytes!("../data/opencode-1.18.33-first-request.json");
 
+/// The first Messages request Claude Code 2.1.332 sent in a run through the gateway (~90 KB:
+/// the system prompt, the system turn and 21 tool declarations inline, under the launch's
+/// settings), as the run's records kept it (`guest_request`), the workspace and run paths
+/// replaced by `/workspace` and `/run`.
+pub const CLAUDE_CODE_FIRST_REQUEST: &[u8] =
+    include_bytes!("../data/claude-code-2.1.332-first-request.json");
+
 /// An 8-bit RGB PNG of `pixels` (3 bytes each, row by row).
 pub fn rgb_png(width: u32, height: u32, pixels: &[u8]) -> Result<Vec<u8>, png::EncodingError> {
     let mut out = Vec::new();
