@@ -65,6 +65,7 @@ fn nothing_real_claude_code_sent_is_unrecognized() {
         "text",
         "two_prompts",
         "tool_read",
+        "read_pdf",
         "tool_parallel",
         "bash_rejected",
         "reasoning",

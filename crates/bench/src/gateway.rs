@@ -446,7 +446,10 @@ impl std::fmt::Display for BenchReport {
         )?;
         for (name, pair) in [
             ("messages latency unary (us)", &self.messages.latency_unary),
-            ("messages latency stream (us)", &self.messages.latency_stream),
+            (
+                "messages latency stream (us)",
+                &self.messages.latency_stream,
+            ),
         ] {
             write_percentile_rows(f, name, pair.direct, pair.gateway)?;
         }

@@ -19,26 +19,28 @@ use common::{events, of_kind, output_of, ran, tools_dir, transcript};
 
 /// How the guest is driven.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Path3 {
+enum Guest {
     Headless,
     Acp,
     OpenCode,
+    Claude,
 }
 
-impl Path3 {
+impl Guest {
     /// `switchyard run` for this path, on `ws`, through the gateway to `upstream`.
     fn command(self, ws: &Path, upstream: &ChatUpstream, prompt: &str) -> Command {
         let mut cmd = match self {
-            Path3::Headless => common::gemini_run(ws, &upstream.base_url(), prompt),
-            Path3::Acp => {
+            Guest::Headless => common::gemini_run(ws, &upstream.base_url(), prompt),
+            Guest::Acp => {
                 let mut cmd = common::gemini_run(ws, &upstream.base_url(), prompt);
                 cmd.args(["--protocol", "acp"]);
                 cmd
             }
-            Path3::OpenCode => common::opencode_run(ws, &upstream.base_url(), prompt),
+            Guest::OpenCode => common::opencode_run(ws, &upstream.base_url(), prompt),
+            Guest::Claude => common::claude_run(ws, &upstream.base_url(), prompt),
         };
-        if self != Path3::OpenCode {
-            // `opencode_run` sets its own.
+        if matches!(self, Guest::Headless | Guest::Acp) {
+            // `opencode_run` and `claude_run` set their own.
             cmd.args(["--timeout", "90"]);
         }
         cmd
@@ -47,9 +49,13 @@ impl Path3 {
     /// A call of the guest's file-reading tool for `file` in `ws`.
     fn read(self, ws: &Path, file: &str) -> (&'static str, String) {
         match self {
-            Path3::OpenCode => (
+            Guest::OpenCode => (
                 "read",
                 json!({"filePath": ws.canonicalize().unwrap().join(file)}).to_string(),
+            ),
+            Guest::Claude => (
+                "Read",
+                json!({"file_path": ws.canonicalize().unwrap().join(file)}).to_string(),
             ),
             _ => ("read_file", json!({"file_path": file}).to_string()),
         }
@@ -59,7 +65,8 @@ impl Path3 {
     fn shell(self, command: &str) -> (&'static str, String) {
         let args = json!({"command": command, "description": "run it"}).to_string();
         match self {
-            Path3::OpenCode => ("bash", args),
+            Guest::OpenCode => ("bash", args),
+            Guest::Claude => ("Bash", args),
             _ => ("run_shell_command", args),
         }
     }
@@ -67,7 +74,8 @@ impl Path3 {
     /// The guest's name of the host tool `record`.
     fn record(self) -> &'static str {
         match self {
-            Path3::OpenCode => "switchyard_record",
+            Guest::OpenCode => "switchyard_record",
+            Guest::Claude => "mcp__switchyard__record",
             _ => "mcp_switchyard_record",
         }
     }
@@ -75,7 +83,7 @@ impl Path3 {
     /// Flags that let the guest run `command_prefix` in its shell.
     fn allowing_shell(self, command_prefix: &str, policy: &Path) -> Vec<String> {
         match self {
-            Path3::Headless => vec!["--approval-mode".into(), "yolo".into()],
+            Guest::Headless => vec!["--approval-mode".into(), "yolo".into()],
             _ => {
                 std::fs::write(
                     policy,
@@ -101,7 +109,7 @@ struct Run {
 }
 
 impl Run {
-    async fn of(path: Path3, script: Script, ws: &Path, prompt: &str, extra: &[String]) -> Run {
+    async fn of(path: Guest, script: Script, ws: &Path, prompt: &str, extra: &[String]) -> Run {
         let upstream = ChatUpstream::start(script).await.unwrap();
         let mut cmd = path.command(ws, &upstream, prompt);
         cmd.args(extra);
@@ -172,7 +180,7 @@ macro_rules! on_every_path {
 }
 
 /// A workspace with `a.txt` and `b.txt`, and the guest's read calls of them.
-fn two_files(path: Path3) -> (tempfile::TempDir, &'static str, String, String) {
+fn two_files(path: Guest) -> (tempfile::TempDir, &'static str, String, String) {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("a.txt"), "alpha-7\n").unwrap();
     std::fs::write(ws.path().join("b.txt"), "beta-9\n").unwrap();
@@ -184,14 +192,15 @@ fn two_files(path: Path3) -> (tempfile::TempDir, &'static str, String, String) {
 // ---------------------------------------------------------------------------------------------
 
 on_every_path!(ids_reused_across_turns:
-    ids_reused_across_turns_headless => Path3::Headless,
-    ids_reused_across_turns_acp => Path3::Acp,
-    ids_reused_across_turns_opencode => Path3::OpenCode,
+    ids_reused_across_turns_headless => Guest::Headless,
+    ids_reused_across_turns_acp => Guest::Acp,
+    ids_reused_across_turns_opencode => Guest::OpenCode,
+    ids_reused_across_turns_claude => Guest::Claude,
 );
 
 /// A local server that restarts its ids every turn: each turn's call is delivered and run, and
 /// the upstream never sees one id twice in its history.
-async fn ids_reused_across_turns(path: Path3) {
+async fn ids_reused_across_turns(path: Guest) {
     let (ws, tool, a, b) = two_files(path);
     let script = Script::new()
         .then_when(
@@ -238,13 +247,14 @@ async fn ids_reused_across_turns(path: Path3) {
 // ---------------------------------------------------------------------------------------------
 
 on_every_path!(index_zero_parallel_calls:
-    index_zero_parallel_calls_headless => Path3::Headless,
-    index_zero_parallel_calls_acp => Path3::Acp,
-    index_zero_parallel_calls_opencode => Path3::OpenCode,
+    index_zero_parallel_calls_headless => Guest::Headless,
+    index_zero_parallel_calls_acp => Guest::Acp,
+    index_zero_parallel_calls_opencode => Guest::OpenCode,
+    index_zero_parallel_calls_claude => Guest::Claude,
 );
 
 /// Parallel calls sent whole, one chunk each, all at `index: 0`: both are delivered and run.
-async fn index_zero_parallel_calls(path: Path3) {
+async fn index_zero_parallel_calls(path: Guest) {
     let (ws, tool, a, b) = two_files(path);
     let script = Script::new()
         .then_when(
@@ -266,14 +276,15 @@ async fn index_zero_parallel_calls(path: Path3) {
 // ---------------------------------------------------------------------------------------------
 
 on_every_path!(float_argument_host_tool:
-    float_argument_host_tool_headless => Path3::Headless,
-    float_argument_host_tool_acp => Path3::Acp,
-    float_argument_host_tool_opencode => Path3::OpenCode,
+    float_argument_host_tool_headless => Guest::Headless,
+    float_argument_host_tool_acp => Guest::Acp,
+    float_argument_host_tool_opencode => Guest::OpenCode,
+    float_argument_host_tool_claude => Guest::Claude,
 );
 
 /// A host-tool call whose arguments hold floats (`90.0`, `1.0`), which the guest re-encodes
 /// (`90`, `1`): the call is the model's, and it runs once.
-async fn float_argument_host_tool(path: Path3) {
+async fn float_argument_host_tool(path: Guest) {
     let ws = tempfile::tempdir().unwrap();
     let tools = tools_dir();
     let args = r#"{"nonce":"f-1","angle":90.0,"scale":1.0}"#;
@@ -307,16 +318,19 @@ async fn float_argument_host_tool(path: Path3) {
 // ---------------------------------------------------------------------------------------------
 
 on_every_path!(rejected_host_call_claimed_from_the_shell:
-    rejected_host_call_claimed_from_the_shell_opencode => Path3::OpenCode,
+    rejected_host_call_claimed_from_the_shell_opencode => Guest::OpenCode,
+    rejected_host_call_claimed_from_the_shell_claude => Guest::Claude,
 );
 
 /// The policy rejects a host-tool call; the guest's shell then claims it over MCP with the
-/// token and the identity it finds in its home: refused, and the tool never runs. Only
-/// OpenCode has both a permission channel and the token where its shell can read it: headless
+/// token and the identity it finds in its home (Claude Code: the delivered call id its
+/// transcript keeps, named as Claude Code names it): refused, and the tool never runs. Only
+/// OpenCode and Claude Code have both a permission channel and the token where their shell can
+/// read it: headless
 /// Gemini CLI asks no permission, and over ACP the token travels in `session/new` only (never
 /// in the guest's environment or files), so no shell of the guest's can make this claim; the
 /// ledger's refusal itself is `binding`'s `a_rejected_call_is_never_admitted`.
-async fn rejected_host_call_claimed_from_the_shell(path: Path3) {
+async fn rejected_host_call_claimed_from_the_shell(path: Guest) {
     let ws = tempfile::tempdir().unwrap();
     std::fs::copy(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/host_tools/claim.py"),
@@ -387,8 +401,8 @@ async fn rejected_host_call_claimed_from_the_shell(path: Path3) {
 // ---------------------------------------------------------------------------------------------
 
 on_every_path!(skipped_call_does_not_stall_its_batch:
-    skipped_call_does_not_stall_its_batch_headless => Path3::Headless,
-    skipped_call_does_not_stall_its_batch_acp => Path3::Acp,
+    skipped_call_does_not_stall_its_batch_headless => Guest::Headless,
+    skipped_call_does_not_stall_its_batch_acp => Guest::Acp,
 );
 
 /// Two host calls in one turn, the first with arguments the guest refuses itself (Gemini CLI
@@ -396,7 +410,7 @@ on_every_path!(skipped_call_does_not_stall_its_batch:
 /// batch wait, the first is abandoned and recorded. OpenCode never skips a call: it sends every
 /// call it has permission for (the binding then refuses bad arguments itself), and a rejected
 /// permission ends its whole step, the other calls of the batch included.
-async fn skipped_call_does_not_stall_its_batch(path: Path3) {
+async fn skipped_call_does_not_stall_its_batch(path: Guest) {
     let ws = tempfile::tempdir().unwrap();
     let tools = tools_dir();
     let extra = vec![
@@ -445,14 +459,15 @@ async fn skipped_call_does_not_stall_its_batch(path: Path3) {
 // ---------------------------------------------------------------------------------------------
 
 on_every_path!(an_upstream_the_gateway_gives_up_on:
-    an_upstream_the_gateway_gives_up_on_headless => Path3::Headless,
-    an_upstream_the_gateway_gives_up_on_acp => Path3::Acp,
-    an_upstream_the_gateway_gives_up_on_opencode => Path3::OpenCode,
+    an_upstream_the_gateway_gives_up_on_headless => Guest::Headless,
+    an_upstream_the_gateway_gives_up_on_acp => Guest::Acp,
+    an_upstream_the_gateway_gives_up_on_opencode => Guest::OpenCode,
+    an_upstream_the_gateway_gives_up_on_claude => Guest::Claude,
 );
 
 /// A 200 whose stream carries nothing, every time: the gateway gives up, and the run ends as
 /// the provider's failure (exit 4), whatever the guest makes of it.
-async fn an_upstream_the_gateway_gives_up_on(path: Path3) {
+async fn an_upstream_the_gateway_gives_up_on(path: Guest) {
     let ws = tempfile::tempdir().unwrap();
     let r = Run::of(
         path,
@@ -471,14 +486,15 @@ async fn an_upstream_the_gateway_gives_up_on(path: Path3) {
 // ---------------------------------------------------------------------------------------------
 
 on_every_path!(an_answer_that_never_arrived:
-    an_answer_that_never_arrived_headless => Path3::Headless,
-    an_answer_that_never_arrived_acp => Path3::Acp,
-    an_answer_that_never_arrived_opencode => Path3::OpenCode,
+    an_answer_that_never_arrived_headless => Guest::Headless,
+    an_answer_that_never_arrived_acp => Guest::Acp,
+    an_answer_that_never_arrived_opencode => Guest::OpenCode,
+    an_answer_that_never_arrived_claude => Guest::Claude,
 );
 
 /// Every attempt's call is malformed: the model's answer never reaches the guest, so the run
 /// is no success, whatever the guest reports; the failure is the model's output.
-async fn an_answer_that_never_arrived(path: Path3) {
+async fn an_answer_that_never_arrived(path: Guest) {
     let ws = tempfile::tempdir().unwrap();
     let (tool, _) = path.read(ws.path(), "a.txt");
     let script = Script::always(Reply::malformed_tool_call_stream("call_bad", tool));
@@ -490,14 +506,15 @@ async fn an_answer_that_never_arrived(path: Path3) {
 }
 
 on_every_path!(a_first_prompt_whose_answer_never_arrived:
-    a_first_prompt_whose_answer_never_arrived_acp => Path3::Acp,
-    a_first_prompt_whose_answer_never_arrived_opencode => Path3::OpenCode,
+    a_first_prompt_whose_answer_never_arrived_acp => Guest::Acp,
+    a_first_prompt_whose_answer_never_arrived_opencode => Guest::OpenCode,
+    a_first_prompt_whose_answer_never_arrived_claude => Guest::Claude,
 );
 
 /// A session of two prompts: the first one's every attempt is malformed, so its answer never
 /// reaches the guest; the second is answered. The run is judged prompt by prompt: no success,
 /// and the failure is the model's output. (Headless runs take one prompt.)
-async fn a_first_prompt_whose_answer_never_arrived(path: Path3) {
+async fn a_first_prompt_whose_answer_never_arrived(path: Guest) {
     let ws = tempfile::tempdir().unwrap();
     let (tool, _) = path.read(ws.path(), "a.txt");
     let script = Script::always(Reply::Dynamic(std::sync::Arc::new(move |r| {
@@ -528,15 +545,16 @@ async fn a_first_prompt_whose_answer_never_arrived(path: Path3) {
 // ---------------------------------------------------------------------------------------------
 
 on_every_path!(a_pdf_read_by_the_agent:
-    a_pdf_read_by_the_agent_headless => Path3::Headless,
-    a_pdf_read_by_the_agent_acp => Path3::Acp,
-    a_pdf_read_by_the_agent_opencode => Path3::OpenCode,
+    a_pdf_read_by_the_agent_headless => Guest::Headless,
+    a_pdf_read_by_the_agent_acp => Guest::Acp,
+    a_pdf_read_by_the_agent_opencode => Guest::OpenCode,
+    a_pdf_read_by_the_agent_claude => Guest::Claude,
 );
 
 /// The agent reads a PDF, then another file, then answers: the document never fails a request
 /// (Gemini CLI resends it with its history every turn), and a provider that cannot read PDFs
 /// (profile `vllm`) is sent a placeholder naming it instead of the bytes.
-async fn a_pdf_read_by_the_agent(path: Path3) {
+async fn a_pdf_read_by_the_agent(path: Guest) {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(
         ws.path().join("quarterly.pdf"),
@@ -575,12 +593,14 @@ async fn a_pdf_read_by_the_agent(path: Path3) {
             !body.contains("JVBERi0"),
             "the PDF's bytes never go upstream"
         );
-        if path != Path3::OpenCode {
-            // OpenCode 1.18.33 replaces the PDF itself (fixture read_pdf); Gemini CLI sends it.
-            assert!(
-                body.contains("[attachment not forwarded: application/pdf attachment of 593 bytes from the result of read_file"),
-                "{body}"
+        if path != Guest::OpenCode {
+            // OpenCode 1.18.33 replaces the PDF itself (fixture read_pdf); Gemini CLI and
+            // Claude Code send it.
+            let placeholder = format!(
+                "[attachment not forwarded: application/pdf attachment of 593 bytes from the \
+                 result of {tool}"
             );
+            assert!(body.contains(&placeholder), "{body}");
         }
     }
 }
@@ -588,15 +608,16 @@ async fn a_pdf_read_by_the_agent(path: Path3) {
 // ---------------------------------------------------------------------------------------------
 
 on_every_path!(a_hostile_workspace:
-    a_hostile_workspace_headless => Path3::Headless,
-    a_hostile_workspace_acp => Path3::Acp,
-    a_hostile_workspace_opencode => Path3::OpenCode,
+    a_hostile_workspace_headless => Guest::Headless,
+    a_hostile_workspace_acp => Guest::Acp,
+    a_hostile_workspace_opencode => Guest::OpenCode,
+    a_hostile_workspace_claude => Guest::Claude,
 );
 
 /// A workspace whose agent configuration declares MCP servers, hooks and commands that write
 /// markers, and base URLs at a trap server: the run succeeds, nothing of it runs, no traffic
 /// goes to the trap, and the run says what it found.
-async fn a_hostile_workspace(path: Path3) {
+async fn a_hostile_workspace(path: Guest) {
     let ws = tempfile::tempdir().unwrap();
     let markers = tempfile::tempdir().unwrap();
     let trap = ChatUpstream::start(Script::always(Reply::text_stream(["trapped"])))
@@ -661,7 +682,12 @@ async fn a_hostile_workspace(path: Path3) {
         .map(|e| e["path"].as_str().unwrap_or_default())
         .collect();
     let expected: &[&str] = match path {
-        Path3::OpenCode => &["opencode.json", ".opencode"],
+        Guest::OpenCode => &["opencode.json", ".opencode"],
+        Guest::Claude => &[
+            ".claude/settings.json",
+            ".claude/settings.local.json",
+            ".mcp.json",
+        ],
         _ => &[
             ".gemini/settings.json",
             ".gemini/.env",
@@ -673,7 +699,8 @@ async fn a_hostile_workspace(path: Path3) {
     let settings = &r.kind("workspace_config_ignored")[0];
     let keys = settings["keys"].to_string();
     let named = match path {
-        Path3::OpenCode => "mcp.evil",
+        Guest::OpenCode => "mcp.evil",
+        Guest::Claude => "env.ANTHROPIC_BASE_URL",
         _ => "mcpServers.evil",
     };
     assert!(keys.contains(named), "{keys}");
@@ -706,7 +733,7 @@ async fn a_trusted_workspace_config_starts_its_mcp_server() {
         (true, vec!["--trust-workspace-config".to_owned()]),
     ] {
         let _ = std::fs::remove_file(&marker);
-        let r = Run::of(Path3::Headless, script.clone(), ws.path(), "hello", &extra).await;
+        let r = Run::of(Guest::Headless, script.clone(), ws.path(), "hello", &extra).await;
         r.assert_succeeded();
         assert_eq!(
             marker.exists(),
@@ -721,13 +748,14 @@ async fn a_trusted_workspace_config_starts_its_mcp_server() {
 // ---------------------------------------------------------------------------------------------
 
 on_every_path!(a_stdin_gap_longer_than_the_inactivity_limit:
-    a_stdin_gap_longer_than_the_inactivity_limit_acp => Path3::Acp,
-    a_stdin_gap_longer_than_the_inactivity_limit_opencode => Path3::OpenCode,
+    a_stdin_gap_longer_than_the_inactivity_limit_acp => Guest::Acp,
+    a_stdin_gap_longer_than_the_inactivity_limit_opencode => Guest::OpenCode,
+    a_stdin_gap_longer_than_the_inactivity_limit_claude => Guest::Claude,
 );
 
 /// While the host owes the next prompt, the guest's silence is no inactivity; the clock runs
 /// again from the moment the prompt is sent. (Headless runs take no stdin prompts.)
-async fn a_stdin_gap_longer_than_the_inactivity_limit(path: Path3) {
+async fn a_stdin_gap_longer_than_the_inactivity_limit(path: Guest) {
     let ws = tempfile::tempdir().unwrap();
     let upstream = ChatUpstream::start(Script::always(Reply::Dynamic(std::sync::Arc::new(|r| {
         Reply::text_stream([format!("You said: {}", common::last_user_text(r).trim())])
@@ -751,9 +779,10 @@ async fn a_stdin_gap_longer_than_the_inactivity_limit(path: Path3) {
 // ---------------------------------------------------------------------------------------------
 
 on_every_path!(a_setsid_grandchild_is_gone_after_the_run:
-    a_setsid_grandchild_is_gone_after_the_run_headless => Path3::Headless,
-    a_setsid_grandchild_is_gone_after_the_run_acp => Path3::Acp,
-    a_setsid_grandchild_is_gone_after_the_run_opencode => Path3::OpenCode,
+    a_setsid_grandchild_is_gone_after_the_run_headless => Guest::Headless,
+    a_setsid_grandchild_is_gone_after_the_run_acp => Guest::Acp,
+    a_setsid_grandchild_is_gone_after_the_run_opencode => Guest::OpenCode,
+    a_setsid_grandchild_is_gone_after_the_run_claude => Guest::Claude,
 );
 
 /// Processes whose command line is exactly `words`.
@@ -771,7 +800,7 @@ fn processes_running(words: &[&str]) -> Vec<i32> {
 
 /// A shell call that starts a process in a session of its own: the group kill cannot reach it,
 /// the run still ends it.
-async fn a_setsid_grandchild_is_gone_after_the_run(path: Path3) {
+async fn a_setsid_grandchild_is_gone_after_the_run(path: Guest) {
     let ws = tempfile::tempdir().unwrap();
     let seconds = format!("{}", 700_000 + std::process::id() % 100_000 + path as u32);
     // A script, so the command the policy sees is plain (no redirections).

@@ -18,12 +18,13 @@
 //!   answer (text joined; `is_error` prefixes `Error: `), then one user message with the results' images (each result's after a
 //!   line naming its call) and the turn's own text and images.
 //! * Images are base64 (what Claude Code sends); PNG is re-encoded as lossless WebP
-//!   (`png_pass`).
+//!   (`png_pass`). A base64 `document` (its `Read` of a PDF) follows [`crate::attachment`]: a
+//!   file part where the provider takes one, else text or a placeholder the model sees.
 //! * `tool_choice` `auto`/`any`/`tool`/`none` map to Chat's, `disable_parallel_tool_use` to
 //!   `parallel_tool_calls: false`; `thinking` and `output_config.effort` become
 //!   `reasoning_effort` (the upstream plan drops it where the provider takes none).
-//! * Block types, sources and options Claude Code 2.1.332 was never seen sending (documents,
-//!   links, `redacted_thinking`, server tools) are typed errors, not guesses.
+//! * Block types, sources and options Claude Code 2.1.332 was never seen sending (links,
+//!   `redacted_thinking`, server tools) are typed errors, not guesses.
 //!
 //! The call ids of the history and of the tool results are handed back for the gateway's
 //! call-id ledger, as on the other ingresses.
@@ -33,6 +34,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Number, Value, json};
 
+use crate::attachment::{self, Origin};
 use crate::error::TranslateError;
 use crate::image::PngConversion;
 use crate::image_cache::ConversionCache;
@@ -615,7 +617,7 @@ impl Pass<'_, '_> {
             if block.kind == "tool_result" {
                 self.tool_result(block, &block_path, &mut parts)?;
             } else {
-                let part = self.media_or_text(block, &block_path)?;
+                let part = self.media_or_text(block, &block_path, Origin::Message)?;
                 parts.own.push(part);
             }
         }
@@ -688,7 +690,11 @@ impl Pass<'_, '_> {
                     let inner_path = format!("{path}.content[{ci}]");
                     unknown(&inner.extra, &format!("{inner_path}."))?;
                     self.note_cache(inner.cache_control.as_ref());
-                    match self.media_or_text(inner, &inner_path)? {
+                    let origin = Origin::ToolResult {
+                        name: &name,
+                        id: &id,
+                    };
+                    match self.media_or_text(inner, &inner_path, origin)? {
                         ContentPart::Text { text } => texts.push(text),
                         other => media.push(other),
                     }
@@ -721,11 +727,12 @@ impl Pass<'_, '_> {
         Ok(())
     }
 
-    /// A `text` or `image` block as the part it goes upstream as.
+    /// A `text`, `image` or `document` block as the part it goes upstream as.
     fn media_or_text(
         &mut self,
         block: GuestBlock,
         path: &str,
+        origin: Origin<'_>,
     ) -> Result<ContentPart, TranslateError> {
         match block.kind.as_str() {
             "text" => {
@@ -738,6 +745,26 @@ impl Pass<'_, '_> {
                 only_fields(&block, &["source"], path)?;
                 let source = source_of(block.source, path)?;
                 self.image(source, &format!("{path}.source"))
+            }
+            "document" => {
+                // Claude Code's `Read` of a PDF (fixture `read_pdf`): the attachment rules.
+                only_fields(&block, &["source"], path)?;
+                let source = source_of(block.source, path)?;
+                let source_path = format!("{path}.source");
+                match (source.kind.as_str(), source.media_type, source.data) {
+                    ("base64", Some(mime), Some(data)) => Ok(attachment::inline(
+                        &mime,
+                        &data,
+                        origin,
+                        &self.options.provider,
+                        &mut self.report,
+                        &source_path,
+                    )),
+                    (kind, ..) => Err(invalid(
+                        source_path,
+                        format!("a `{kind}` document source needs media_type and data"),
+                    )),
+                }
             }
             other => Err(unsupported(path, format!("`{other}` block in a user turn"))),
         }

@@ -322,7 +322,7 @@ fn what_the_gateway_cannot_honour_is_a_typed_error() {
     let unknown_field = message(base(json!({"container": "x"})));
     assert!(unknown_field.contains("`container`"), "{unknown_field}");
     let unknown_block = message(json!({"model": "m", "max_tokens": 1, "messages": [
-        {"role": "user", "content": [{"type": "document", "source": {"type": "text", "data": "d"}}]},
+        {"role": "user", "content": [{"type": "search_result", "text": "x"}]},
     ]}));
     assert!(
         unknown_block.contains("messages[0].content[0]"),
@@ -338,4 +338,48 @@ fn what_the_gateway_cannot_honour_is_a_typed_error() {
     ]}));
     assert!(not_object.contains("input"), "{not_object}");
     assert!(message(json!({"model": "m", "messages": []})).contains("empty"));
+}
+
+#[test]
+fn a_read_pdf_follows_the_attachment_rules() {
+    use base64::Engine as _;
+    let pdf = base64::engine::general_purpose::STANDARD.encode(b"%PDF-1.4 tiny");
+    let body = json!({
+        "model": "m", "max_tokens": 10,
+        "messages": [
+            {"role": "user", "content": "read it"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_P", "name": "Read", "input": {"file_path": "/w/q.pdf"}},
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_P", "content": [
+                    {"type": "text", "text": "PDF file read: /w/q.pdf (13 bytes)"},
+                    {"type": "document", "source": {"type": "base64",
+                        "media_type": "application/pdf", "data": pdf}},
+                ]},
+            ]},
+        ],
+    });
+    // OpenAI's profile takes PDFs as a file part, after the line naming the call.
+    let openai = prepare(body.clone()).unwrap();
+    let ChatMessage::User {
+        content: UserContent::Parts(parts),
+        ..
+    } = &openai.chat.messages[3]
+    else {
+        panic!("{:?}", openai.chat.messages);
+    };
+    assert!(matches!(&parts[1], ContentPart::File { .. }), "{parts:?}");
+    // A local server's profile gets a placeholder naming the document and the call.
+    let mut local = options();
+    local.provider = crate::options::Profile::Vllm.options();
+    let vllm = prepare_with(body, &local).unwrap();
+    let text = serde_json::to_string(&vllm.chat.messages).unwrap();
+    assert!(!text.contains(&pdf), "the bytes never go upstream");
+    assert!(
+        text.contains(
+            "application/pdf attachment of 13 bytes from the result of Read (call toolu_P)"
+        ),
+        "{text}"
+    );
 }

@@ -46,6 +46,8 @@ pub enum Upstream {
     Text,
     /// Reads `a.txt`, then answers.
     ReadThenText,
+    /// Reads `quarterly.pdf`, then answers.
+    ReadPdfThenText,
     /// Reads `a.txt` twice (identical calls) and `b.txt` in one response.
     ParallelReads,
     /// Runs `touch made.txt` with Bash, then answers.
@@ -88,6 +90,11 @@ pub fn scenarios() -> Vec<ClaudeScenario> {
             "tool_read",
             "a Read inside the workspace (allowed without asking), then text",
             Upstream::ReadThenText,
+        ),
+        scenario(
+            "read_pdf",
+            "a Read of a PDF (a document block in its result), then text",
+            Upstream::ReadPdfThenText,
         ),
         scenario(
             "tool_parallel",
@@ -133,6 +140,12 @@ fn script(upstream: Upstream, ws: &Path) -> Script {
             .then_when(
                 first,
                 Reply::tool_calls_stream(&[("call_read", "Read", &read("a.txt"))], 8),
+            )
+            .then(then_text),
+        Upstream::ReadPdfThenText => Script::new()
+            .then_when(
+                first,
+                Reply::tool_calls_stream(&[("call_pdf", "Read", &read("quarterly.pdf"))], 8),
             )
             .then(then_text),
         Upstream::ParallelReads => Script::new()
@@ -204,6 +217,9 @@ impl PermissionHost for FixedAnswer {
 pub async fn capture_one(s: &ClaudeScenario, entry: &Path, dir: &Path) -> Result<String> {
     let (scratch, ws) = scratch()?;
     std::fs::write(ws.join("b.txt"), "beta\n")?;
+    if matches!(s.upstream, Upstream::ReadPdfThenText) {
+        std::fs::write(ws.join("quarterly.pdf"), switchyard_testkit::QUARTERLY_PDF)?;
+    }
     let ws = std::fs::canonicalize(&ws)?;
     let upstream = ChatUpstream::start(script(s.upstream, &ws)).await?;
     let token = switchyard_runner::random_token();
