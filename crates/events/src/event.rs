@@ -1,9 +1,9 @@
 //! Canonical events: one model for every backend.
 //!
 //! Each field's doc says where it comes from: `Source:` names the upstream field (for Gemini CLI:
-//! a stream-json field, and after `ACP:` the Agent Client Protocol field), `Derived:` says
-//! Switchyard computed it. Backends added later map their own wire fields into the same
-//! variants and document their sources here.
+//! a stream-json field, and after `ACP:` the Agent Client Protocol field; after `OpenCode:` and
+//! `Claude Code:` those guests' fields), `Derived:` says Switchyard computed it. Backends added
+//! later map their own wire fields into the same variants and document their sources here.
 
 use crate::outcome::{OutcomeStatus, RunError};
 use crate::tools::ToolCategory;
@@ -96,10 +96,11 @@ pub struct RunStarted {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionStarted {
     /// Source: stream-json `init.session_id`; ACP: the `session/new` answer's `sessionId` (or
-    /// the `--resume`d session's); OpenCode: the `POST /session` answer's `id`.
+    /// the `--resume`d session's); OpenCode: the `POST /session` answer's `id`; Claude Code:
+    /// the first `system/init`'s `session_id`.
     pub session_id: String,
-    /// Source: stream-json `init.model` (the configured model, not the routed one); ACP and
-    /// OpenCode: Derived, the model the run asked for.
+    /// Source: stream-json `init.model` (the configured model, not the routed one); Claude
+    /// Code: `system/init.model`; ACP and OpenCode: Derived, the model the run asked for.
     pub model: String,
 }
 
@@ -107,7 +108,8 @@ pub struct SessionStarted {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserMessage {
     /// Source: stream-json `message.content` with `role:"user"`; ACP: Derived, the text
-    /// Switchyard sent in `session/prompt`; OpenCode: Derived, the text sent in `prompt_async`.
+    /// Switchyard sent in `session/prompt`; OpenCode: Derived, the text sent in `prompt_async`;
+    /// Claude Code: Derived, the text of the `user` line written to its stdin.
     pub text: String,
 }
 
@@ -116,7 +118,9 @@ pub struct UserMessage {
 pub struct AssistantDelta {
     /// Source: stream-json `message.content` with `role:"assistant"`, `delta:true`; ACP:
     /// `agent_message_chunk.content.text`; OpenCode: `message.part.delta.delta` of a `text`
-    /// part, or the part of a `message.part.updated` text the deltas had not carried.
+    /// part, or the part of a `message.part.updated` text the deltas had not carried; Claude
+    /// Code: `stream_event` `text_delta.text`, or the part of an `assistant` line's `text`
+    /// block its deltas had not carried.
     pub text: String,
     /// Derived: 0-based model turn (a turn ends when tool results go back to the model).
     pub turn: u32,
@@ -136,7 +140,8 @@ pub struct AssistantMessage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Thought {
     /// Source: ACP `agent_thought_chunk.content.text` (Gemini CLI writes
-    /// `**<subject>**\n<description>`); OpenCode: the deltas (and rest) of a `reasoning` part.
+    /// `**<subject>**\n<description>`); OpenCode: the deltas (and rest) of a `reasoning` part;
+    /// Claude Code: `thinking_delta.thinking` (and the rest of a `thinking` block).
     pub text: String,
     /// Derived: 0-based model turn.
     pub turn: u32,
@@ -147,8 +152,9 @@ pub struct Thought {
 pub struct ToolCall {
     /// Source: stream-json `tool_use.tool_id` (`<name>__<id>`); ACP: `tool_call.toolCallId`, or
     /// the permission request's `toolCall.toolCallId` (a call that asks has no `tool_call`);
-    /// OpenCode: the tool part's `callID`. Each carries the id the gateway delivered the call
-    /// with (its own, unique in the run). Pairs with [`ToolResult::call_id`].
+    /// OpenCode: the tool part's `callID`; Claude Code: the `assistant` line's `tool_use.id`.
+    /// Each carries the id the gateway delivered the call with (its own, unique in the run).
+    /// Pairs with [`ToolResult::call_id`].
     pub call_id: String,
     /// Derived: the model's own id of the call (the upstream's `tool_calls[].id`), from the
     /// gateway's record of the delivered call (see [`crate::Delivered`]); without it, the
@@ -156,13 +162,14 @@ pub struct ToolCall {
     /// `<name>_<epochMs>_<n>`.
     pub model_call_id: String,
     /// Source: stream-json `tool_use.tool_name`; ACP: Derived from `call_id`, checked against
-    /// the gateway's delivered call; OpenCode: the tool part's `tool`.
+    /// the gateway's delivered call; OpenCode: the tool part's `tool`; Claude Code:
+    /// `tool_use.name`.
     pub tool_name: String,
     /// Derived: exact-whitelist category of `tool_name`.
     pub category: ToolCategory,
     /// Source: stream-json `tool_use.parameters`, verbatim; ACP: Derived, the arguments the
     /// gateway delivered (`null` without the gateway: ACP does not carry them); OpenCode: the
-    /// tool part's `state.input` once it runs.
+    /// tool part's `state.input` once it runs; Claude Code: `tool_use.input`, verbatim.
     pub arguments: Value,
     /// Derived: 0-based model turn.
     pub turn: u32,
@@ -180,13 +187,13 @@ pub enum ToolStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
     /// Source: stream-json `tool_result.tool_id`; ACP: `tool_call_update.toolCallId`; OpenCode:
-    /// the tool part's `callID`.
+    /// the tool part's `callID`; Claude Code: the `user` line's `tool_result.tool_use_id`.
     pub call_id: String,
     /// Derived: the tool name of the matching [`ToolCall`]; `None` if no call had this id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_name: Option<String>,
     /// Source: stream-json `tool_result.status`; ACP: `status` `completed` or `failed`;
-    /// OpenCode: `state.status` `completed` or `error`.
+    /// OpenCode: `state.status` `completed` or `error`; Claude Code: `tool_result.is_error`.
     pub status: ToolStatus,
     /// Source: stream-json `tool_result.output` (only present for string displays; the headless
     /// transport is lossy here); ACP: the text items of `content`, joined; OpenCode:
@@ -285,7 +292,7 @@ pub struct PermissionChoice {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Permission {
     /// Source: ACP `toolCall.toolCallId` (`<name>__<model call id>`); OpenCode: the request's
-    /// `id` (`per_…`).
+    /// `id` (`per_…`); Claude Code: the `can_use_tool` control request's `request_id`.
     pub tool_call_id: String,
     /// Derived: the model's own id of the delivered call it named (absent when refused as not
     /// delivered).
@@ -300,7 +307,8 @@ pub struct Permission {
     /// Derived: the delivered call's exact arguments (what the policy decided on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
-    /// Source: ACP `options`; OpenCode: Derived, its three replies (`once`, `always`,
+    /// Source: ACP `options`; Claude Code: Derived, its two behaviours (`allow`, `deny`);
+    /// OpenCode: Derived, its three replies (`once`, `always`,
     /// `reject`).
     pub options: Vec<PermissionChoice>,
     pub outcome: PermissionOutcome,
@@ -322,7 +330,8 @@ pub struct PromptFinished {
     pub prompt: u32,
     /// Source: the result's `stopReason` (`end_turn`, `cancelled`, `max_turn_requests`,
     /// `max_tokens`, `refusal`); absent when the prompt failed with a JSON-RPC error; OpenCode:
-    /// the last assistant message's `finish` (`stop`, `tool-calls`, `length`, …).
+    /// the last assistant message's `finish` (`stop`, `tool-calls`, `length`, …); Claude Code:
+    /// the `result`'s `stop_reason`, else its `terminal_reason`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
     /// Derived: the typed failure (a JSON-RPC error whose code is an HTTP status is the model
@@ -396,18 +405,21 @@ pub struct ErrorReport {
 pub struct Usage {
     /// Source: `result.stats.input_tokens` (prompt tokens, cached included); ACP:
     /// `_meta.quota.token_count.input_tokens`; OpenCode: the sum of `step-finish` parts'
-    /// `tokens.input + tokens.cache.read`.
+    /// `tokens.input + tokens.cache.read`; Claude Code: the sum of `result.usage`'s
+    /// `input_tokens + cache_read_input_tokens + cache_creation_input_tokens`.
     pub input_tokens: u64,
-    /// Source: `result.stats.cached`; OpenCode: `step-finish` `tokens.cache.read`.
+    /// Source: `result.stats.cached`; OpenCode: `step-finish` `tokens.cache.read`; Claude Code:
+    /// `result.usage.cache_read_input_tokens`.
     pub cached_tokens: u64,
     /// Source: `result.stats.output_tokens`; ACP: `_meta.quota.token_count.output_tokens`;
-    /// OpenCode: `step-finish` `tokens.output`.
+    /// OpenCode: `step-finish` `tokens.output`; Claude Code: `result.usage.output_tokens`.
     pub output_tokens: u64,
     /// Source: `result.stats.total_tokens`.
     pub total_tokens: u64,
     /// Source: `result.stats.tool_calls`; ACP: Derived, the tool calls seen.
     pub tool_calls: u64,
-    /// Source: `result.stats.duration_ms` (0 in the guest's error results).
+    /// Source: `result.stats.duration_ms` (0 in the guest's error results); Claude Code: the sum
+    /// of `result.duration_ms`.
     pub duration_ms: u64,
     /// Source: `result.stats.models.<name>.{input_tokens, cached, output_tokens, total_tokens}`;
     /// ACP: `_meta.quota.model_usage[].{model, token_count}`.
