@@ -10,7 +10,9 @@ use common::{UPSTREAM_MODEL, client, start, within};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use switchyard_gateway::GatewayHandle;
-use switchyard_testkit::chat_upstream::{Reply, Script, Step, Times};
+use switchyard_testkit::chat_upstream::{
+    Reply, Script, Step, StreamEvent, StreamReply, Times, chunk,
+};
 
 async fn messages(gw: &GatewayHandle, body: &Value) -> reqwest::Response {
     within(
@@ -321,4 +323,118 @@ async fn deferred_tools_are_refused_with_a_message_naming_defer_loading() {
     );
     assert!(upstream.requests().is_empty());
     gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_malformed_call_is_retried_and_never_delivered_when_it_stays_malformed() {
+    let script = Script::new()
+        .then(Reply::malformed_tool_call_stream("call_bad", "Read"))
+        .then(Reply::tool_calls_stream(
+            &[("call_good", "Read", r#"{"file_path":"a"}"#)],
+            3,
+        ));
+    let (upstream, gw) = start(script, |_| {}).await;
+    let answer = events(messages(&gw, &claude_request("go")).await).await;
+    let uses: Vec<&Value> = answer
+        .iter()
+        .filter(|(n, e)| n == "content_block_start" && e["content_block"]["type"] == "tool_use")
+        .map(|(_, e)| &e["content_block"])
+        .collect();
+    assert_eq!(uses.len(), 1, "{answer:?}");
+    assert_eq!(upstream.requests().len(), 2);
+    gw.shutdown().await.unwrap();
+
+    let always_bad = Script::new().step(
+        Step::once(Reply::malformed_tool_call_stream("call_bad", "Read")).times(Times::Always),
+    );
+    let (upstream, gw) = start(always_bad, |c| c.retries.malformed_retries = 1).await;
+    let answer = events(messages(&gw, &claude_request("go")).await).await;
+    assert!(
+        answer
+            .iter()
+            .all(|(_, e)| e["content_block"]["type"] != "tool_use"),
+        "never delivered: {answer:?}"
+    );
+    let (name, error) = answer.last().unwrap();
+    assert_eq!(name, "error", "{answer:?}");
+    assert_eq!(error["error"]["type"], "overloaded_error");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("could not be delivered"),
+        "{error}"
+    );
+    assert_eq!(
+        upstream.requests().len(),
+        2,
+        "1 attempt + 1 malformed retry"
+    );
+    gw.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn reasoning_is_a_thinking_block_and_comes_back_only_when_asked() {
+    let thinking_then_call = || {
+        Reply::Stream(StreamReply::new(vec![
+            StreamEvent::json(chunk::role()),
+            StreamEvent::json(chunk::reasoning("Let me look.")),
+            StreamEvent::json(chunk::tool_call(
+                0,
+                Some("up_1"),
+                Some("Read"),
+                r#"{"file_path":"a"}"#,
+            )),
+            StreamEvent::json(chunk::finish("tool_calls")),
+        ]))
+    };
+    for echo in [false, true] {
+        let script = Script::new()
+            .then(thinking_then_call())
+            .then(Reply::text_stream(["done"]));
+        let (upstream, gw) = start(script, |c| c.translation.echo_reasoning = echo).await;
+        let first = events(messages(&gw, &claude_request("go")).await).await;
+        let thinking: String = first
+            .iter()
+            .filter_map(|(_, e)| e["delta"]["thinking"].as_str())
+            .collect();
+        assert_eq!(thinking, "Let me look.");
+        let signature = first
+            .iter()
+            .find_map(|(_, e)| e["delta"]["signature"].as_str())
+            .unwrap()
+            .to_owned();
+        let id = first
+            .iter()
+            .find_map(|(_, e)| e["content_block"]["id"].as_str())
+            .unwrap()
+            .to_owned();
+        // The guest sends the block back as it got it, signature included.
+        let mut next = claude_request("go");
+        next["messages"].as_array_mut().unwrap().extend([
+            json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "Let me look.", "signature": signature},
+                {"type": "tool_use", "id": id, "name": "Read", "input": {"file_path": "a"}},
+            ]}),
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": id, "content": "alpha"},
+            ]}),
+        ]);
+        assert_eq!(events_of_text(messages(&gw, &next).await).await, "done");
+        let sent = upstream.requests()[1].json();
+        let assistant = sent["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["role"] == "assistant")
+            .unwrap()
+            .clone();
+        let echoed = assistant.get("reasoning_content").and_then(Value::as_str);
+        assert_eq!(
+            echoed,
+            echo.then_some("Let me look."),
+            "echo {echo}: {assistant}"
+        );
+        gw.shutdown().await.unwrap();
+    }
 }
