@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes seed corpora for the fuzz targets into DIR/<target>/: the guest requests, the
 stream-json and ACP stdout of the captured Gemini CLI fixtures, the Chat requests and event
-streams of the OpenCode fixtures, and a few small PNGs."""
+streams of the OpenCode fixtures, Claude Code's first request and the stdout lines of its
+fixtures, and a few small PNGs."""
 import json
 import pathlib
 import struct
@@ -49,6 +50,17 @@ for fixture in sorted((root / "fixtures" / "opencode").glob("*/*")):
     if events.is_file():
         sse = "".join(f"data: {line}\n\n" for line in events.read_text().splitlines())
         put("opencode_events", f"{fixture.name}.sse", sse.encode())
+
+put(
+    "messages_request",
+    "claude-code-first-request.json",
+    (root / "crates" / "testkit" / "data" / "claude-code-2.1.332-first-request.json").read_bytes(),
+)
+for fixture in sorted((root / "fixtures" / "claude-code").glob("*/*")):
+    notes = fixture / "notes.jsonl"
+    if notes.is_file():
+        lines = [json.loads(n)["line"] for n in notes.read_text().splitlines() if '"line"' in n[:10]]
+        put("claude_lines", f"{fixture.name}.jsonl", "\n".join(lines).encode())
 
 
 def png(width, height, color_type, depth, row):

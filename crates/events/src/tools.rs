@@ -167,6 +167,9 @@ const CLAUDE_ASK_USER: &[&str] = &["AskUserQuestion"];
 const CLAUDE_WEB: &[&str] = &["WebFetch", "WebSearch"];
 const CLAUDE_PLANNING: &[&str] = &[
     "Agent",
+    "Task",
+    "EnterPlanMode",
+    "ExitPlanMode",
     "ListAgents",
     "ReportFindings",
     "ScheduleWakeup",
@@ -181,8 +184,8 @@ const CLAUDE_PLANNING: &[&str] = &[
     "ExitWorktree",
 ];
 
-/// Classifies a Claude Code 2.1.332 tool name (the built-ins its requests declared in the
-/// reference captures, and `mcp__<server>__<tool>` for MCP tools).
+/// Classifies a Claude Code 2.1.332 tool name (the built-ins its requests and `system/init`
+/// declared in the captures, and `mcp__<server>__<tool>` for MCP tools).
 pub fn claude_tool_category(name: &str) -> ToolCategory {
     let is = |list: &[&str]| list.contains(&name);
     if is(CLAUDE_COMMAND) {
@@ -306,5 +309,29 @@ mod tests {
         );
         assert_eq!(gemini_tool_category("mcp__x"), ToolCategory::Unknown);
         assert_eq!(gemini_tool_category("mcp_echo"), ToolCategory::Unknown);
+    }
+
+    #[test]
+    fn claude_code_names_by_their_own_whitelist() {
+        for (name, category) in [
+            ("Bash", ToolCategory::Command),
+            ("Read", ToolCategory::FileRead),
+            ("Write", ToolCategory::FileWrite),
+            ("AskUserQuestion", ToolCategory::AskUser),
+            ("WebFetch", ToolCategory::Web),
+            ("Task", ToolCategory::Planning),
+            ("read", ToolCategory::Unknown),
+            ("mcp__", ToolCategory::Unknown),
+            ("mcp__switchyard__", ToolCategory::Unknown),
+        ] {
+            assert_eq!(claude_tool_category(name), category, "{name}");
+        }
+        assert_eq!(
+            claude_tool_category("mcp__switchyard__record_twice"),
+            ToolCategory::Mcp {
+                server: "switchyard".into(),
+                tool: "record_twice".into()
+            }
+        );
     }
 }
