@@ -300,7 +300,12 @@ pub fn parse_chat_request(body: &[u8]) -> Result<GuestChatRequest, TranslateErro
     serde_json::from_slice(body).map_err(|e| TranslateError::InvalidBody(e.to_string()))
 }
 
-fn unknown(extra: &Map<String, Value>, allowed: &[&str], path: &str) -> Result<(), TranslateError> {
+/// Refuses the first key of `extra` not in `allowed`, named by its path.
+pub(crate) fn unknown(
+    extra: &Map<String, Value>,
+    allowed: &[&str],
+    path: &str,
+) -> Result<(), TranslateError> {
     match extra.keys().find(|k| !allowed.contains(&k.as_str())) {
         Some(key) => Err(TranslateError::UnknownField {
             path: format!("{path}{key}"),
@@ -309,7 +314,7 @@ fn unknown(extra: &Map<String, Value>, allowed: &[&str], path: &str) -> Result<(
     }
 }
 
-fn invalid(path: String, reason: impl Into<String>) -> TranslateError {
+pub(crate) fn invalid(path: String, reason: impl Into<String>) -> TranslateError {
     TranslateError::InvalidValue {
         path,
         reason: reason.into(),

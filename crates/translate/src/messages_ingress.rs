@@ -256,19 +256,11 @@ pub fn parse_messages_request(body: &[u8]) -> Result<GuestMessagesRequest, Trans
 }
 
 fn unknown(extra: &Map<String, Value>, path: &str) -> Result<(), TranslateError> {
-    match extra.keys().next() {
-        Some(key) => Err(TranslateError::UnknownField {
-            path: format!("{path}{key}"),
-        }),
-        None => Ok(()),
-    }
+    crate::chat_ingress::unknown(extra, &[], path)
 }
 
 fn invalid(path: impl Into<String>, reason: impl Into<String>) -> TranslateError {
-    TranslateError::InvalidValue {
-        path: path.into(),
-        reason: reason.into(),
-    }
+    crate::chat_ingress::invalid(path.into(), reason)
 }
 
 fn unsupported(path: impl Into<String>, feature: impl Into<String>) -> TranslateError {

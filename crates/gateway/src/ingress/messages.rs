@@ -19,22 +19,20 @@
 //! A failure after the stream started is an `event: error` frame; Claude Code retries those
 //! itself (three streamed attempts and one unstreamed), which no header can change.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use serde_json::Value;
 use switchyard_records::model::ingress;
-use switchyard_translate::CallLedger;
+use switchyard_translate::TranslateError;
 use switchyard_translate::messages_answer::{
     MessagesRenderer, anthropic_error, message_value, upstream_error_message,
 };
 use switchyard_translate::messages_ingress::{
-    MessagesIngressOptions, parse_messages_request, prepare_messages_request,
+    MessagesIngressOptions, PreparedMessages, parse_messages_request, prepare_messages_request,
 };
-use switchyard_translate::openai::{ChatMessage, ChatRequest};
 use switchyard_translate::turn::TurnChunk;
 
-use super::{GuestFailure, Ingress, Prepared, RecordedAnswer, Refused, Render, parse_work};
+use super::checked::translate_checked;
+use super::{GuestFailure, Ingress, Prepared, RecordedAnswer, Refused, Render};
 use crate::exchange::ExchangeContext;
 use crate::intake::BodyPermit;
 use crate::state::AppState;
@@ -67,65 +65,10 @@ impl Ingress for Messages {
         strip: Option<&'static str>,
         permit: BodyPermit,
     ) -> Result<Prepared, Refused> {
-        let state = &ctx.state;
-        let refused = |e: switchyard_translate::TranslateError| {
-            Box::new(messages_error(e.http_status(), &e.to_string()))
-        };
-        let shutting_down = || Box::new(messages_error(503, "the gateway is shutting down"));
-        let prepare = || {
-            let (state, body) = (Arc::clone(state), body.clone());
-            let upstream_model = upstream_model.to_string();
-            parse_work(body.len(), move || {
-                let options = MessagesIngressOptions {
-                    upstream_model,
-                    provider: state.config.translation.clone(),
-                    strip,
-                    convert_on_miss: false,
-                };
-                let cache = state.translator.images();
-                parse_messages_request(&body)
-                    .and_then(|r| prepare_messages_request(r, &options, Some(cache)))
-            })
-        };
-        let mut prepared = prepare()
-            .await
-            .ok_or_else(shutting_down)?
-            .map_err(refused)?;
-        if !prepared.unconverted_pngs.is_empty() {
-            // The body is parsed: its budget charge is not held across the conversion.
-            drop(permit);
-            let pngs = std::mem::take(&mut prepared.unconverted_pngs);
-            let max_pixels = state.config.translation.max_image_pixels;
-            let cache = state.translator.images();
-            state.images.convert_into(cache, pngs, max_pixels).await;
-            prepared = prepare()
-                .await
-                .ok_or_else(shutting_down)?
-                .map_err(refused)?;
-        }
-        let answers = prepared
-            .tool_result_ids
-            .iter()
-            .map(|(id, path)| (id.as_str(), path.as_str()));
-        let mut chat = prepared.chat;
-        let checked = state.sessions.with(
-            &ctx.session,
-            || {
-                let mut ledger = CallLedger::new();
-                ledger.adopt_ids(prepared.history_call_ids.iter().map(String::as_str));
-                ledger
-            },
-            |ledger| {
-                ledger.check_answers(answers)?;
-                restore_upstream_ids(ledger, &mut chat);
-                Ok::<_, switchyard_translate::LedgerError>(())
-            },
-        );
-        if let Err(e) = checked {
-            return Err(Box::new(messages_error(400, &e.to_string())));
-        }
+        let prepared =
+            translate_checked(ctx, body, upstream_model, strip, permit, translate).await?;
         Ok(Prepared {
-            chat,
+            chat: prepared.chat,
             report: prepared.report,
             json_response: false,
             prompt_token_estimate: prepared.prompt_token_estimate,
@@ -201,22 +144,22 @@ impl Ingress for Messages {
     }
 }
 
-/// The delivered ids of a history put back to the upstream's own.
-fn restore_upstream_ids(ledger: &CallLedger, chat: &mut ChatRequest) {
-    for message in &mut chat.messages {
-        let ids: Vec<&mut String> = match message {
-            ChatMessage::Assistant { tool_calls, .. } => {
-                tool_calls.iter_mut().map(|c| &mut c.id).collect()
-            }
-            ChatMessage::Tool { tool_call_id, .. } => vec![tool_call_id],
-            _ => Vec::new(),
-        };
-        for id in ids {
-            if let Some(upstream) = ledger.upstream_id(id) {
-                *id = upstream.to_owned();
-            }
-        }
-    }
+/// A Messages guest's body translated for `upstream_model` (PNGs the cache does not hold are
+/// left for [`translate_checked`] to convert).
+fn translate(
+    state: &AppState,
+    body: &[u8],
+    upstream_model: String,
+    strip: Option<&'static str>,
+) -> Result<PreparedMessages, TranslateError> {
+    let options = MessagesIngressOptions {
+        upstream_model,
+        provider: state.config.translation.clone(),
+        strip,
+        convert_on_miss: false,
+    };
+    parse_messages_request(body)
+        .and_then(|r| prepare_messages_request(r, &options, Some(state.translator.images())))
 }
 
 /// Messages framing: `event: <name>\ndata: <json>\n\n` per event.

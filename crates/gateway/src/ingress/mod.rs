@@ -25,6 +25,7 @@ use crate::state::AppState;
 use crate::upstream::UpstreamError;
 
 pub(crate) mod chat;
+mod checked;
 pub(crate) mod google;
 pub(crate) mod messages;
 
