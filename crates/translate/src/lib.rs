@@ -60,6 +60,7 @@
 pub mod attachment;
 pub mod chat_answer;
 pub mod chat_ingress;
+pub mod context;
 pub mod error;
 pub mod google;
 pub mod google_answer;
