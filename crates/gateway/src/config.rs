@@ -55,6 +55,8 @@ pub enum ConfigError {
          max_answer_ms and max_recorded_stream_bytes must be at least 1"
     )]
     ZeroLimit,
+    #[error("[context]: {0}")]
+    Context(String),
 }
 
 /// Everything the gateway needs to run.
@@ -99,6 +101,9 @@ pub struct GatewayConfig {
     pub retries: RetryConfig,
     pub timeouts: TimeoutConfig,
     pub limits: LimitConfig,
+    /// What of a guest's history goes upstream (the `[context]` section; see
+    /// `switchyard_translate::context`).
+    pub context: switchyard_translate::context::ContextConfig,
 }
 
 impl Default for GatewayConfig {
@@ -119,6 +124,7 @@ impl Default for GatewayConfig {
             retries: RetryConfig::default(),
             timeouts: TimeoutConfig::default(),
             limits: LimitConfig::default(),
+            context: switchyard_translate::context::ContextConfig::default(),
         }
     }
 }
@@ -355,6 +361,7 @@ impl GatewayConfig {
         {
             return Err(ConfigError::BadOrigin(bad.clone()));
         }
+        self.context.validate().map_err(ConfigError::Context)?;
         let limits = &self.limits;
         if limits.buffered_request_bytes == 0
             || limits.max_request_bytes == 0

@@ -161,9 +161,32 @@ async fn prepare<I: Ingress>(
         .binding
         .as_ref()
         .map(|_| switchyard_binding::IDENTITY_ARG);
-    let prepared = api
+    let mut prepared = api
         .prepare(ctx, &body, stream, &upstream_model, strip, permit)
         .await?;
+    let context = &state.config.context;
+    if context.policy != switchyard_translate::context::ContextPolicy::Identity {
+        let decided = state
+            .token_counts
+            .apply(
+                context,
+                &state.upstream,
+                &state.config.upstream_url,
+                &mut prepared.chat,
+            )
+            .await;
+        match decided {
+            Ok(decision) => {
+                let after = decision.changed().then_some(&prepared.chat);
+                trace.context(&decision, after);
+            }
+            Err(e) => {
+                // Never an over-budget request upstream: the guest is told why, in its shape.
+                trace.note(|| e.to_string());
+                return Err(Box::new(api.error(400, &e.to_string())));
+            }
+        }
+    }
     // The plan and the upstream body, where a body of this size belongs (`parse_work`).
     let translation = state.config.translation.clone();
     let planned = crate::ingress::parse_work(body.len(), move || {

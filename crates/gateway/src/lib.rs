@@ -92,7 +92,8 @@
 //! assembling `upstream_message` from the raw upstream events), then redacts and stores. At most
 //! 64 MiB of bodies wait to be built; beyond that, and when the recorder's queue is full,
 //! exchanges wait asynchronously for room: memory stays bounded and nothing is dropped.
-//! `context_request` is always `None` (the gateway applies no context policy).
+//! With a context policy (`[context]`, see `context`), `context` holds its decision and
+//! `context_request` the request it left.
 //!
 //! ## Guests, connections and hostile input
 //! Guests are served by hyper's HTTP/1.1 server with `TCP_NODELAY`, at most
@@ -128,6 +129,7 @@
 
 pub mod auth;
 pub mod config;
+mod context;
 mod delivery;
 mod exchange;
 pub mod guard;

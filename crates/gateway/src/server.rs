@@ -154,6 +154,7 @@ impl Gateway {
             records,
             run_id: deps.run_id,
             sessions: Sessions::new(MAX_SESSIONS),
+            token_counts: crate::context::TokenCounts::default(),
             verdicts: Arc::new(crate::verdict::Verdicts::new(guest_redactor.clone())),
             guest_redactor,
             binding: deps.binding,

@@ -29,6 +29,8 @@ pub(crate) struct AppState {
     pub run_id: Option<Uuid>,
     /// Call-id ledgers by session id (bounded).
     pub sessions: Sessions,
+    /// Token counts of messages already counted, for the context policy.
+    pub token_counts: crate::context::TokenCounts,
     /// Redacts the secrets the gateway knows from upstream text the guest is shown.
     pub guest_redactor: Redactor,
     /// The run's host tools, when it has any: their calls are stamped and entered on delivery,

@@ -8,8 +8,8 @@
 //! and the raw upstream events as received; the recorder's writer thread parses and assembles
 //! them (`record_writer`). With records off nothing is kept at all.
 //!
-//! `context_request` stays `None`: the gateway applies no context policy, so the request sent
-//! upstream is the translation of the guest request as received (see each attempt's `request`).
+//! With a context policy other than `identity`, `context` holds its decision and
+//! `context_request` the request as the policy left it, when it changed anything.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -181,6 +181,18 @@ impl Trace {
         self.record(|r| {
             r.upstream_url = upstream_url.to_string();
             r.upstream_model = upstream_model.to_string();
+        });
+    }
+
+    /// The context policy's decision, and the request it left when it changed it.
+    pub fn context(
+        &mut self,
+        decision: &switchyard_translate::context::ContextDecision,
+        after: Option<&switchyard_translate::openai::ChatRequest>,
+    ) {
+        self.record(|r| {
+            r.context = Some(switchyard_translate::context::decision_value(decision));
+            r.context_request = after.and_then(|chat| serde_json::to_value(chat).ok());
         });
     }
 

@@ -213,6 +213,38 @@ impl UpstreamClient {
         &self.url
     }
 
+    /// A small JSON `POST` to another endpoint of the provider (its tokenizer), with the same
+    /// key and connections; the answer is read up to 1 MiB within `timeout`.
+    pub async fn post_json(
+        &self,
+        url: &str,
+        body: &serde_json::Value,
+        timeout: Duration,
+    ) -> Result<serde_json::Value, String> {
+        let mut request = self.http.post(url).json(body);
+        if let Some(bearer) = &self.bearer {
+            request = request.header(reqwest::header::AUTHORIZATION, bearer.clone());
+        }
+        let exchange = async {
+            let mut response = request.send().await.map_err(describe)?;
+            let status = response.status();
+            let mut bytes = Vec::new();
+            while let Some(chunk) = response.chunk().await.map_err(describe)? {
+                if bytes.len() + chunk.len() > 1 << 20 {
+                    return Err("the answer is over 1 MiB".to_owned());
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+            if !status.is_success() {
+                return Err(format!("HTTP {}", status.as_u16()));
+            }
+            serde_json::from_slice(&bytes).map_err(|e| format!("not JSON: {e}"))
+        };
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| format!("no answer within {timeout:?}"))?
+    }
+
     /// Send one attempt; `Ok` only for a 2xx response head. Error bodies are read (bounded).
     pub async fn send(&self, body: &Bytes) -> Result<UpstreamResponse, UpstreamError> {
         let first_byte = self.first_byte;

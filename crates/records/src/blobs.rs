@@ -75,13 +75,18 @@ fn for_each_slot(
     exchange: &mut ExchangeRecord,
     mut visit: impl FnMut(&mut Value) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
-    let guest_requests = std::iter::once(&mut exchange.guest_request)
-        .chain(exchange.context_request.as_mut())
-        .map(|request| (RequestKind::Guest, request));
+    let guest_requests = std::iter::once((RequestKind::Guest, &mut exchange.guest_request));
     let upstream_requests = exchange
-        .attempts
-        .iter_mut()
-        .map(|attempt| (RequestKind::Upstream, &mut attempt.request));
+        .context_request
+        .as_mut()
+        .into_iter()
+        .chain(
+            exchange
+                .attempts
+                .iter_mut()
+                .map(|attempt| &mut attempt.request),
+        )
+        .map(|request| (RequestKind::Upstream, request));
     for (kind, request) in guest_requests.chain(upstream_requests) {
         let Some(fields) = request.as_object_mut() else {
             continue;
@@ -185,7 +190,8 @@ pub fn deflate(exchange: &ExchangeRecord) -> Result<(ExchangeRecord, Vec<Blob>),
     let context_request = exchange
         .context_request
         .as_ref()
-        .map(|request| deflate_request(request, RequestKind::Guest, &mut blobs))
+        // The neutral Chat request the context policy left: the upstream's shape.
+        .map(|request| deflate_request(request, RequestKind::Upstream, &mut blobs))
         .transpose()?;
     let attempts = exchange
         .attempts
@@ -213,6 +219,7 @@ pub fn deflate(exchange: &ExchangeRecord) -> Result<(ExchangeRecord, Vec<Blob>),
         upstream_model: exchange.upstream_model.clone(),
         guest_request,
         context_request,
+        context: exchange.context.clone(),
         attempts,
         upstream_message: exchange.upstream_message.clone(),
         guest_response: exchange.guest_response.clone(),

@@ -257,8 +257,13 @@ pub struct ExchangeRecord {
     pub upstream_model: String,
     /// The guest's original request body, as received.
     pub guest_request: Value,
-    /// The guest request after the context policy was applied; `None` means unchanged.
+    /// The upstream request as the context policy left it (the neutral Chat request, before
+    /// the provider's plan); `None` means the policy changed nothing.
     pub context_request: Option<Value>,
+    /// The context policy's decision: the policy, how tokens were counted, the tokens before
+    /// and after, the blocks evicted and images omitted (`None`: policy `identity`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Value>,
     /// Every upstream attempt, in order (retries add attempts).
     pub attempts: Vec<UpstreamAttempt>,
     /// The assembled upstream assistant message (e.g. an OpenAI chat `message` object with
@@ -310,6 +315,7 @@ impl ExchangeRecord {
             upstream_model: String::new(),
             guest_request,
             context_request: None,
+            context: None,
             attempts: Vec::new(),
             upstream_message: None,
             guest_response: None,

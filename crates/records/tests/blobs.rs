@@ -116,7 +116,7 @@ fn a_growing_history_costs_each_turn_its_new_entries_only() {
                 .unwrap()
                 .push(json!({"role": "user", "content": text}));
         }
-        exchange.context_request = Some(exchange.guest_request.clone());
+        exchange.context_request = Some(exchange.attempts[0].request.clone());
         let before = database_bytes(&store);
         store.apply(&[upsert(&exchange)]).unwrap();
         growth.push(database_bytes(&store) - before);

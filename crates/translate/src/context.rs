@@ -37,11 +37,31 @@ pub enum ContextPolicy {
     SlidingWindow,
 }
 
+/// How a request's tokens are counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Tokenizer {
+    /// [`estimate_message`]: JSON bytes / 4, images by patches. (Default.)
+    #[default]
+    Estimate,
+    /// llama.cpp's `llama-server`: `POST /tokenize {"content"}` → `{"tokens": [...]}`.
+    #[serde(rename = "llama.cpp")]
+    LlamaCpp,
+    /// llama-cpp-python's server: `POST /extras/tokenize/count {"input"}` → `{"count"}`.
+    LlamaCppPython,
+    /// vLLM: `POST /tokenize {"model", "prompt"}` → `{"count"}`.
+    Vllm,
+}
+
 /// The budgets of [`ContextPolicy::SlidingWindow`] (the `[context]` config section).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ContextConfig {
     pub policy: ContextPolicy,
+    /// Who counts tokens: the provider's tokenizer endpoint, or the estimate.
+    pub tokenizer: Tokenizer,
+    /// The tokenizer's base URL (default: the upstream URL without its `/v1`).
+    pub tokenizer_url: Option<String>,
     /// The request may not exceed this many input tokens.
     pub max_input_tokens: u32,
     /// Once over the max, evict down to this many.
@@ -56,6 +76,8 @@ impl Default for ContextConfig {
     fn default() -> Self {
         Self {
             policy: ContextPolicy::Identity,
+            tokenizer: Tokenizer::Estimate,
+            tokenizer_url: None,
             max_input_tokens: 0,
             target_input_tokens: 0,
             min_recent_tool_images: 6,

@@ -117,6 +117,7 @@ pub fn sample_exchange(id: Uuid, run_id: Option<Uuid>, n: u64) -> ExchangeRecord
         upstream_model: "gpt-test".into(),
         guest_request: json!({"contents": [{"role": "user", "parts": [{"text": format!("request number {n}")}]}]}),
         context_request: None,
+        context: None,
         attempts: vec![UpstreamAttempt {
             request: upstream_request_turn2(),
             status: Some(200),
@@ -237,9 +238,10 @@ pub fn session_exchange(id: Uuid, run_id: Option<Uuid>, n: u64, prompt: &str) ->
     let mut exchange = sample_exchange(id, run_id, n);
     exchange.guest_request["systemInstruction"] = json!({"parts": [{"text": prompt}]});
     exchange.guest_request["tools"] = big_guest_tools(40);
-    exchange.context_request = Some(exchange.guest_request.clone());
     let request = &mut exchange.attempts[0].request;
     request["messages"][0] = json!({"role": "system", "content": prompt});
     request["tools"] = big_upstream_tools(40);
+    // The request the context policy left: the upstream's shape.
+    exchange.context_request = Some(exchange.attempts[0].request.clone());
     exchange
 }
