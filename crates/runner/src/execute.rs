@@ -113,8 +113,10 @@ pub async fn execute(
             translation,
             timeouts,
             retries,
+            context,
         } => {
             let mut config = GatewayConfig::new(upstream_url.clone(), upstream_model.clone());
+            config.context = context.clone();
             config.upstream_key_env = key_env.clone();
             config.translation = translation.clone();
             config.timeouts = timeouts.clone();

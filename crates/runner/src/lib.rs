@@ -24,4 +24,7 @@ pub use resolve::{
     DEFAULT_KEY_ENV, HostTools, InstallRefused, ResolvedRun, Target, find_sealed_prefix,
     verify_install,
 };
-pub use settings::{Agent, ApprovalArg, OutputMode, ProtocolArg, RunSettings};
+pub use settings::{
+    Agent, ApprovalArg, OutputMode, ProtocolArg, RunSettings, context_with_flags,
+    parse_context_policy,
+};

@@ -92,6 +92,8 @@ pub enum Target {
         /// Its `[timeouts]` and `[retries]` sections.
         timeouts: TimeoutConfig,
         retries: RetryConfig,
+        /// Its `[context]` section.
+        context: switchyard_translate::context::ContextConfig,
     },
     /// Straight to a GenerateContent endpoint (tests, capture).
     Direct { base_url: String, model: String },
@@ -173,6 +175,17 @@ impl RunSettings {
                 if let Some(echo) = a.echo_reasoning {
                     translation.echo_reasoning = echo;
                 }
+                let context = crate::settings::context_with_flags(
+                    a.context.clone(),
+                    a.context_policy,
+                    a.context_max_input_tokens,
+                    a.context_target_input_tokens,
+                    a.context_min_recent_tool_images,
+                    a.context_image_eviction_batch_size,
+                );
+                if let Err(e) = context.validate() {
+                    bail!("[context]: {e}");
+                }
                 Target::Gateway {
                     upstream_url,
                     upstream_model: model,
@@ -180,6 +193,7 @@ impl RunSettings {
                     translation,
                     timeouts: a.timeouts.unwrap_or_default(),
                     retries: a.retries.unwrap_or_default(),
+                    context,
                 }
             }
         };

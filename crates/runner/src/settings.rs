@@ -124,6 +124,25 @@ pub struct RunSettings {
     /// file only).
     #[cfg_attr(feature = "clap", arg(skip))]
     pub translation: Option<ProviderOptions>,
+    /// What of the guest's history goes upstream, as the gateway's `[context]` section (the
+    /// `--context-*` flags override its keys).
+    #[cfg_attr(feature = "clap", arg(skip))]
+    pub context: Option<switchyard_translate::context::ContextConfig>,
+    /// Context policy: `identity` (default: everything goes upstream) or `sliding-window`.
+    #[cfg_attr(feature = "clap", arg(long, value_parser = parse_context_policy))]
+    pub context_policy: Option<switchyard_translate::context::ContextPolicy>,
+    /// Sliding window: the most input tokens a request may have.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub context_max_input_tokens: Option<u32>,
+    /// Sliding window: once over the max, evict down to this many.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub context_target_input_tokens: Option<u32>,
+    /// Sliding window: tool-result images always kept (default 6).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub context_min_recent_tool_images: Option<u32>,
+    /// Sliding window: tool-result images are omitted this many at a time (default 2).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub context_image_eviction_batch_size: Option<u32>,
     /// The gateway's upstream timeouts, as its `[timeouts]` section (config file only).
     #[cfg_attr(feature = "clap", arg(skip))]
     pub timeouts: Option<TimeoutConfig>,
@@ -239,6 +258,12 @@ impl RunSettings {
             upstream_key_env,
             echo_reasoning,
             translation,
+            context,
+            context_policy,
+            context_max_input_tokens,
+            context_target_input_tokens,
+            context_min_recent_tool_images,
+            context_image_eviction_batch_size,
             timeouts,
             retries,
             records,
@@ -258,4 +283,46 @@ impl RunSettings {
             host_batch_wait_ms
         ))
     }
+}
+
+/// `--context-policy` values.
+pub fn parse_context_policy(
+    value: &str,
+) -> Result<switchyard_translate::context::ContextPolicy, String> {
+    use switchyard_translate::context::ContextPolicy;
+    match value {
+        "identity" => Ok(ContextPolicy::Identity),
+        "sliding-window" | "sliding_window" => Ok(ContextPolicy::SlidingWindow),
+        other => Err(format!(
+            "{other:?} is not a context policy (identity, sliding-window)"
+        )),
+    }
+}
+
+/// The `[context]` section with the `--context-*` flags over it.
+pub fn context_with_flags(
+    section: Option<switchyard_translate::context::ContextConfig>,
+    policy: Option<switchyard_translate::context::ContextPolicy>,
+    max: Option<u32>,
+    target: Option<u32>,
+    min_images: Option<u32>,
+    image_batch: Option<u32>,
+) -> switchyard_translate::context::ContextConfig {
+    let mut context = section.unwrap_or_default();
+    if let Some(policy) = policy {
+        context.policy = policy;
+    }
+    if let Some(max) = max {
+        context.max_input_tokens = max;
+    }
+    if let Some(target) = target {
+        context.target_input_tokens = target;
+    }
+    if let Some(min) = min_images {
+        context.min_recent_tool_images = min;
+    }
+    if let Some(batch) = image_batch {
+        context.image_eviction_batch_size = batch;
+    }
+    context
 }

@@ -53,6 +53,21 @@ pub struct GatewayArgs {
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     pub allow_non_loopback: bool,
+    /// Context policy: `identity` (default) or `sliding-window` (see the `[context]` section).
+    #[arg(long, value_parser = switchyard_runner::parse_context_policy)]
+    pub context_policy: Option<switchyard_translate::context::ContextPolicy>,
+    /// Sliding window: the most input tokens a request may have.
+    #[arg(long)]
+    pub context_max_input_tokens: Option<u32>,
+    /// Sliding window: once over the max, evict down to this many.
+    #[arg(long)]
+    pub context_target_input_tokens: Option<u32>,
+    /// Sliding window: tool-result images always kept (default 6).
+    #[arg(long)]
+    pub context_min_recent_tool_images: Option<u32>,
+    /// Sliding window: tool-result images are omitted this many at a time (default 2).
+    #[arg(long)]
+    pub context_image_eviction_batch_size: Option<u32>,
 }
 
 impl GatewayArgs {
@@ -93,6 +108,14 @@ impl GatewayArgs {
         config.strict_models |= self.strict_models;
         config.translation.echo_reasoning |= self.echo_reasoning;
         config.allow_non_loopback |= self.allow_non_loopback;
+        config.context = switchyard_runner::context_with_flags(
+            Some(config.context.clone()),
+            self.context_policy,
+            self.context_max_input_tokens,
+            self.context_target_input_tokens,
+            self.context_min_recent_tool_images,
+            self.context_image_eviction_batch_size,
+        );
         let mut generated = None;
         if self.no_ingress_key {
             config.ingress_key = None;
