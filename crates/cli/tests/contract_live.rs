@@ -838,3 +838,140 @@ async fn a_setsid_grandchild_is_gone_after_the_run(path: Guest) {
         "the setsid sleep outlived the run: {left:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+
+on_every_path!(ten_large_reads_under_a_window:
+    ten_large_reads_under_a_window_headless => Guest::Headless,
+    ten_large_reads_under_a_window_acp => Guest::Acp,
+    ten_large_reads_under_a_window_opencode => Guest::OpenCode,
+    ten_large_reads_under_a_window_claude => Guest::Claude,
+);
+
+/// The text of the request's last tool result.
+fn last_result(r: &RecordedRequest) -> String {
+    r.tool_messages()
+        .last()
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default()
+}
+
+/// The agent reads ten 16 KB files one at a time under a sliding window whose max every
+/// guest's history outgrows: every request stays within the max, calls and results stay
+/// paired, the prompt stays, older reads are evicted, and the run succeeds.
+async fn ten_large_reads_under_a_window(path: Guest) {
+    const MAX: u64 = 40_000;
+    let ws = tempfile::tempdir().unwrap();
+    // 16 KB in short lines (the guests cut lines over 2,000 characters).
+    let filler: String = (0..400)
+        .map(|n| format!("line {n:03}: lorem ipsum dolor sit amet\n"))
+        .collect();
+    for i in 0..10 {
+        std::fs::write(
+            ws.path().join(format!("f{i}.txt")),
+            format!("file-{i}-start\n{filler}\nfile-{i}-end\n"),
+        )
+        .unwrap();
+    }
+    let mut script = Script::new().then_when(
+        |r: &RecordedRequest| r.wants_stream() && r.tool_messages().is_empty(),
+        {
+            let (tool, args) = path.read(ws.path(), "f0.txt");
+            Reply::tool_calls_stream(&[("call_f0", tool, &args)], 8)
+        },
+    );
+    for i in 1..=10 {
+        let marker = format!("file-{}-start", i - 1);
+        let seen = move |r: &RecordedRequest| r.wants_stream() && last_result(r).contains(&marker);
+        script = if i < 10 {
+            let (tool, args) = path.read(ws.path(), &format!("f{i}.txt"));
+            script.then_when(
+                seen,
+                Reply::tool_calls_stream(&[(&format!("call_f{i}"), tool, &args)], 8),
+            )
+        } else {
+            script.then_when(seen, Reply::text_stream(["Read all ten."]))
+        };
+    }
+    let config = ws.path().join("run.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[context]\npolicy = \"sliding-window\"\nmax_input_tokens = {MAX}\n\
+             target_input_tokens = 30000\n"
+        ),
+    )
+    .unwrap();
+    let records = tempfile::tempdir().unwrap();
+    let extra = [
+        "--config".to_owned(),
+        config.to_string_lossy().into_owned(),
+        "--records".to_owned(),
+        records.path().to_string_lossy().into_owned(),
+    ];
+    let prompt = "Read f0.txt to f9.txt one at a time.";
+    let r = Run::of(path, script, ws.path(), prompt, &extra).await;
+    r.assert_succeeded();
+    assert_eq!(
+        r.finished()["final_text"],
+        "Read all ten.",
+        "{}",
+        r.transcript()
+    );
+    // What went upstream: the prompt in every turn, every result right after its call.
+    let turns = r.turns();
+    assert!(turns.len() >= 11, "{}", r.transcript());
+    for request in &turns {
+        let body = request.json();
+        assert!(body.to_string().contains(prompt), "the prompt stays");
+        let messages = body["messages"].as_array().unwrap();
+        for (i, m) in messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m["role"] == "tool")
+        {
+            let call = messages[..i]
+                .iter()
+                .rev()
+                .find(|p| p["role"] == "assistant")
+                .unwrap();
+            let ids: Vec<&Value> = call["tool_calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| &c["id"])
+                .collect();
+            assert!(
+                ids.contains(&&m["tool_call_id"]),
+                "a result without its call"
+            );
+        }
+    }
+    // The gateway's own count of every request is within the max, and old reads went.
+    use switchyard_records::RecordStore as _;
+    let store =
+        switchyard_records::SqliteStore::open(switchyard_records::store_path(records.path()))
+            .unwrap();
+    let decisions: Vec<Value> = store
+        .exchanges(switchyard_records::ExchangeFilter::All)
+        .unwrap()
+        .into_iter()
+        .filter_map(|x| x.context)
+        .collect();
+    assert!(!decisions.is_empty());
+    assert!(
+        decisions
+            .iter()
+            .all(|d| d["tokens_after"].as_u64().unwrap() <= MAX),
+        "{decisions:?}"
+    );
+    assert!(
+        decisions
+            .iter()
+            .any(|d| d["evicted"].as_array().is_some_and(|e| !e.is_empty())),
+        "the window evicted something: {decisions:?}"
+    );
+    let last = turns.last().unwrap().json().to_string();
+    assert!(!last.contains("file-0-start"), "the oldest read is gone");
+    assert!(last.contains("file-9-start"), "the latest read stays");
+}
