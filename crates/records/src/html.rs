@@ -232,6 +232,9 @@ fn render_exchange(out: &mut String, at: &str, exchange: &ExchangeRecord) {
     if exchange.retries > 0 {
         let _ = write!(out, " · retries {}", exchange.retries);
     }
+    if let Some(context) = crate::timeline::context_text(exchange) {
+        let _ = write!(out, "<div class=\"at\">{}</div>", escape(&context));
+    }
     if let Some(error) = &exchange.error {
         let _ = write!(
             out,

@@ -542,6 +542,63 @@ pub fn event_payload(body: &Value) -> Value {
 }
 
 /// One-line description of an exchange: route, status, latency, tokens, calls.
+/// The context policy's decision in one line (`None`: no policy applied), e.g. `context
+/// sliding-window 52301 -> 28900 tokens (estimate; evicted 6 blocks, 2 images omitted)`.
+pub fn context_text(exchange: &ExchangeRecord) -> Option<String> {
+    let decision = exchange.context.as_ref()?;
+    let count = |key: &str| {
+        decision
+            .get(key)
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len)
+    };
+    let (evicted, omitted) = (count("evicted"), count("images_omitted"));
+    let changes = if evicted + omitted == 0 {
+        "unchanged".to_owned()
+    } else {
+        let calls: Vec<String> = decision
+            .get("evicted")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                let calls = e.get("calls").and_then(Value::as_array);
+                match calls {
+                    Some(calls) if !calls.is_empty() => calls
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join("+"),
+                    _ => e
+                        .get("kind")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                        .to_owned(),
+                }
+            })
+            .collect();
+        format!(
+            "evicted {evicted} block(s) [{}], {omitted} image(s) omitted",
+            one_line(&calls.join(", "), 120)
+        )
+    };
+    Some(format!(
+        "context {} {} -> {} tokens (max {}, target {}; {}; {changes})",
+        decision
+            .get("policy")
+            .and_then(Value::as_str)
+            .unwrap_or("?"),
+        decision.get("tokens_before").unwrap_or(&Value::Null),
+        decision.get("tokens_after").unwrap_or(&Value::Null),
+        decision.get("max_input_tokens").unwrap_or(&Value::Null),
+        decision.get("target_input_tokens").unwrap_or(&Value::Null),
+        decision
+            .get("counted_by")
+            .and_then(Value::as_str)
+            .unwrap_or("?"),
+    ))
+}
+
 pub fn describe_exchange(exchange: &ExchangeRecord) -> String {
     let first_byte = first_byte_latency(exchange);
     let total = total_latency(exchange);
@@ -567,6 +624,9 @@ pub fn describe_exchange(exchange: &ExchangeRecord) -> String {
             .map(|call| call.name.as_str())
             .collect();
         let _ = write!(line, "  calls {}", names.join(", "));
+    }
+    if let Some(context) = context_text(exchange) {
+        let _ = write!(line, "  {context}");
     }
     if let Some(error) = &exchange.error {
         let _ = write!(
