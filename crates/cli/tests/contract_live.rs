@@ -974,4 +974,26 @@ async fn ten_large_reads_under_a_window(path: Guest) {
     let last = turns.last().unwrap().json().to_string();
     assert!(!last.contains("file-0-start"), "the oldest read is gone");
     assert!(last.contains("file-9-start"), "the latest read stays");
+    // Offline, the recorded run replays through other budgets: the one it ran with trims the
+    // same requests, a budget below the protected content refuses them.
+    let run_id = store.runs().unwrap()[0].id.to_string();
+    let replay = |max: &str, target: &str| {
+        let output = Command::new(common::BIN)
+            .args(["records", "--records"])
+            .arg(records.path())
+            .args(["replay-context", &run_id, "--max", max, "--target", target])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let same = replay("40000", "30000");
+    let trimmed = same.lines().filter(|l| l.ends_with("trimmed")).count();
+    let evicting = decisions
+        .iter()
+        .filter(|d| d["evicted"].as_array().is_some_and(|e| !e.is_empty()))
+        .count();
+    assert_eq!(trimmed, evicting, "{same}");
+    let tight = replay("1000", "800");
+    assert!(tight.contains("refused: context policy"), "{tight}");
 }

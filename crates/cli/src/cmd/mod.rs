@@ -3,6 +3,7 @@
 pub mod gateway;
 pub mod install;
 pub mod records;
+pub mod replay_context;
 pub mod run;
 pub mod validate;
 pub mod view;

@@ -85,6 +85,9 @@ pub enum RecordsCommand {
         /// Exchange id, or a unique prefix of it.
         id: String,
     },
+    /// Replay a recorded run's model requests through a context policy offline and print each
+    /// request's tokens before and after: how to choose budgets for a model.
+    ReplayContext(super::replay_context::ReplayContextArgs),
     /// Export the store as JSON lines.
     Export {
         /// `jsonl`: every record; `sft`: validated OpenAI chat fine-tuning examples.
@@ -221,6 +224,9 @@ fn run_command(args: RecordsArgs) -> Result<()> {
             } else {
                 write_stdout(&render_usage(&report))?;
             }
+        }
+        RecordsCommand::ReplayContext(args) => {
+            write_stdout(&super::replay_context::run(&store, &args)?)?;
         }
         RecordsCommand::Exchange { id } => {
             let exchange = store
