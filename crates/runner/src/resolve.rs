@@ -81,6 +81,7 @@ fn host_tools(tools: Option<&Path>, finish_schema: Option<&Path>) -> Result<Opti
 
 /// Where the guest's model traffic goes.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // one per run: its size costs nothing
 pub enum Target {
     /// Through the embedded gateway to an OpenAI-compatible upstream.
     Gateway {
