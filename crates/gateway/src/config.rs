@@ -101,6 +101,8 @@ pub struct GatewayConfig {
     pub retries: RetryConfig,
     pub timeouts: TimeoutConfig,
     pub limits: LimitConfig,
+    /// Serve `GET /metrics` without the ingress key (when one is set).
+    pub metrics_public: bool,
     /// What of a guest's history goes upstream (the `[context]` section; see
     /// `switchyard_translate::context`).
     pub context: switchyard_translate::context::ContextConfig,
@@ -124,6 +126,7 @@ impl Default for GatewayConfig {
             retries: RetryConfig::default(),
             timeouts: TimeoutConfig::default(),
             limits: LimitConfig::default(),
+            metrics_public: false,
             context: switchyard_translate::context::ContextConfig::default(),
         }
     }

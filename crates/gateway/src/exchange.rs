@@ -278,7 +278,8 @@ async fn begin<I: Ingress>(
         &guest.bytes,
         ctx.api.recorded(),
     )
-    .raw_events_capped(state.config.limits.max_recorded_stream_bytes);
+    .raw_events_capped(state.config.limits.max_recorded_stream_bytes)
+    .measured(state.metrics.clone(), ctx.api.record_name(stream));
     if stream {
         // The agent's own turns are streamed; auxiliary calls (Gemini CLI's next-speaker
         // check) are not, and do not decide the run.
@@ -401,6 +402,7 @@ async fn pump<I: Ingress>(start: Box<Pump<I>>) {
         _in_flight,
         deadline,
     } = *start;
+    let _open = ctx.state.metrics.stream_opened();
     let state = ctx.state.clone();
     let api = ctx.api;
     let mut delivered: Vec<TurnChunk> = Vec::new();

@@ -82,6 +82,16 @@ pub(crate) enum IntakeError {
 }
 
 impl IntakeError {
+    /// The limit that refused the body, as `/metrics` names it.
+    pub fn limit(&self) -> &'static str {
+        match self {
+            IntakeError::TooLarge { .. } => "size",
+            IntakeError::Stalled(_) => "stall",
+            IntakeError::TooSlow(_) => "time",
+            IntakeError::Broken(_) => "broken",
+        }
+    }
+
     /// The HTTP status the guest gets.
     pub fn status(&self) -> u16 {
         match self {

@@ -136,6 +136,7 @@ pub mod guard;
 mod images;
 mod ingress;
 mod intake;
+mod metrics;
 mod record_writer;
 mod responses;
 pub mod retry;

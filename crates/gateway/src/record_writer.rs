@@ -137,6 +137,11 @@ pub(crate) struct RecordWriter {
 }
 
 impl RecordWriter {
+    /// The recorder behind it.
+    pub fn recorder(&self) -> &Recorder {
+        &self.recorder
+    }
+
     pub fn new(recorder: Recorder) -> Self {
         Self {
             recorder,

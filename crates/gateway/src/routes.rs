@@ -1,8 +1,10 @@
 //! The routes the gateway serves: `POST /{version}/models/{model}:{method}` for
 //! `streamGenerateContent`, `generateContent` and `countTokens`, and `POST /v1/chat/completions`
 //! (also `/chat/completions`) for OpenAI clients, and `POST /v1/messages` for Anthropic clients
-//! (Claude Code; the `?beta=true` it adds changes nothing); anything else is a Google-shaped
-//! 404. A request must carry the ingress key (when one is set) and a valid session header.
+//! (Claude Code; the `?beta=true` it adds changes nothing); `GET /health`, `GET /ready` and
+//! `GET /metrics` (the ingress key unless `metrics_public`) for whoever runs the gateway;
+//! anything else is a Google-shaped 404. A model request must carry the ingress key (when one
+//! is set) and a valid session header.
 
 use std::sync::Arc;
 
@@ -97,7 +99,10 @@ async fn model_exchange<I: Ingress>(
 ) -> Response {
     let guest = match state.intake.read_request(body).await {
         Ok(guest) => guest,
-        Err(e) => return api.error(e.status(), &e.to_string()),
+        Err(e) => {
+            state.metrics.refused_body(e.limit());
+            return api.error(e.status(), &e.to_string());
+        }
     };
     // The model and the stream flag are read here to pick the route; the body is checked
     // whole when it is prepared.
@@ -176,7 +181,10 @@ pub(crate) async fn models(
     };
     let guest = match state.intake.read_request(body).await {
         Ok(guest) => guest,
-        Err(e) => return error_response(e.status(), &e.to_string()),
+        Err(e) => {
+            state.metrics.refused_body(e.limit());
+            return error_response(e.status(), &e.to_string());
+        }
     };
     let ctx = exchange::ExchangeContext {
         state,
@@ -196,4 +204,71 @@ enum Method {
     StreamGenerateContent,
     GenerateContent,
     CountTokens,
+}
+
+/// `GET /health`: the gateway is up.
+pub(crate) async fn health() -> Response {
+    crate::responses::json_response(r#"{"status":"ok"}"#.to_owned())
+}
+
+/// `GET /ready`: the upstream answers HTTP (any status) and the records are being written.
+pub(crate) async fn ready(State(state): State<Arc<AppState>>) -> Response {
+    let upstream = state
+        .upstream
+        .reachable(std::time::Duration::from_secs(2))
+        .await;
+    let records = match &state.records {
+        None => Ok("off"),
+        Some(writer) if writer.recorder().stats().failed_ops == 0 => Ok("ok"),
+        Some(_) => Err("failing: some records could not be stored"),
+    };
+    let ready = upstream.is_ok() && records.is_ok();
+    let body = serde_json::json!({
+        "status": if ready { "ready" } else { "not ready" },
+        "upstream": upstream.map_or_else(|e| format!("unreachable: {e}"), |()| "reachable".into()),
+        "records": records.unwrap_or_else(|e| e),
+    });
+    let mut response = crate::responses::json_response(body.to_string());
+    if !ready {
+        *response.status_mut() = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+    }
+    response
+}
+
+/// `GET /metrics`: OpenMetrics text; with an ingress key, only for a request carrying it
+/// (in any header a guest would), unless `metrics_public`.
+pub(crate) async fn metrics(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let key = state.config.ingress_key.as_deref();
+    let allowed = state.config.metrics_public
+        || anthropic_allowed(key, &headers)
+        || ingress_allowed(key, &headers);
+    if !allowed {
+        return error_response(
+            401,
+            "/metrics needs the ingress key (or metrics_public = true)",
+        );
+    }
+    let queued = state
+        .records
+        .as_ref()
+        .map_or(0, |w| w.recorder().queued() as u64);
+    let mut response = Response::new(Body::from(state.metrics.render(queued)));
+    response.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static(
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+    );
+    response
+}
+
+/// Counts every response by status (the Host guard's refusals included).
+pub(crate) async fn count_status(
+    State(metrics): State<Arc<crate::metrics::Metrics>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let response = next.run(request).await;
+    metrics.responded(response.status().as_u16());
+    response
 }

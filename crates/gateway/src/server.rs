@@ -155,6 +155,7 @@ impl Gateway {
             run_id: deps.run_id,
             sessions: Sessions::new(MAX_SESSIONS),
             token_counts: crate::context::TokenCounts::default(),
+            metrics: Arc::default(),
             verdicts: Arc::new(crate::verdict::Verdicts::new(guest_redactor.clone())),
             guest_redactor,
             binding: deps.binding,
@@ -175,11 +176,18 @@ impl Gateway {
             )
             .route("/chat/completions", post(crate::routes::chat_completions))
             .route("/v1/messages", post(crate::routes::messages))
+            .route("/health", axum::routing::get(crate::routes::health))
+            .route("/ready", axum::routing::get(crate::routes::ready))
+            .route("/metrics", axum::routing::get(crate::routes::metrics))
             .fallback(crate::routes::not_found)
             .with_state(state.clone())
             .layer(axum::middleware::from_fn_with_state(
                 guard,
                 crate::guard::check,
+            ))
+            .layer(axum::middleware::from_fn_with_state(
+                state.metrics.clone(),
+                crate::routes::count_status,
             ));
         let bounds = ConnectionBounds {
             head: state.config.timeouts.guest_head(),

@@ -29,6 +29,8 @@ pub(crate) struct AppState {
     pub run_id: Option<Uuid>,
     /// Call-id ledgers by session id (bounded).
     pub sessions: Sessions,
+    /// What `GET /metrics` reports.
+    pub metrics: std::sync::Arc<crate::metrics::Metrics>,
     /// Token counts of messages already counted, for the context policy.
     pub token_counts: crate::context::TokenCounts,
     /// Redacts the secrets the gateway knows from upstream text the guest is shown.

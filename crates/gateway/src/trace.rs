@@ -37,6 +37,11 @@ pub(crate) struct Trace {
     verdict: Option<Arc<Verdicts>>,
     /// The last upstream status seen.
     status: Option<u16>,
+    /// Where the exchange's end is counted, as which ingress.
+    measured: Option<(Arc<crate::metrics::Metrics>, String)>,
+    started: std::time::Instant,
+    model: String,
+    attempts: u32,
 }
 
 /// What a trace holds while records are on.
@@ -145,7 +150,17 @@ impl Trace {
             }),
             verdict: None,
             status: None,
+            measured: None,
+            started: std::time::Instant::now(),
+            model: guest_model.to_owned(),
+            attempts: 0,
         }
+    }
+
+    /// Counts this exchange's end in `metrics`, as ingress `ingress`.
+    pub fn measured(mut self, metrics: Arc<crate::metrics::Metrics>, ingress: &str) -> Self {
+        self.measured = Some((metrics, ingress.to_owned()));
+        self
     }
 
     /// Keeps at most `bytes` of raw upstream events per attempt.
@@ -178,6 +193,7 @@ impl Trace {
     }
 
     pub fn route(&mut self, upstream_url: &str, upstream_model: &str) {
+        upstream_model.clone_into(&mut self.model);
         self.record(|r| {
             r.upstream_url = upstream_url.to_string();
             r.upstream_model = upstream_model.to_string();
@@ -202,6 +218,7 @@ impl Trace {
     }
 
     pub fn attempt_started(&mut self, chat_body: &Bytes) {
+        self.attempts += 1;
         if let Some(active) = &mut self.active {
             active.close_attempt();
             active.attempt_bodies.push(chat_body.clone());
@@ -313,6 +330,18 @@ impl Trace {
     async fn finish(&mut self, delivered: Vec<TurnChunk>, error: Option<TypedError>) {
         if let Some(verdict) = self.verdict.take() {
             verdict.ended(&delivered, error.as_ref(), self.status);
+        }
+        if let Some((metrics, ingress)) = self.measured.take() {
+            let outcome = error.as_ref().map_or("ok", |e| e.kind.as_str());
+            let usage = delivered.iter().rev().find_map(|c| c.usage);
+            metrics.exchange_ended(
+                &self.model,
+                &ingress,
+                outcome,
+                self.started.elapsed(),
+                usage.as_ref(),
+                self.attempts.saturating_sub(1),
+            );
         }
         if let Some(mut active) = self.active.take() {
             active.close_attempt();

@@ -213,6 +213,17 @@ impl UpstreamClient {
         &self.url
     }
 
+    /// Whether the upstream answers HTTP at its URL within `timeout` (any status: a 404 or 405
+    /// for a `GET` of the Chat Completions path still says the server is there).
+    pub async fn reachable(&self, timeout: Duration) -> Result<(), String> {
+        let request = self.http.get(self.parsed_url.clone()).send();
+        match tokio::time::timeout(timeout, request).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(describe(e)),
+            Err(_) => Err(format!("no answer within {timeout:?}")),
+        }
+    }
+
     /// A small JSON `POST` to another endpoint of the provider (its tokenizer), with the same
     /// key and connections; the answer is read up to 1 MiB within `timeout`.
     pub async fn post_json(

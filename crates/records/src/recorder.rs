@@ -391,6 +391,13 @@ impl Recorder {
     }
 
     /// Counters so far (zeros for a disabled recorder).
+    /// Writes queued and not yet taken by the writer (0 when records are off).
+    pub fn queued(&self) -> usize {
+        self.shared
+            .as_ref()
+            .map_or(0, |s| s.sender.max_capacity() - s.sender.capacity())
+    }
+
     pub fn stats(&self) -> RecorderStats {
         let Some(shared) = &self.shared else {
             return RecorderStats::default();
