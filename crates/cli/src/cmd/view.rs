@@ -1,29 +1,80 @@
 //! How `switchyard run` shows a run: `--output jsonl` prints one canonical event per line;
 //! `--output text` prints streamed assistant text, one line per tool call and result, and a
-//! final summary on stderr. When stderr is a terminal, a status line on stderr shows elapsed
-//! time and what the run is waiting for; it is erased before anything is printed on stdout.
+//! final summary on stderr. When stderr is a terminal, one status line on stderr (`indicatif`)
+//! updates in place: the agent, the model turn, tokens in and out, tool calls, elapsed time,
+//! the last tool and what the run waits for; it steps aside for every line printed on stdout,
+//! and hides while assistant text is mid-line there.
 
 use std::io::{IsTerminal, Write};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use switchyard_events::{Envelope, Event, RunOutcome};
 use switchyard_runner::{OutputMode, RunObserver};
 
-/// What the run is doing, for the status line.
-struct Status {
-    started: Instant,
+/// What the status line shows.
+struct Progress {
+    bar: ProgressBar,
+    agent: String,
+    turn: u32,
+    tokens_in: u64,
+    tokens_out: u64,
+    tool_calls: u64,
+    last_tool: Option<String>,
     phase: String,
-    /// A status line is on screen and must be erased before other output.
-    shown: bool,
-    /// Assistant text is mid-line on stdout: the status line would break it, so it waits.
-    paused: bool,
+    /// Assistant text is mid-line on stdout: the line would break it, so it hides.
+    hidden: bool,
 }
 
-/// Erases the status line (if shown) so the next write starts on a clean line.
-fn erase(status: &mut Status) {
-    if status.shown {
-        let _ = std::io::stderr().write_all(b"\r\x1b[2K");
-        status.shown = false;
+impl Progress {
+    fn new() -> Self {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template("[switchyard] {elapsed:>4} · {msg}") {
+            bar.set_style(style);
+        }
+        bar.enable_steady_tick(Duration::from_millis(250));
+        let progress = Self {
+            bar,
+            agent: "guest".into(),
+            turn: 0,
+            tokens_in: 0,
+            tokens_out: 0,
+            tool_calls: 0,
+            last_tool: None,
+            phase: "starting the guest".into(),
+            hidden: false,
+        };
+        progress.show();
+        progress
+    }
+
+    fn show(&self) {
+        let last = self
+            .last_tool
+            .as_deref()
+            .map(|t| format!(" · last {t}"))
+            .unwrap_or_default();
+        self.bar.set_message(format!(
+            "{} · turn {} · {} in / {} out tokens · {} tool calls{last} · {}",
+            self.agent,
+            self.turn + 1,
+            self.tokens_in,
+            self.tokens_out,
+            self.tool_calls,
+            self.phase
+        ));
+    }
+
+    /// Hides the line while stdout is mid-line, shows it again after.
+    fn hide(&mut self, hidden: bool) {
+        if hidden != self.hidden {
+            self.hidden = hidden;
+            self.bar.set_draw_target(if hidden {
+                ProgressDrawTarget::hidden()
+            } else {
+                ProgressDrawTarget::stderr()
+            });
+        }
     }
 }
 
@@ -31,58 +82,37 @@ fn erase(status: &mut Status) {
 pub struct Printer {
     mode: OutputMode,
     mid_line: bool,
-    status: Option<Arc<Mutex<Status>>>,
-    ticker: Option<tokio::task::JoinHandle<()>>,
+    progress: Option<Progress>,
 }
 
 impl Printer {
-    /// A printer; in text mode on a terminal it also starts the status-line ticker.
+    /// A printer; in text mode on a terminal it also shows the status line.
     pub fn new(mode: OutputMode) -> Self {
-        let progress = mode == OutputMode::Text && std::io::stderr().is_terminal();
-        let status = progress.then(|| {
-            Arc::new(Mutex::new(Status {
-                started: Instant::now(),
-                phase: "starting the guest".into(),
-                shown: false,
-                paused: false,
-            }))
-        });
-        let ticker = status.clone().map(|status| {
-            tokio::spawn(async move {
-                let mut tick = tokio::time::interval(Duration::from_millis(250));
-                loop {
-                    tick.tick().await;
-                    let mut s = status.lock().unwrap_or_else(|e| e.into_inner());
-                    if s.paused {
-                        continue;
-                    }
-                    let line = format!(
-                        "\r\x1b[2K[switchyard] {:>5.1}s · {}",
-                        s.started.elapsed().as_secs_f64(),
-                        s.phase
-                    );
-                    let _ = std::io::stderr().write_all(line.as_bytes());
-                    s.shown = true;
-                }
-            })
-        });
+        let progress =
+            (mode == OutputMode::Text && std::io::stderr().is_terminal()).then(Progress::new);
         Printer {
             mode,
             mid_line: false,
-            status,
-            ticker,
+            progress,
         }
     }
 
     /// Prints one event.
     pub fn event(&mut self, envelope: &Envelope) {
-        let status = self.status.clone();
-        let mut guard = status
-            .as_ref()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()));
-        if let Some(s) = guard.as_deref_mut() {
-            erase(s);
+        // The status line steps aside while the event is printed.
+        let bar = self.progress.as_ref().map(|p| p.bar.clone());
+        match bar {
+            Some(bar) => bar.suspend(|| self.print(envelope)),
+            None => self.print(envelope),
         }
+        // Outside `suspend`, which holds the line's state: redrawn with what the event told.
+        if let Some(p) = &mut self.progress {
+            p.show();
+            p.hide(self.mid_line);
+        }
+    }
+
+    fn print(&mut self, envelope: &Envelope) {
         let mut out = std::io::stdout().lock();
         match self.mode {
             OutputMode::Jsonl => {
@@ -99,7 +129,8 @@ impl Printer {
                 };
                 let phase = match &envelope.event {
                     Event::RunStarted(s) => {
-                        if guard.is_some() {
+                        if let Some(p) = &mut self.progress {
+                            s.agent.clone_into(&mut p.agent);
                             eprintln!(
                                 "[switchyard] run {} · {} {} · model {}",
                                 s.run_id,
@@ -116,9 +147,24 @@ impl Printer {
                     Event::AssistantDelta(d) => {
                         let _ = out.write_all(d.text.as_bytes());
                         self.mid_line = !d.text.ends_with('\n');
+                        if let Some(p) = &mut self.progress {
+                            p.turn = d.turn;
+                        }
                         Some("model is answering".to_owned())
                     }
+                    Event::Usage(u) => {
+                        if let Some(p) = &mut self.progress {
+                            p.tokens_in = u.input_tokens;
+                            p.tokens_out = u.output_tokens;
+                        }
+                        None
+                    }
                     Event::ToolCall(c) => {
+                        if let Some(p) = &mut self.progress {
+                            p.turn = c.turn;
+                            p.tool_calls += 1;
+                            p.last_tool = Some(c.tool_name.clone());
+                        }
                         let mut args = c.arguments.to_string();
                         if args.len() > 160 {
                             args.truncate(args.floor_char_boundary(160));
@@ -181,11 +227,10 @@ impl Printer {
                     }
                     _ => None,
                 };
-                if let Some(s) = guard.as_deref_mut() {
-                    s.paused = self.mid_line;
-                    if let Some(phase) = phase {
-                        s.phase = phase;
-                    }
+                if let Some(p) = &mut self.progress
+                    && let Some(phase) = phase
+                {
+                    p.phase = phase;
                 }
             }
         }
@@ -194,11 +239,8 @@ impl Printer {
 
     /// Prints the final summary (text mode) and stops the status line.
     pub fn summary(&mut self, outcome: &RunOutcome) {
-        if let Some(ticker) = self.ticker.take() {
-            ticker.abort();
-        }
-        if let Some(status) = &self.status {
-            erase(&mut status.lock().unwrap_or_else(|e| e.into_inner()));
+        if let Some(progress) = self.progress.take() {
+            progress.bar.finish_and_clear();
         }
         if self.mode != OutputMode::Text {
             return;
@@ -221,8 +263,8 @@ impl Printer {
 
 impl Drop for Printer {
     fn drop(&mut self) {
-        if let Some(ticker) = self.ticker.take() {
-            ticker.abort();
+        if let Some(progress) = self.progress.take() {
+            progress.bar.finish_and_clear();
         }
     }
 }
