@@ -12,7 +12,7 @@
 //!   turns inside `messages` stay in place as system messages, empty ones dropped.
 //! * Assistant turns: text joined, `tool_use` blocks become `tool_calls` (ids verbatim, input as
 //!   compact JSON), `thinking` blocks are never sent upstream, except that with
-//!   [`ProviderOptions::echo_reasoning`] one the gateway wrote ([`THINKING_SIGNATURE`]) goes
+//!   [`crate::ProviderOptions::echo_reasoning`] one the gateway wrote ([`THINKING_SIGNATURE`]) goes
 //!   back as the message's `reasoning_content`.
 //! * User turns: `tool_result` blocks become tool messages in the order of the calls they
 //!   answer (text joined; `is_error` prefixes `Error: `), then one user message with the results' images (each result's after a
@@ -42,7 +42,7 @@ use crate::openai::{
     ChatFunction, ChatMessage, ChatRequest, ChatTool, ContentPart, FunctionCallSpec, ImageUrl,
     ToolCall, UserContent,
 };
-use crate::options::{ProviderOptions, TranslationReport};
+use crate::options::TranslationReport;
 use crate::png_pass::PngPass;
 use crate::private_argument::strip_from_schema;
 
@@ -218,18 +218,8 @@ pub struct GuestTool {
     pub extra: Map<String, Value>,
 }
 
-/// How a guest request is prepared.
-#[derive(Debug, Clone)]
-pub struct MessagesIngressOptions<'a> {
-    /// The routed upstream model.
-    pub upstream_model: String,
-    /// What the upstream accepts.
-    pub provider: ProviderOptions,
-    /// The private argument to remove (the host-tool call identity).
-    pub strip: Option<&'a str>,
-    /// Convert a PNG the cache does not hold now (else hand it back).
-    pub convert_on_miss: bool,
-}
+/// How a guest request is prepared: the same knobs as a Chat guest's.
+pub type MessagesIngressOptions<'a> = crate::chat_ingress::ChatIngressOptions<'a>;
 
 /// A prepared request.
 #[derive(Debug, Clone)]

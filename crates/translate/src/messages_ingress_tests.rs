@@ -1,6 +1,7 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::ProviderOptions;
 use crate::openai::ChatMessage;
 
 fn options() -> MessagesIngressOptions<'static> {
