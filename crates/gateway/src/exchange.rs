@@ -182,7 +182,7 @@ async fn prepare<I: Ingress>(
             }
             Err(e) => {
                 // Never an over-budget request upstream: the guest is told why, in its shape.
-                trace.note(|| e.to_string());
+                trace.refused_as("context_budget", e.to_string());
                 return Err(Box::new(api.error(400, &e.to_string())));
             }
         }
@@ -293,13 +293,13 @@ async fn begin<I: Ingress>(
             Ok((trace, prepared))
         }
         Err(response) => {
-            trace
-                .finish_error(
-                    Vec::new(),
+            let (kind, message) = trace.refusal().unwrap_or_else(|| {
+                (
                     "guest_request",
-                    "request refused before translation",
+                    "request refused before translation".to_owned(),
                 )
-                .await;
+            });
+            trace.finish_error(Vec::new(), kind, &message).await;
             Err(*response)
         }
     }

@@ -42,6 +42,8 @@ pub(crate) struct Trace {
     started: std::time::Instant,
     model: String,
     attempts: u32,
+    /// Why the request was refused before it went upstream, when a step said so.
+    refusal: Option<(&'static str, String)>,
 }
 
 /// What a trace holds while records are on.
@@ -154,7 +156,18 @@ impl Trace {
             started: std::time::Instant::now(),
             model: guest_model.to_owned(),
             attempts: 0,
+            refusal: None,
         }
+    }
+
+    /// The request is refused before it goes upstream, as `kind` (the record's typed error).
+    pub fn refused_as(&mut self, kind: &'static str, message: String) {
+        self.refusal = Some((kind, message));
+    }
+
+    /// What [`Trace::refused_as`] said, if anything.
+    pub fn refusal(&mut self) -> Option<(&'static str, String)> {
+        self.refusal.take()
     }
 
     /// Counts this exchange's end in `metrics`, as ingress `ingress`.

@@ -112,6 +112,30 @@ async fn protected_content_over_the_max_is_refused_and_never_sent() {
 }
 
 #[tokio::test]
+async fn an_over_budget_refusal_is_recorded_as_such() {
+    let records = tempfile::tempdir().unwrap();
+    let upstream = ChatUpstream::start(Script::always(Reply::text_stream(["never"])))
+        .await
+        .unwrap();
+    let mut config = GatewayConfig::new(upstream.base_url(), UPSTREAM_MODEL);
+    config.records_dir = Some(records.path().to_path_buf());
+    config.context = window(500, 400);
+    let gw = Gateway::start_with(config, GatewayDeps::default())
+        .await
+        .unwrap();
+    let mut body = history(1, 10);
+    body["messages"][1]["content"] = json!("y".repeat(8_000));
+    assert_eq!(chat(&gw, &body).await.status(), 400);
+    gw.shutdown().await.unwrap();
+    let store = SqliteStore::open(switchyard_records::store_path(records.path())).unwrap();
+    let exchange = store.exchanges(ExchangeFilter::All).unwrap().remove(0);
+    let error = exchange.error.unwrap();
+    assert_eq!(error.kind, "context_budget");
+    assert!(error.message.contains("budget is 500"), "{}", error.message);
+    assert!(exchange.attempts.is_empty());
+}
+
+#[tokio::test]
 async fn the_decision_and_the_request_it_left_are_recorded() {
     let records = tempfile::tempdir().unwrap();
     let upstream = ChatUpstream::start(Script::always(Reply::text_stream(["ok"])))
