@@ -1227,6 +1227,7 @@ async fn gateway_at(
         upstream_key: Some(BENCH_UPSTREAM_KEY.into()),
         run_id: None,
         binding: None,
+        telemetry: None,
     };
     Ok(Gateway::start_with(config, deps).await?)
 }

@@ -64,8 +64,9 @@ async fn connect(
     loop {
         attempts += 1;
         trace.attempt_started(chat_body);
+        let traceparent = trace.traceparent();
         let result = tokio::select! {
-            r = state.upstream.send(chat_body) => r,
+            r = state.upstream.send(chat_body, traceparent.as_deref()) => r,
             _ = state.cancel.cancelled() => Err(UpstreamError::Connect("gateway shutting down".into())),
         };
         match result {
@@ -279,7 +280,8 @@ async fn begin<I: Ingress>(
         ctx.api.recorded(),
     )
     .raw_events_capped(state.config.limits.max_recorded_stream_bytes)
-    .measured(state.metrics.clone(), ctx.api.record_name(stream));
+    .measured(state.metrics.clone(), ctx.api.record_name(stream))
+    .traced(state.telemetry.as_ref(), &ctx.guest_model);
     if stream {
         // The agent's own turns are streamed; auxiliary calls (Gemini CLI's next-speaker
         // check) are not, and do not decide the run.

@@ -69,6 +69,12 @@ pub struct GatewayDeps {
     pub run_id: Option<Uuid>,
     /// The run's host tools (see [`switchyard_binding::HostBinding`]).
     pub binding: Option<switchyard_binding::HostBinding>,
+    /// Where `chat` spans go, and the span they belong to (the run's; none: each guest
+    /// request is a trace of its own).
+    pub telemetry: Option<(
+        std::sync::Arc<switchyard_telemetry::Telemetry>,
+        Option<switchyard_telemetry::Context>,
+    )>,
 }
 
 /// Entry point.
@@ -156,6 +162,7 @@ impl Gateway {
             sessions: Sessions::new(MAX_SESSIONS),
             token_counts: crate::context::TokenCounts::default(),
             metrics: Arc::default(),
+            telemetry: deps.telemetry,
             verdicts: Arc::new(crate::verdict::Verdicts::new(guest_redactor.clone())),
             guest_redactor,
             binding: deps.binding,

@@ -29,6 +29,11 @@ pub(crate) struct AppState {
     pub run_id: Option<Uuid>,
     /// Call-id ledgers by session id (bounded).
     pub sessions: Sessions,
+    /// Where `chat` spans go, and their parent.
+    pub telemetry: Option<(
+        std::sync::Arc<switchyard_telemetry::Telemetry>,
+        Option<switchyard_telemetry::Context>,
+    )>,
     /// What `GET /metrics` reports.
     pub metrics: std::sync::Arc<crate::metrics::Metrics>,
     /// Token counts of messages already counted, for the context policy.

@@ -44,6 +44,11 @@ pub(crate) struct Trace {
     attempts: u32,
     /// Why the request was refused before it went upstream, when a step said so.
     refusal: Option<(&'static str, String)>,
+    /// The exchange's `chat` span, while it runs.
+    span: Option<(
+        std::sync::Arc<switchyard_telemetry::Telemetry>,
+        switchyard_telemetry::Context,
+    )>,
 }
 
 /// What a trace holds while records are on.
@@ -157,7 +162,43 @@ impl Trace {
             model: guest_model.to_owned(),
             attempts: 0,
             refusal: None,
+            span: None,
         }
+    }
+
+    /// Opens the exchange's `chat {model}` client span (GenAI conventions), under the run's
+    /// span when there is one.
+    pub fn traced(
+        mut self,
+        telemetry: Option<&(
+            std::sync::Arc<switchyard_telemetry::Telemetry>,
+            Option<switchyard_telemetry::Context>,
+        )>,
+        guest_model: &str,
+    ) -> Self {
+        use switchyard_telemetry::{KeyValue, SpanKind, TraceContextExt as _, Tracer as _};
+        let Some((telemetry, parent)) = telemetry else {
+            return self;
+        };
+        let tracer = telemetry.tracer();
+        let parent = parent.clone().unwrap_or_default();
+        let span = tracer
+            .span_builder(format!("chat {guest_model}"))
+            .with_kind(SpanKind::Client)
+            .with_attributes(vec![
+                KeyValue::new("gen_ai.operation.name", "chat"),
+                KeyValue::new("gen_ai.request.model", guest_model.to_owned()),
+            ])
+            .start_with_context(tracer, &parent);
+        self.span = Some((telemetry.clone(), parent.with_span(span)));
+        self
+    }
+
+    /// The `traceparent` of the exchange's span, for the upstream request.
+    pub fn traceparent(&self) -> Option<String> {
+        self.span
+            .as_ref()
+            .and_then(|(_, context)| switchyard_telemetry::traceparent(context))
     }
 
     /// The request is refused before it goes upstream, as `kind` (the record's typed error).
@@ -344,6 +385,9 @@ impl Trace {
         if let Some(verdict) = self.verdict.take() {
             verdict.ended(&delivered, error.as_ref(), self.status);
         }
+        if let Some((telemetry, context)) = self.span.take() {
+            self.end_span(&telemetry, &context, &delivered, error.as_ref());
+        }
         if let Some((metrics, ingress)) = self.measured.take() {
             let outcome = error.as_ref().map_or("ok", |e| e.kind.as_str());
             let usage = delivered.iter().rev().find_map(|c| c.usage);
@@ -362,6 +406,69 @@ impl Trace {
             writer.write(write).await;
         }
     }
+}
+
+impl Trace {
+    /// The `chat` span's last attributes (usage, finish reasons, retries, the routed model,
+    /// the answer's text with `--otlp-content`), then its end.
+    fn end_span(
+        &self,
+        telemetry: &switchyard_telemetry::Telemetry,
+        context: &switchyard_telemetry::Context,
+        delivered: &[TurnChunk],
+        error: Option<&TypedError>,
+    ) {
+        use switchyard_telemetry::{KeyValue, Status, TraceContextExt as _};
+        let span = context.span();
+        let ingress = self
+            .measured
+            .as_ref()
+            .map(|(_, ingress)| ingress.clone())
+            .unwrap_or_default();
+        span.set_attribute(KeyValue::new("gen_ai.response.model", self.model.clone()));
+        span.set_attribute(KeyValue::new("switchyard.ingress", ingress));
+        span.set_attribute(KeyValue::new(
+            "switchyard.retries",
+            i64::from(self.attempts.saturating_sub(1)),
+        ));
+        if let Some(usage) = delivered.iter().rev().find_map(|c| c.usage) {
+            span.set_attribute(KeyValue::new(
+                "gen_ai.usage.input_tokens",
+                i64::from(usage.input),
+            ));
+            span.set_attribute(KeyValue::new(
+                "gen_ai.usage.output_tokens",
+                i64::from(usage.output),
+            ));
+        }
+        if let Some(finish) = delivered.iter().rev().find_map(|c| c.finish) {
+            let reason = serde_json::to_value(finish)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            span.set_attribute(KeyValue::new(
+                "gen_ai.response.finish_reasons",
+                opentelemetry_array(vec![reason]),
+            ));
+        }
+        if telemetry.content {
+            let text: String = delivered.iter().map(TurnChunk::text).collect();
+            let text: String = text.chars().take(8192).collect();
+            span.set_attribute(KeyValue::new("gen_ai.output.text", text));
+        }
+        if let Some(error) = error {
+            span.set_attribute(KeyValue::new("error.type", error.kind.clone()));
+            span.set_status(Status::error(error.kind.clone()));
+        }
+        span.end();
+    }
+}
+
+/// A string array attribute value.
+fn opentelemetry_array(values: Vec<String>) -> switchyard_telemetry::Value {
+    switchyard_telemetry::Value::Array(switchyard_telemetry::Array::String(
+        values.into_iter().map(Into::into).collect(),
+    ))
 }
 
 impl Drop for Trace {

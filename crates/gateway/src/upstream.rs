@@ -257,7 +257,12 @@ impl UpstreamClient {
     }
 
     /// Send one attempt; `Ok` only for a 2xx response head. Error bodies are read (bounded).
-    pub async fn send(&self, body: &Bytes) -> Result<UpstreamResponse, UpstreamError> {
+    /// `traceparent`: the W3C trace context of the exchange's span, sent along.
+    pub async fn send(
+        &self,
+        body: &Bytes,
+        traceparent: Option<&str>,
+    ) -> Result<UpstreamResponse, UpstreamError> {
         let first_byte = self.first_byte;
         let timed_out = || UpstreamError::FirstByteTimeout(first_byte);
         let mut request = self
@@ -265,6 +270,9 @@ impl UpstreamClient {
             .post(self.parsed_url.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.clone());
+        if let Some(parent) = traceparent {
+            request = request.header("traceparent", parent);
+        }
         if let Some(bearer) = &self.bearer {
             request = request.header(reqwest::header::AUTHORIZATION, bearer.clone());
         }
@@ -423,7 +431,7 @@ mod tests {
         let sent = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
         let body = Bytes::from_static(sent);
         let client = UpstreamClient::new(&config, Some("sk-transport-test-1".to_owned())).unwrap();
-        let response = client.send(&body).await.unwrap();
+        let response = client.send(&body, None).await.unwrap();
         assert_eq!(response.status(), 200);
         let answer = client.read_body(response, 1 << 20).await.unwrap();
         let answer: Value = serde_json::from_slice(&answer).unwrap();

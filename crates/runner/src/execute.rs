@@ -104,6 +104,20 @@ pub async fn execute(
         }
         None => None,
     };
+    // Tracing never fails a run: without an exporter it runs untraced, and says so.
+    let telemetry =
+        switchyard_telemetry::Telemetry::start(&resolved.telemetry).unwrap_or_else(|e| {
+            eprintln!("switchyard: traces off: {e}");
+            None
+        });
+    let spans = telemetry.clone().map(|t| {
+        crate::spans::RunSpans::start(
+            t,
+            resolved.agent.name(),
+            resolved.agent.pin().1,
+            &run_id.to_string(),
+        )
+    });
     let (base_url, model, gateway) = match &resolved.target {
         Target::Direct { base_url, model } => (base_url.clone(), model.clone(), None),
         Target::Gateway {
@@ -129,6 +143,9 @@ pub async fn execute(
                     upstream_key: upstream_key.clone(),
                     run_id: Some(run_id),
                     binding: host.as_ref().map(|h| h.binding.clone()),
+                    telemetry: telemetry
+                        .clone()
+                        .map(|t| (t, spans.as_ref().map(crate::spans::RunSpans::context))),
                 },
             )
             .await
@@ -199,6 +216,7 @@ pub async fn execute(
     let mut raw_lines = RawLineBudget::default();
     let mut session = SessionTrack::default();
     let prompts = std::sync::Mutex::new(PromptJudge::default());
+    let spans = std::sync::Mutex::new(spans);
     let conclude = async |outcome: RunOutcome| {
         // The host's own evidence first: what its gateway saw of the model traffic.
         let outcome = match &gateway {
@@ -227,6 +245,13 @@ pub async fn execute(
     let sink = async |item| match item {
         RunItem::Event(envelope) => {
             observer.event(&envelope);
+            if let Some(spans) = spans
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_mut()
+            {
+                spans.event(&envelope.event);
+            }
             summarize(&mut summary, &envelope.event);
             session.observe(&envelope.event);
             if let Some(gateway) = &gateway {
@@ -278,6 +303,10 @@ pub async fn execute(
         && let Err(e) = gateway.shutdown().await
     {
         eprintln!("switchyard: gateway shutdown: {e}");
+    }
+    // After the gateway: its last `chat` spans have ended.
+    if let Some(spans) = spans.into_inner().unwrap_or_else(PoisonError::into_inner) {
+        spans.finish(&report.outcome);
     }
     run_record.ended_at = Some(chrono::Utc::now());
     run_record.outcome = serde_json::to_value(&report.outcome).ok();

@@ -17,6 +17,7 @@ mod opencode;
 mod prompts;
 mod resolve;
 mod settings;
+mod spans;
 
 pub use execute::{Executed, RunObserver, execute};
 pub use home::random_token;

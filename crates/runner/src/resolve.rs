@@ -18,6 +18,8 @@ use crate::settings::{Agent, OutputMode, ProtocolArg, RunSettings};
 #[derive(Debug)]
 pub struct ResolvedRun {
     pub agent: Agent,
+    /// Where the run's trace goes (off without an endpoint).
+    pub telemetry: switchyard_telemetry::TelemetryConfig,
     pub workdir: PathBuf,
     /// One for headless; any number for ACP.
     pub prompts: Vec<String>,
@@ -210,6 +212,11 @@ impl RunSettings {
             permissions,
             resume,
             target,
+            telemetry: switchyard_telemetry::TelemetryConfig::from_env(
+                a.otlp_endpoint.as_deref(),
+                a.otlp_content.unwrap_or(false),
+                "switchyard",
+            ),
             records: a.records,
             output: a.output.unwrap_or_default(),
             max_turns: a.max_turns,

@@ -143,6 +143,18 @@ pub struct RunSettings {
     /// Sliding window: tool-result images are omitted this many at a time (default 2).
     #[cfg_attr(feature = "clap", arg(long))]
     pub context_image_eviction_batch_size: Option<u32>,
+    /// Send the run's trace (OpenTelemetry, OTLP/HTTP protobuf) to this collector (a base URL
+    /// or its `/v1/traces`); default: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`, else no traces.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub otlp_endpoint: Option<String>,
+    /// Put the model's answers on the trace's `chat` spans (off: no prompt or completion text
+    /// leaves Switchyard).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, num_args = 0..=1, default_missing_value = "true")
+    )]
+    pub otlp_content: Option<bool>,
     /// The gateway's upstream timeouts, as its `[timeouts]` section (config file only).
     #[cfg_attr(feature = "clap", arg(skip))]
     pub timeouts: Option<TimeoutConfig>,
@@ -264,6 +276,8 @@ impl RunSettings {
             context_target_input_tokens,
             context_min_recent_tool_images,
             context_image_eviction_batch_size,
+            otlp_endpoint,
+            otlp_content,
             timeouts,
             retries,
             records,
