@@ -172,3 +172,68 @@ async fn a_dead_upstream_is_not_ready_and_metrics_can_be_public() {
     assert_eq!(foreign.status(), 403);
     gw.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_each_guest_request_is_a_trace_of_its_own() {
+    use switchyard_gateway::{Gateway, GatewayConfig, GatewayDeps};
+    use switchyard_telemetry::{Telemetry, TelemetryConfig};
+    use switchyard_testkit::chat_upstream::ChatUpstream;
+    use switchyard_testkit::otlp::OtlpReceiver;
+    let receiver = OtlpReceiver::start().await.unwrap();
+    let upstream = ChatUpstream::start(
+        Script::new().step(Step::once(Reply::text_stream(["Hi"])).times(Times::Always)),
+    )
+    .await
+    .unwrap();
+    let telemetry = Telemetry::start(&TelemetryConfig {
+        endpoint: Some(format!("{}/v1/traces", receiver.url())),
+        service_name: "switchyard-gateway".into(),
+        content: true,
+    })
+    .unwrap()
+    .unwrap();
+    let gw = Gateway::start_with(
+        GatewayConfig::new(upstream.base_url(), UPSTREAM_MODEL),
+        GatewayDeps {
+            telemetry: Some((telemetry.clone(), None)),
+            ..GatewayDeps::default()
+        },
+    )
+    .await
+    .unwrap();
+    for _ in 0..2 {
+        let response = client()
+            .post(format!("{}/v1/chat/completions", gw.base_url()))
+            .json(&json!({"model": "guest-model", "stream": true,
+                "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        let _ = response.text().await;
+    }
+    gw.shutdown().await.unwrap();
+    // The exporter's client blocks: off the runtime that serves the receiver.
+    let flushing = telemetry.clone();
+    tokio::task::spawn_blocking(move || flushing.shutdown())
+        .await
+        .unwrap();
+    let spans = receiver.spans();
+    let chats: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "chat guest-model")
+        .collect();
+    assert_eq!(chats.len(), 2, "{spans:#?}");
+    assert_ne!(chats[0].trace_id, chats[1].trace_id, "a trace per request");
+    assert!(chats.iter().all(|c| c.parent_span_id.is_empty()));
+    assert_eq!(chats[0].attributes["gen_ai.request.model"], "guest-model");
+    assert_eq!(chats[0].attributes["gen_ai.response.model"], UPSTREAM_MODEL);
+    assert_eq!(chats[0].attributes["gen_ai.usage.output_tokens"], "7");
+    // With content on, the answer's text goes too.
+    assert_eq!(chats[0].attributes["gen_ai.output.text"], "Hi");
+    assert_eq!(chats[0].service, "switchyard-gateway");
+    let traceparent = upstream.requests()[0]
+        .header("traceparent")
+        .unwrap()
+        .to_owned();
+    assert!(traceparent.contains(&chats[0].trace_id) || traceparent.contains(&chats[1].trace_id));
+}

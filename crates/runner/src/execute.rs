@@ -306,7 +306,9 @@ pub async fn execute(
     }
     // After the gateway: its last `chat` spans have ended.
     if let Some(spans) = spans.into_inner().unwrap_or_else(PoisonError::into_inner) {
-        spans.finish(&report.outcome);
+        // The exporter's last send blocks (bounded by its timeout): off the runtime.
+        let outcome = report.outcome.clone();
+        let _ = tokio::task::spawn_blocking(move || spans.finish(&outcome)).await;
     }
     run_record.ended_at = Some(chrono::Utc::now());
     run_record.outcome = serde_json::to_value(&report.outcome).ok();

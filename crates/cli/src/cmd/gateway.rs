@@ -53,6 +53,13 @@ pub struct GatewayArgs {
     /// Allow listening on a non-loopback address.
     #[arg(long)]
     pub allow_non_loopback: bool,
+    /// Send a trace per guest request (OpenTelemetry, OTLP/HTTP protobuf) to this collector;
+    /// default: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT`.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// Put the model's answers on the `chat` spans.
+    #[arg(long)]
+    pub otlp_content: bool,
     /// Context policy: `identity` (default) or `sliding-window` (see the `[context]` section).
     #[arg(long, value_parser = switchyard_runner::parse_context_policy)]
     pub context_policy: Option<switchyard_translate::context::ContextPolicy>,
@@ -143,7 +150,25 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     }
     let records_dir = config.records_dir.clone();
     let model = config.upstream_model.clone();
-    let handle = Gateway::start(config).await?;
+    let telemetry =
+        switchyard_telemetry::Telemetry::start(&switchyard_telemetry::TelemetryConfig::from_env(
+            args.otlp_endpoint.as_deref(),
+            args.otlp_content,
+            "switchyard-gateway",
+        ))
+        .unwrap_or_else(|e| {
+            eprintln!("switchyard gateway: traces off: {e}");
+            None
+        });
+    // Standalone, each guest request is a trace of its own.
+    let handle = Gateway::start_with(
+        config,
+        switchyard_gateway::GatewayDeps {
+            telemetry: telemetry.clone().map(|t| (t, None)),
+            ..switchyard_gateway::GatewayDeps::default()
+        },
+    )
+    .await?;
     // A key the user chose is named by its variable; a made-up one is printed, as the user
     // needs it to point a guest here and it is worth nothing once the gateway stops.
     let hint = match &args.ingress_key_env {
@@ -164,6 +189,10 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     wait_for_signal().await?;
     eprintln!("switchyard gateway: shutting down");
     handle.shutdown().await?;
+    if let Some(telemetry) = telemetry {
+        // The exporter's last send blocks (bounded by its timeout): off the runtime.
+        let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+    }
     Ok(())
 }
 
