@@ -212,6 +212,10 @@ pub struct BenchReport {
     /// The Messages ingress (Claude Code's request): the Chat request it becomes sent direct,
     /// vs the Messages request through the gateway.
     pub messages: ChatIngressReport,
+    /// Tracing off vs on (a `chat` span per exchange, exported to an OTLP receiver on
+    /// 127.0.0.1), unary and streamed.
+    pub tracing_unary: OffOn<Percentiles>,
+    pub tracing_stream: OffOn<Percentiles>,
     /// The gateway's own memory, measured in a separate process (when enabled).
     pub gateway_process: Option<ProcessMemory>,
     /// Why the separate-process measurement could not be made (the rest of the report stands).
@@ -437,6 +441,16 @@ impl std::fmt::Display for BenchReport {
             ("chat latency stream (us)", &self.chat.latency_stream),
         ] {
             write_percentile_rows(f, name, pair.direct, pair.gateway)?;
+        }
+        writeln!(
+            f,
+            "tracing off vs on (a chat span per exchange, OTLP/HTTP to a receiver on 127.0.0.1)"
+        )?;
+        for (name, pair) in [
+            ("tracing latency unary (us)", &self.tracing_unary),
+            ("tracing latency stream (us)", &self.tracing_stream),
+        ] {
+            write_percentile_rows(f, name, pair.off, pair.on)?;
         }
         writeln!(
             f,
@@ -1402,6 +1416,47 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         } else {
             report.chat.latency_unary = pair;
         }
+    }
+    eprintln!("bench: tracing off vs on...");
+    let receiver = switchyard_testkit::otlp::OtlpReceiver::start()
+        .await
+        .map_err(BenchError::Upstream)?;
+    let telemetry =
+        switchyard_telemetry::Telemetry::start(&switchyard_telemetry::TelemetryConfig {
+            endpoint: Some(format!("{}/v1/traces", receiver.url())),
+            service_name: "switchyard-bench".into(),
+            content: false,
+        })
+        .map_err(BenchError::Request)?;
+    for (stream, upstream, plain) in [
+        (false, &unary_upstream, &unary_gateway),
+        (true, &stream_upstream, &stream_gateway),
+    ] {
+        let mut config = GatewayConfig::new(upstream.base_url(), BENCH_MODEL);
+        config.upstream_key_env = "SWITCHYARD_BENCH_NO_KEY".into();
+        let traced = Gateway::start_with(
+            config,
+            GatewayDeps {
+                recorder: Some(Recorder::disabled()),
+                upstream_key: Some(BENCH_UPSTREAM_KEY.into()),
+                telemetry: telemetry.clone().map(|t| (t, None)),
+                ..GatewayDeps::default()
+            },
+        )
+        .await?;
+        let off = Target::via_gateway(&plain.base_url(), stream, google.clone());
+        let on = Target::via_gateway(&traced.base_url(), stream, google.clone());
+        let [off, on] = latency_rounds(&client, [&off, &on], &options).await?;
+        let pair = OffOn { off, on };
+        if stream {
+            report.tracing_stream = pair;
+        } else {
+            report.tracing_unary = pair;
+        }
+        traced.shutdown().await?;
+    }
+    if let Some(telemetry) = telemetry {
+        let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
     }
     eprintln!("bench: Messages ingress (Claude Code's request)...");
     report.messages.request_bytes = switchyard_testkit::fixtures::CLAUDE_CODE_FIRST_REQUEST.len();
