@@ -52,6 +52,7 @@ fn check_trace(spans: &[ReceivedSpan], agent: &str, tool: &str, upstream: &ChatU
         assert_eq!(chat.kind, 3, "a client span");
         assert_eq!(chat.attributes["gen_ai.operation.name"], "chat");
         assert_eq!(chat.attributes["gen_ai.response.model"], "scripted-model");
+        assert_eq!(chat.attributes["gen_ai.provider.name"], "openai");
         assert!(
             chat.attributes
                 .contains_key("gen_ai.response.finish_reasons")

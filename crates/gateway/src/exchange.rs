@@ -281,7 +281,15 @@ async fn begin<I: Ingress>(
     )
     .raw_events_capped(state.config.limits.max_recorded_stream_bytes)
     .measured(state.metrics.clone(), ctx.api.record_name(stream))
-    .traced(state.telemetry.as_ref(), &ctx.guest_model);
+    .traced(
+        state.telemetry.as_ref(),
+        &ctx.guest_model,
+        // The provider family the upstream is configured as (`openai`, `vllm`, …).
+        &serde_json::to_value(state.config.translation.profile)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+    );
     if stream {
         // The agent's own turns are streamed; auxiliary calls (Gemini CLI's next-speaker
         // check) are not, and do not decide the run.

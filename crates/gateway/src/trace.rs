@@ -175,6 +175,7 @@ impl Trace {
             Option<switchyard_telemetry::Context>,
         )>,
         guest_model: &str,
+        provider: &str,
     ) -> Self {
         use switchyard_telemetry::{KeyValue, SpanKind, TraceContextExt as _, Tracer as _};
         let Some((telemetry, parent)) = telemetry else {
@@ -188,6 +189,7 @@ impl Trace {
             .with_attributes(vec![
                 KeyValue::new("gen_ai.operation.name", "chat"),
                 KeyValue::new("gen_ai.request.model", guest_model.to_owned()),
+                KeyValue::new("gen_ai.provider.name", provider.to_owned()),
             ])
             .start_with_context(tracer, &parent);
         self.span = Some((telemetry.clone(), parent.with_span(span)));
