@@ -53,6 +53,15 @@
 //! [`StreamTranslator`] assembles and validates the upstream's answer exactly as for Google
 //! guests, and [`chat_answer`] renders that turn back as Chat Completions chunks.
 //!
+//! ## Messages guests
+//! Claude Code speaks Anthropic's Messages API: [`messages_wire`] types its request,
+//! [`messages_ingress`] checks and prepares it for the upstream, and [`messages_answer`] renders
+//! the same neutral turn as Messages events.
+//!
+//! ## Context policies
+//! [`context`] decides what of a long history goes upstream (the sliding window), on the neutral
+//! request of every ingress.
+//!
 //! ## Other
 //! * [`count_tokens`] / [`estimate_request_tokens`]: local estimate (method in [`tokens`]).
 //! * [`google_errors`]: Google error bodies from upstream HTTP errors, with `RetryInfo`.
@@ -70,6 +79,7 @@ pub mod image_cache;
 pub mod ledger;
 pub mod messages_answer;
 pub mod messages_ingress;
+pub mod messages_wire;
 pub mod openai;
 pub mod options;
 pub mod plan;
