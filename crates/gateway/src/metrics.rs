@@ -32,6 +32,7 @@ struct TokenLabels {
     gen_ai_operation_name: &'static str,
     gen_ai_request_model: String,
     switchyard_ingress: String,
+    outcome: String,
     gen_ai_token_type: &'static str,
 }
 
@@ -169,6 +170,7 @@ impl Metrics {
                         gen_ai_operation_name: "chat",
                         gen_ai_request_model: model.to_owned(),
                         switchyard_ingress: ingress.to_owned(),
+                        outcome: outcome.to_owned(),
                         gen_ai_token_type: kind,
                     })
                     .observe(f64::from(tokens));

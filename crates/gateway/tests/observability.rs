@@ -88,7 +88,9 @@ async fn health_ready_and_a_scrape_after_traffic() {
     assert_eq!(
         sample(
             &text,
-            &format!("gen_ai_client_token_usage_sum{{{labels},gen_ai_token_type=\"input\"}}")
+            &format!(
+                "gen_ai_client_token_usage_sum{{{labels},outcome=\"ok\",gen_ai_token_type=\"input\"}}"
+            )
         ),
         Some(12.0),
         "{text}"
@@ -96,7 +98,9 @@ async fn health_ready_and_a_scrape_after_traffic() {
     assert_eq!(
         sample(
             &text,
-            &format!("gen_ai_client_token_usage_sum{{{labels},gen_ai_token_type=\"output\"}}")
+            &format!(
+                "gen_ai_client_token_usage_sum{{{labels},outcome=\"ok\",gen_ai_token_type=\"output\"}}"
+            )
         ),
         Some(7.0),
         "{text}"
