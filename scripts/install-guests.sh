@@ -48,3 +48,14 @@ if [ -f "$cc_pkg" ] && grep -q "\"version\": \"${CLAUDE_CODE_VERSION}\"" "$cc_pk
 else
   install "$cc_prefix" "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}"
 fi
+# Codex: the npm package is a Node launcher; the native binary comes with the platform's
+# optional dependency (@openai/codex-linux-x64), which the seal covers like any other file.
+CODEX_VERSION="0.171.0"
+cx_prefix=".cache/guests/codex-${CODEX_VERSION}"
+cx_pkg="$cx_prefix/node_modules/@openai/codex/package.json"
+cx_bin="$cx_prefix/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
+if [ -f "$cx_pkg" ] && grep -q "\"version\": \"${CODEX_VERSION}\"" "$cx_pkg" && [ -x "$cx_bin" ]; then
+  echo "codex ${CODEX_VERSION} already installed in $cx_prefix"
+else
+  install "$cx_prefix" "@openai/codex@${CODEX_VERSION}"
+fi

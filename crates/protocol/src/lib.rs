@@ -6,6 +6,7 @@
 //! `switchyard-events`, never here.
 
 pub mod auth;
+pub mod codex;
 pub mod gemini_cli;
 pub mod opencode;
 pub mod sse;
