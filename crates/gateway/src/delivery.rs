@@ -51,11 +51,13 @@ pub(crate) fn stamp(
     let mut all = Vec::new();
     for call in chunk.calls_mut() {
         let model_call_id = call.upstream_id.clone().unwrap_or_else(|| call.id.clone());
-        let Some(tool) = binding.host_tool(&call.name) else {
+        // A namespaced call (Codex's MCP tools) by the one name it has upstream.
+        let name = call.qualified_name();
+        let Some(tool) = binding.host_tool(&name) else {
             all.push(DeliveredCall {
                 call_id: call.id.clone(),
                 model_call_id,
-                tool: call.name.clone(),
+                tool: name,
                 arguments: call.arguments.clone(),
             });
             continue;
@@ -66,7 +68,7 @@ pub(crate) fn stamp(
         all.push(DeliveredCall {
             call_id: call.id.clone(),
             model_call_id: model_call_id.clone(),
-            tool: call.name.clone(),
+            tool: name.clone(),
             arguments: call.arguments.clone(),
         });
         offered.push(OfferedCall {

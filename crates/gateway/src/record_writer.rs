@@ -193,7 +193,7 @@ fn call_of(part: &TurnPart) -> Option<DeliveredCall> {
     Some(DeliveredCall {
         id: call.upstream_id.clone().unwrap_or_else(|| call.id.clone()),
         delivered_id: call.upstream_id.is_some().then(|| call.id.clone()),
-        name: call.name.clone(),
+        name: call.qualified_name(),
         arguments: call.arguments.clone(),
     })
 }

@@ -58,6 +58,12 @@
 //! [`messages_ingress`] checks and prepares it for the upstream, and [`messages_answer`] renders
 //! the same neutral turn as Messages events.
 //!
+//! ## Responses guests
+//! Codex speaks OpenAI's Responses API: [`responses_wire`] types its request,
+//! [`responses_ingress`] checks and prepares it (custom and namespaced tools flattened to
+//! functions, [`turn::CallShapes`] to map the calls back), and [`responses_answer`] renders the
+//! neutral turn as Responses events.
+//!
 //! ## Context policies
 //! [`context`] decides what of a long history goes upstream (the sliding window), on the neutral
 //! request of every ingress.
@@ -88,6 +94,9 @@ pub mod private_argument;
 pub mod reasoning;
 pub mod request;
 pub mod response;
+pub mod responses_answer;
+pub mod responses_ingress;
+pub mod responses_wire;
 pub mod schema;
 pub mod tokens;
 pub mod turn;

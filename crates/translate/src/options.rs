@@ -363,6 +363,10 @@ pub struct ResponseConfig {
     /// Retry of an attempt that ended malformed: the visible text already forwarded to the guest.
     /// See [`crate::StreamTranslator`] for the suppression rule.
     pub already_forwarded_text: Option<String>,
+    /// Upstream functions that stand for a guest's custom or namespaced tools: their calls are
+    /// delivered in that shape (a custom call's arguments must be `{"input": text}`).
+    #[serde(default, skip_serializing_if = "crate::turn::CallShapes::is_empty")]
+    pub call_shapes: crate::turn::CallShapes,
 }
 
 /// Decisions taken while translating one upstream response.

@@ -33,7 +33,7 @@ use crate::error::UpstreamError;
 use crate::openai::{ChatChunk, ChatCompletion, ChatDelta, ChatUsage, ToolCallDelta};
 use crate::options::{ResponseConfig, ResponseReport};
 use crate::tokens::estimate_text_tokens;
-use crate::turn::{CallKind, Finish, ToolCall, TurnChunk, TurnPart, TurnUsage};
+use crate::turn::{CUSTOM_INPUT_ARG, CallKind, Finish, ToolCall, TurnChunk, TurnPart, TurnUsage};
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -138,6 +138,14 @@ pub enum MalformedReason {
     TruncatedByLength {
         /// Upstream index.
         index: u32,
+    },
+    /// A custom tool's call whose arguments are not `{"input": text}`.
+    #[error("tool call {index} ({name}): a custom tool takes one string argument `input`")]
+    CustomInput {
+        /// Upstream index.
+        index: u32,
+        /// Function name.
+        name: String,
     },
     /// Two calls of one turn carry the same id.
     #[error("two tool calls of one turn carry the id {id:?}")]
@@ -656,13 +664,35 @@ impl StreamTranslator {
             if out.iter().any(|c| c.id == id) {
                 return Err(MalformedReason::DuplicateId { id });
             }
+            let (kind, namespace, name, arguments) = match self.cfg.call_shapes.get(&name) {
+                None => (CallKind::Function, None, name, args),
+                Some(shape) => match (shape.kind, args) {
+                    (CallKind::Custom, Value::Object(mut object)) => {
+                        match (object.remove(CUSTOM_INPUT_ARG), object.is_empty()) {
+                            (Some(input @ Value::String(_)), true) => {
+                                (CallKind::Custom, None, shape.name.clone(), input)
+                            }
+                            _ => return Err(MalformedReason::CustomInput { index, name }),
+                        }
+                    }
+                    (CallKind::Custom, _) => {
+                        return Err(MalformedReason::CustomInput { index, name });
+                    }
+                    (CallKind::Function, args) => (
+                        CallKind::Function,
+                        shape.namespace.clone(),
+                        shape.name.clone(),
+                        args,
+                    ),
+                },
+            };
             out.push(ToolCall {
                 id,
                 upstream_id: call.id,
-                kind: CallKind::Function,
-                namespace: None,
+                kind,
+                namespace,
                 name,
-                arguments: args,
+                arguments,
                 signature: None,
             });
         }

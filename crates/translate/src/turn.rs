@@ -5,6 +5,8 @@
 //! A turn streams as [`TurnChunk`]s: text and reasoning increments as they arrive, then one last
 //! chunk with the complete tool calls, the finish reason and the usage.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -69,6 +71,58 @@ pub struct ToolCall {
     /// carried: [`crate::reasoning`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
+}
+
+impl ToolCall {
+    /// The name the call has upstream and in the run's tables: a namespaced call's
+    /// [`flat_name`], else its name.
+    pub fn qualified_name(&self) -> String {
+        flat_name(self.namespace.as_deref(), &self.name)
+    }
+}
+
+/// The one name a namespaced tool has upstream: `{namespace}__{name}` (Codex's own spelling of
+/// an MCP tool, `mcp__server__tool`).
+pub fn flat_name(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(namespace) => format!("{namespace}__{name}"),
+        None => name.to_owned(),
+    }
+}
+
+/// What an upstream function call stands for in a guest that declared other kinds of tools
+/// (OpenAI Responses): a custom tool, or a function of a namespace. Functions not listed are
+/// plain functions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallShapes(BTreeMap<String, CallShape>);
+
+/// One entry of [`CallShapes`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallShape {
+    pub kind: CallKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The tool's own name in the guest.
+    pub name: String,
+}
+
+/// The one argument a custom tool's upstream function takes: the tool's input text.
+pub const CUSTOM_INPUT_ARG: &str = "input";
+
+impl CallShapes {
+    /// Adds the shape of the upstream function `upstream_name`.
+    pub fn insert(&mut self, upstream_name: String, shape: CallShape) {
+        self.0.insert(upstream_name, shape);
+    }
+
+    /// The shape of the upstream function `upstream_name`, if it is not a plain function.
+    pub fn get(&self, upstream_name: &str) -> Option<&CallShape> {
+        self.0.get(upstream_name)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// Why a turn ended.

@@ -777,3 +777,83 @@ fn minted_ids_are_the_gateways_and_keep_the_upstreams_beside_them() {
     );
     assert_eq!(done.report.synthesized_call_ids, ["call_x_1"]);
 }
+
+/// Calls of functions that stand for a Responses guest's custom and namespaced tools come back
+/// in that shape; a custom call that is not `{"input": text}` is malformed, never delivered.
+#[test]
+fn shaped_calls_come_back_as_custom_and_namespaced_calls() {
+    use switchyard_translate::turn::{CallKind, CallShape, CallShapes};
+    let mut shapes = CallShapes::default();
+    shapes.insert(
+        "apply_patch".into(),
+        CallShape {
+            kind: CallKind::Custom,
+            namespace: None,
+            name: "apply_patch".into(),
+        },
+    );
+    shapes.insert(
+        "mcp__switchyard__record".into(),
+        CallShape {
+            kind: CallKind::Function,
+            namespace: Some("mcp__switchyard".into()),
+            name: "record".into(),
+        },
+    );
+    let shaped = ResponseConfig {
+        call_shapes: shapes,
+        ..cfg()
+    };
+    let (_, outcome) = run(
+        shaped.clone(),
+        &[
+            tool_chunk(
+                0,
+                Some("a"),
+                Some("apply_patch"),
+                "{\"input\":\"*** Begin Patch\"}",
+            ),
+            tool_chunk(
+                1,
+                Some("b"),
+                Some("mcp__switchyard__record"),
+                "{\"nonce\":\"n\"}",
+            ),
+            tool_chunk(2, Some("c"), Some("exec_command"), "{\"cmd\":\"ls\"}"),
+            finish_chunk("tool_calls"),
+            "[DONE]".into(),
+        ],
+    );
+    let TurnOutcome::Complete(turn) = outcome else {
+        panic!("{outcome:?}");
+    };
+    let calls: Vec<_> = turn.final_chunk.calls().cloned().collect();
+    assert_eq!(calls[0].kind, CallKind::Custom);
+    assert_eq!(calls[0].arguments, json!("*** Begin Patch"));
+    assert_eq!(calls[1].kind, CallKind::Function);
+    assert_eq!(calls[1].namespace.as_deref(), Some("mcp__switchyard"));
+    assert_eq!(calls[1].name, "record");
+    assert_eq!(calls[1].qualified_name(), "mcp__switchyard__record");
+    assert_eq!(
+        (calls[2].namespace.as_deref(), calls[2].name.as_str()),
+        (None, "exec_command")
+    );
+    for args in [
+        "{\"patch\":\"x\"}",
+        "{\"input\":1}",
+        "{\"input\":\"x\",\"more\":1}",
+    ] {
+        let (_, outcome) = run(
+            shaped.clone(),
+            &[
+                tool_chunk(0, Some("a"), Some("apply_patch"), args),
+                finish_chunk("tool_calls"),
+                "[DONE]".into(),
+            ],
+        );
+        assert!(
+            matches!(&outcome, TurnOutcome::Malformed(m) if matches!(m.reason, MalformedReason::CustomInput { .. })),
+            "{args}: {outcome:?}"
+        );
+    }
+}
