@@ -97,10 +97,12 @@ pub struct RunStarted {
 pub struct SessionStarted {
     /// Source: stream-json `init.session_id`; ACP: the `session/new` answer's `sessionId` (or
     /// the `--resume`d session's); OpenCode: the `POST /session` answer's `id`; Claude Code:
-    /// the first `system/init`'s `session_id`.
+    /// the first `system/init`'s `session_id`; Codex: the `thread/start` (or `thread/resume`)
+    /// answer's `thread.id`.
     pub session_id: String,
     /// Source: stream-json `init.model` (the configured model, not the routed one); Claude
-    /// Code: `system/init.model`; ACP and OpenCode: Derived, the model the run asked for.
+    /// Code: `system/init.model`; Codex: the `thread/start` answer's `model`; ACP and OpenCode:
+    /// Derived, the model the run asked for.
     pub model: String,
 }
 
@@ -109,7 +111,8 @@ pub struct SessionStarted {
 pub struct UserMessage {
     /// Source: stream-json `message.content` with `role:"user"`; ACP: Derived, the text
     /// Switchyard sent in `session/prompt`; OpenCode: Derived, the text sent in `prompt_async`;
-    /// Claude Code: Derived, the text of the `user` line written to its stdin.
+    /// Claude Code: Derived, the text of the `user` line written to its stdin; Codex: Derived,
+    /// the text of the `turn/start` input.
     pub text: String,
 }
 
@@ -120,7 +123,8 @@ pub struct AssistantDelta {
     /// `agent_message_chunk.content.text`; OpenCode: `message.part.delta.delta` of a `text`
     /// part, or the part of a `message.part.updated` text the deltas had not carried; Claude
     /// Code: `stream_event` `text_delta.text`, or the part of an `assistant` line's `text`
-    /// block its deltas had not carried.
+    /// block its deltas had not carried; Codex: `item/agentMessage/delta.delta`, or the part of
+    /// a completed `agentMessage` item's `text` its deltas had not carried.
     pub text: String,
     /// Derived: 0-based model turn (a turn ends when tool results go back to the model).
     pub turn: u32,
@@ -141,7 +145,9 @@ pub struct AssistantMessage {
 pub struct Thought {
     /// Source: ACP `agent_thought_chunk.content.text` (Gemini CLI writes
     /// `**<subject>**\n<description>`); OpenCode: the deltas (and rest) of a `reasoning` part;
-    /// Claude Code: `thinking_delta.thinking` (and the rest of a `thinking` block).
+    /// Claude Code: `thinking_delta.thinking` (and the rest of a `thinking` block); Codex:
+    /// `item/reasoning/summaryTextDelta` and `textDelta` `delta`, or a completed `reasoning`
+    /// item's `summary` and `content` joined when no delta carried them.
     pub text: String,
     /// Derived: 0-based model turn.
     pub turn: u32,
@@ -152,8 +158,9 @@ pub struct Thought {
 pub struct ToolCall {
     /// Source: stream-json `tool_use.tool_id` (`<name>__<id>`); ACP: `tool_call.toolCallId`, or
     /// the permission request's `toolCall.toolCallId` (a call that asks has no `tool_call`);
-    /// OpenCode: the tool part's `callID`; Claude Code: the `assistant` line's `tool_use.id`.
-    /// Each carries the id the gateway delivered the call with (its own, unique in the run).
+    /// OpenCode: the tool part's `callID`; Claude Code: the `assistant` line's `tool_use.id`;
+    /// Codex: the tool item's `id` (`item/started`; the model's call id as delivered). Each
+    /// carries the id the gateway delivered the call with (its own, unique in the run).
     /// Pairs with [`ToolResult::call_id`].
     pub call_id: String,
     /// Derived: the model's own id of the call (the upstream's `tool_calls[].id`), from the
@@ -163,13 +170,17 @@ pub struct ToolCall {
     pub model_call_id: String,
     /// Source: stream-json `tool_use.tool_name`; ACP: Derived from `call_id`, checked against
     /// the gateway's delivered call; OpenCode: the tool part's `tool`; Claude Code:
-    /// `tool_use.name`.
+    /// `tool_use.name`; Codex: Derived, the delivered call's name, else the item type's tool
+    /// (`commandExecution` → `exec_command`, `fileChange` → `apply_patch`, `mcpToolCall` →
+    /// `mcp__<server>__<tool>`, `imageView` → `view_image`, `webSearch` → `web_search`).
     pub tool_name: String,
     /// Derived: exact-whitelist category of `tool_name`.
     pub category: ToolCategory,
     /// Source: stream-json `tool_use.parameters`, verbatim; ACP: Derived, the arguments the
     /// gateway delivered (`null` without the gateway: ACP does not carry them); OpenCode: the
-    /// tool part's `state.input` once it runs; Claude Code: `tool_use.input`, verbatim.
+    /// tool part's `state.input` once it runs; Claude Code: `tool_use.input`, verbatim; Codex:
+    /// Derived, the delivered call's arguments, else what the item shows (`command` and `cwd`,
+    /// `changes`, an MCP call's `arguments`).
     pub arguments: Value,
     /// Derived: 0-based model turn.
     pub turn: u32,
@@ -187,17 +198,21 @@ pub enum ToolStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
     /// Source: stream-json `tool_result.tool_id`; ACP: `tool_call_update.toolCallId`; OpenCode:
-    /// the tool part's `callID`; Claude Code: the `user` line's `tool_result.tool_use_id`.
+    /// the tool part's `callID`; Claude Code: the `user` line's `tool_result.tool_use_id`;
+    /// Codex: the completed tool item's `id`.
     pub call_id: String,
     /// Derived: the tool name of the matching [`ToolCall`]; `None` if no call had this id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_name: Option<String>,
     /// Source: stream-json `tool_result.status`; ACP: `status` `completed` or `failed`;
-    /// OpenCode: `state.status` `completed` or `error`; Claude Code: `tool_result.is_error`.
+    /// OpenCode: `state.status` `completed` or `error`; Claude Code: `tool_result.is_error`;
+    /// Codex: the item's `status` (`completed` is success; `failed`, `declined`, or no
+    /// `item/completed` before `turn/completed` is an error).
     pub status: ToolStatus,
     /// Source: stream-json `tool_result.output` (only present for string displays; the headless
     /// transport is lossy here); ACP: the text items of `content`, joined; OpenCode:
-    /// `state.output`.
+    /// `state.output`; Codex: `aggregatedOutput` of a command, the changed paths of a file
+    /// change, the text blocks of an MCP `result.content`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
     /// Source: stream-json `tool_result.error.{type,message}`; for ACP, Derived from a failed
@@ -292,7 +307,8 @@ pub struct PermissionChoice {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Permission {
     /// Source: ACP `toolCall.toolCallId` (`<name>__<model call id>`); OpenCode: the request's
-    /// `id` (`per_…`); Claude Code: the `can_use_tool` control request's `request_id`.
+    /// `id` (`per_…`); Claude Code: the `can_use_tool` control request's `request_id`; Codex:
+    /// the approval request's JSON-RPC `id`.
     pub tool_call_id: String,
     /// Derived: the model's own id of the delivered call it named (absent when refused as not
     /// delivered).
@@ -331,7 +347,8 @@ pub struct PromptFinished {
     /// Source: the result's `stopReason` (`end_turn`, `cancelled`, `max_turn_requests`,
     /// `max_tokens`, `refusal`); absent when the prompt failed with a JSON-RPC error; OpenCode:
     /// the last assistant message's `finish` (`stop`, `tool-calls`, `length`, …); Claude Code:
-    /// the `result`'s `stop_reason`, else its `terminal_reason`.
+    /// the `result`'s `stop_reason`, else its `terminal_reason`; Codex: `turn/completed`'s
+    /// `turn.status` (`completed`, `interrupted`, `failed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
     /// Derived: the typed failure (a JSON-RPC error whose code is an HTTP status is the model
@@ -395,7 +412,8 @@ pub struct WorkspaceConfigIgnored {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorReport {
     /// Source: stream-json `error.message` with `severity:"error"`; OpenCode: Derived from
-    /// `session.error` (`<name>: <data.message>`).
+    /// `session.error` (`<name>: <data.message>`); Codex: an `error` notification's
+    /// `error.message` when `willRetry` is false (with `willRetry`, a [`Warning`]).
     pub message: String,
 }
 
@@ -406,15 +424,17 @@ pub struct Usage {
     /// Source: `result.stats.input_tokens` (prompt tokens, cached included); ACP:
     /// `_meta.quota.token_count.input_tokens`; OpenCode: the sum of `step-finish` parts'
     /// `tokens.input + tokens.cache.read`; Claude Code: the sum of `result.usage`'s
-    /// `input_tokens + cache_read_input_tokens + cache_creation_input_tokens`.
+    /// `input_tokens + cache_read_input_tokens + cache_creation_input_tokens`; Codex: the sum
+    /// of `thread/tokenUsage/updated`'s `tokenUsage.last.inputTokens`.
     pub input_tokens: u64,
     /// Source: `result.stats.cached`; OpenCode: `step-finish` `tokens.cache.read`; Claude Code:
-    /// `result.usage.cache_read_input_tokens`.
+    /// `result.usage.cache_read_input_tokens`; Codex: the sum of `last.cachedInputTokens`.
     pub cached_tokens: u64,
     /// Source: `result.stats.output_tokens`; ACP: `_meta.quota.token_count.output_tokens`;
-    /// OpenCode: `step-finish` `tokens.output`; Claude Code: `result.usage.output_tokens`.
+    /// OpenCode: `step-finish` `tokens.output`; Claude Code: `result.usage.output_tokens`;
+    /// Codex: the sum of `last.outputTokens`.
     pub output_tokens: u64,
-    /// Source: `result.stats.total_tokens`.
+    /// Source: `result.stats.total_tokens`; Codex: the sum of `last.totalTokens`.
     pub total_tokens: u64,
     /// Source: `result.stats.tool_calls`; ACP: Derived, the tool calls seen.
     pub tool_calls: u64,

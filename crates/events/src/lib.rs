@@ -8,12 +8,15 @@
 //! - [`outcome`] turns the guest's terminal event and exit into a typed [`outcome::RunOutcome`];
 //! - [`gemini`] normalizes Gemini CLI stream-json lines into canonical events;
 //! - [`acp`] normalizes its ACP traffic (`gemini --acp`) into the same events;
-//! - [`opencode`] normalizes OpenCode's server-sent events (`opencode serve`) into them too.
+//! - [`opencode`] normalizes OpenCode's server-sent events (`opencode serve`) into them too;
+//! - [`claude`] and [`codex`] normalize Claude Code's stream-json and Codex's app-server
+//!   notifications into them as well.
 //!
 //! No I/O happens here.
 
 pub mod acp;
 pub mod claude;
+pub mod codex;
 pub mod delivered;
 pub mod event;
 pub mod gemini;

@@ -214,6 +214,55 @@ pub fn claude_tool_category(name: &str) -> ToolCategory {
     }
 }
 
+const CODEX_COMMAND: &[&str] = &["exec_command", "write_stdin"];
+const CODEX_FILE_READ: &[&str] = &[
+    "view_image",
+    "list_mcp_resources",
+    "list_mcp_resource_templates",
+    "read_mcp_resource",
+];
+const CODEX_FILE_WRITE: &[&str] = &["apply_patch"];
+const CODEX_ASK_USER: &[&str] = &["request_user_input"];
+const CODEX_WEB: &[&str] = &["web_search"];
+const CODEX_PLANNING: &[&str] = &[
+    "update_plan",
+    "get_goal",
+    "create_goal",
+    "update_goal",
+    "tool_search",
+];
+
+/// Classifies a Codex 0.171.0 tool name (the tools its Responses requests declared in the
+/// reference captures, and `mcp__<server>__<tool>`: the namespace `mcp__<server>` and the
+/// function joined as the gateway flattens them).
+pub fn codex_tool_category(name: &str) -> ToolCategory {
+    let is = |list: &[&str]| list.contains(&name);
+    if is(CODEX_COMMAND) {
+        ToolCategory::Command
+    } else if is(CODEX_FILE_READ) {
+        ToolCategory::FileRead
+    } else if is(CODEX_FILE_WRITE) {
+        ToolCategory::FileWrite
+    } else if is(CODEX_ASK_USER) {
+        ToolCategory::AskUser
+    } else if is(CODEX_WEB) {
+        ToolCategory::Web
+    } else if is(CODEX_PLANNING) {
+        ToolCategory::Planning
+    } else if let Some((server, tool)) = name
+        .strip_prefix("mcp__")
+        .and_then(|rest| rest.split_once("__"))
+        .filter(|(server, tool)| !server.is_empty() && !tool.is_empty())
+    {
+        ToolCategory::Mcp {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+        }
+    } else {
+        ToolCategory::Unknown
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,6 +380,31 @@ mod tests {
             ToolCategory::Mcp {
                 server: "switchyard".into(),
                 tool: "record_twice".into()
+            }
+        );
+    }
+
+    #[test]
+    fn codex_names_by_their_own_whitelist() {
+        for (name, category) in [
+            ("exec_command", ToolCategory::Command),
+            ("write_stdin", ToolCategory::Command),
+            ("apply_patch", ToolCategory::FileWrite),
+            ("view_image", ToolCategory::FileRead),
+            ("request_user_input", ToolCategory::AskUser),
+            ("web_search", ToolCategory::Web),
+            ("update_plan", ToolCategory::Planning),
+            ("shell", ToolCategory::Unknown),
+            ("Bash", ToolCategory::Unknown),
+            ("mcp__switchyard__", ToolCategory::Unknown),
+        ] {
+            assert_eq!(codex_tool_category(name), category, "{name}");
+        }
+        assert_eq!(
+            codex_tool_category("mcp__switchyard__record"),
+            ToolCategory::Mcp {
+                server: "switchyard".into(),
+                tool: "record".into()
             }
         );
     }
