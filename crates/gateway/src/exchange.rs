@@ -228,6 +228,7 @@ async fn prepare<I: Ingress>(
         carry_reasoning,
         prompt_token_estimate: Some(prepared.prompt_token_estimate),
         already_forwarded_text: None,
+        call_shapes: prepared.call_shapes,
     };
     Ok(Prepared {
         chat_body,

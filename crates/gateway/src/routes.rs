@@ -19,6 +19,7 @@ use crate::ingress::Ingress;
 use crate::ingress::chat::{Chat, chat_error};
 use crate::ingress::google::Google;
 use crate::ingress::messages::{Messages, messages_error};
+use crate::ingress::responses::{Responses, responses_error};
 use crate::responses::error_response;
 use crate::sessions::MAX_SESSION_ID;
 use crate::state::AppState;
@@ -34,6 +35,10 @@ pub const OPENCODE_SESSION_HEADER: &str = "x-session-id";
 /// The session header Claude Code sends on every model request (its session id): a Messages
 /// request without [`SESSION_HEADER`] uses it.
 pub const CLAUDE_CODE_SESSION_HEADER: &str = "x-claude-code-session-id";
+
+/// The session header Codex sends on every model request (its thread id): a Responses
+/// guest's call-id session when `x-switchyard-session` is absent.
+pub const CODEX_SESSION_HEADER: &str = "session-id";
 
 /// The call-id session a request names, or the message of a 400.
 fn session_of(headers: &HeaderMap, fallback: Option<&str>) -> Result<String, String> {
@@ -89,7 +94,28 @@ pub(crate) async fn messages(
     model_exchange(state, session, body, Messages).await
 }
 
-/// Reads a JSON body with `model` and `stream` at its top (Chat Completions, Messages) and
+/// `POST /v1/responses`: OpenAI Responses, streamed (`"stream": true`) or not.
+pub(crate) async fn responses(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if !bearer_allowed(state.config.ingress_key.as_deref(), &headers) {
+        return responses_error(
+            401,
+            "missing or wrong API key: this gateway requires its per-run ingress key as \
+             `Authorization: Bearer <key>`",
+        );
+    }
+    let session = match session_of(&headers, Some(CODEX_SESSION_HEADER)) {
+        Ok(session) => session,
+        Err(message) => return responses_error(400, &message),
+    };
+    model_exchange(state, session, body, Responses).await
+}
+
+/// Reads a JSON body with `model` and `stream` at its top (Chat Completions, Messages,
+/// Responses) and
 /// runs its exchange.
 async fn model_exchange<I: Ingress>(
     state: Arc<AppState>,

@@ -183,6 +183,7 @@ impl Gateway {
             )
             .route("/chat/completions", post(crate::routes::chat_completions))
             .route("/v1/messages", post(crate::routes::messages))
+            .route("/v1/responses", post(crate::routes::responses))
             .route("/health", axum::routing::get(crate::routes::health))
             .route("/ready", axum::routing::get(crate::routes::ready))
             .route("/metrics", axum::routing::get(crate::routes::metrics))

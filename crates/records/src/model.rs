@@ -234,6 +234,8 @@ pub mod ingress {
     pub const CHAT_COMPLETIONS: &str = "openai.chatCompletions";
     /// Anthropic `v1/messages`, streamed or not.
     pub const MESSAGES: &str = "anthropic.messages";
+    /// OpenAI `v1/responses`, streamed or not.
+    pub const RESPONSES: &str = "openai.responses";
 }
 
 /// One model exchange relayed by the gateway: the guest's request, what went upstream (per attempt),

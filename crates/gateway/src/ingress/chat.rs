@@ -67,6 +67,7 @@ impl Ingress for Chat {
             prompt_token_estimate: prepared.prompt_token_estimate,
             include_usage: prepared.include_usage,
             schemas: switchyard_translate::plan::Schemas::Guest,
+            call_shapes: Default::default(),
         })
     }
 
@@ -196,7 +197,7 @@ pub(crate) fn chat_error(status: u16, message: &str) -> axum::response::Response
 
 /// The status and OpenAI error body of a failure the gateway gave up on (`google_status` and
 /// `google_message`: the same failure as the GenerateContent ingress would answer it).
-fn chat_failure(
+pub(crate) fn chat_failure(
     state: &AppState,
     error: &UpstreamError,
     attempts: u32,

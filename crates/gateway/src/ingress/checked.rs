@@ -1,5 +1,5 @@
 //! The request side every ingress whose guest keeps its own call ids shares (Chat Completions,
-//! Messages): the body translated where its size belongs (`parse_work`), translated again once
+//! Messages, Responses): the body translated where its size belongs (`parse_work`), translated again once
 //! the PNGs the cache did not hold are converted (the body's budget charge dropped first), then
 //! the session's call-id ledger: every tool result must answer a delivered call, and the
 //! history gets the upstream's own ids back.
@@ -121,6 +121,21 @@ impl Translated for switchyard_translate::chat_ingress::PreparedChat {
 }
 
 impl Translated for switchyard_translate::messages_ingress::PreparedMessages {
+    fn chat_mut(&mut self) -> &mut ChatRequest {
+        &mut self.chat
+    }
+    fn history_call_ids(&self) -> &[String] {
+        &self.history_call_ids
+    }
+    fn tool_result_ids(&self) -> &[(String, String)] {
+        &self.tool_result_ids
+    }
+    fn unconverted_pngs(&mut self) -> &mut Vec<Vec<u8>> {
+        &mut self.unconverted_pngs
+    }
+}
+
+impl Translated for switchyard_translate::responses_ingress::PreparedResponses {
     fn chat_mut(&mut self) -> &mut ChatRequest {
         &mut self.chat
     }

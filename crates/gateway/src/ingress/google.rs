@@ -172,6 +172,7 @@ fn prepared(
         prompt_token_estimate: switchyard_translate::estimate_request_tokens(&request),
         include_usage: false,
         schemas: switchyard_translate::plan::Schemas::Clean,
+        call_shapes: Default::default(),
     })
 }
 

@@ -74,6 +74,7 @@ impl Ingress for Messages {
             prompt_token_estimate: prepared.prompt_token_estimate,
             include_usage: false,
             schemas: switchyard_translate::plan::Schemas::Guest,
+            call_shapes: Default::default(),
         })
     }
 

@@ -6,7 +6,8 @@
 //!
 //! - [`google`]: Google GenerateContent (Gemini CLI);
 //! - [`chat`]: OpenAI Chat Completions (OpenCode);
-//! - [`messages`]: Anthropic Messages (Claude Code).
+//! - [`messages`]: Anthropic Messages (Claude Code);
+//! - [`responses`]: OpenAI Responses (Codex).
 
 use std::future::Future;
 
@@ -28,6 +29,7 @@ pub(crate) mod chat;
 mod checked;
 pub(crate) mod google;
 pub(crate) mod messages;
+pub(crate) mod responses;
 
 /// A guest request made ready for the upstream.
 pub(crate) struct Prepared {
@@ -41,6 +43,8 @@ pub(crate) struct Prepared {
     pub include_usage: bool,
     /// Whether the ingress cleaned the tool schemas already.
     pub schemas: switchyard_translate::plan::Schemas,
+    /// Upstream functions that stand for the guest's custom and namespaced tools.
+    pub call_shapes: switchyard_translate::turn::CallShapes,
 }
 
 /// What an ingress answers when a request is refused before it reaches the upstream.
