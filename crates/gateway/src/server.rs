@@ -424,6 +424,17 @@ impl GatewayHandle {
     /// line names `ingress_key_hint` instead (e.g. the env var the key came from). `model` is
     /// the model name the OpenCode snippet uses.
     pub fn banner(&self, ingress_key_hint: Option<&str>, model: &str) -> String {
+        self.banner_with_codex(ingress_key_hint, model, None)
+    }
+
+    /// [`Self::banner`], and with `codex_catalog` (the path of a catalog file for `model`,
+    /// see [`crate::codex::codex_catalog`]) the `config.toml` of a stock Codex, last.
+    pub fn banner_with_codex(
+        &self,
+        ingress_key_hint: Option<&str>,
+        model: &str,
+        codex_catalog: Option<&str>,
+    ) -> String {
         let key = match (&self.ingress_key, ingress_key_hint) {
             (None, _) => PLACEHOLDER_GUEST_KEY.to_string(),
             (Some(_), Some(hint)) => format!("\"{hint}\""),
@@ -443,11 +454,25 @@ impl GatewayHandle {
              # point a stock Claude Code at it (no outside traffic, every tool inline):\n\
              export ANTHROPIC_BASE_URL={base}\n\
              export ANTHROPIC_API_KEY={key}\n\
-             export CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 ENABLE_TOOL_SEARCH=false\n",
+             export CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 ENABLE_TOOL_SEARCH=false\n{codex}",
             addr = self.local_addr,
             base = self.base_url(),
             settings = Self::guest_settings(),
             opencode = self.opencode_provider(model, OPENCODE_KEY_ENV),
+            codex = codex_catalog.map_or_else(String::new, |catalog| {
+                format!(
+                    "# point a stock Codex at it ($CODEX_HOME/config.toml, CODEX_HOME outside \
+                     /tmp):\n\
+                     export {env}={key}\n{config}# end of the Codex config\n",
+                    env = crate::codex::CODEX_KEY_ENV,
+                    config = crate::codex::codex_config(
+                        &self.base_url(),
+                        model,
+                        crate::codex::CODEX_KEY_ENV,
+                        catalog
+                    ),
+                )
+            }),
         )
     }
 

@@ -99,6 +99,32 @@ pub fn claude_code_prefix() -> PathBuf {
     prefix
 }
 
+/// The Codex version the tests are pinned to (`scripts/install-guests.sh` installs it).
+pub const CODEX_VERSION: &str = "0.171.0";
+
+/// The native executable inside a Codex npm prefix (the platform package, an optional
+/// dependency of `@openai/codex`; run directly, never through the Node launcher).
+pub const CODEX_ENTRY: &str =
+    "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
+
+/// The npm prefix holding `@openai/codex@0.171.0`, installed like [`gemini_prefix`]'s.
+///
+/// # Panics
+/// When the install is still missing after running the install script.
+pub fn codex_prefix() -> PathBuf {
+    let prefix = workspace_root()
+        .join(".cache/guests")
+        .join(format!("codex-{CODEX_VERSION}"));
+    let entry = prefix.join(CODEX_ENTRY);
+    install_when_missing(&entry);
+    assert!(
+        entry.is_file(),
+        "pinned Codex not found at {}; run `bash scripts/install-guests.sh` first",
+        entry.display()
+    );
+    prefix
+}
+
 /// Runs `scripts/install-guests.sh` when `entry` is missing.
 fn install_when_missing(entry: &Path) {
     if entry.is_file() {
@@ -144,5 +170,11 @@ mod tests {
             .map(|value| value.trim_matches('"'))
             .collect();
         assert_eq!(claude, [CLAUDE_CODE_VERSION], "{script}");
+        let codex: Vec<&str> = script
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("CODEX_VERSION="))
+            .map(|value| value.trim_matches('"'))
+            .collect();
+        assert_eq!(codex, [CODEX_VERSION], "{script}");
     }
 }

@@ -175,7 +175,17 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         Some(var) => Some(format!("${var}")),
         None => generated_key,
     };
-    print!("{}", handle.banner(hint.as_deref(), &model));
+    let catalog = match write_codex_catalog(&model) {
+        Ok(path) => Some(path.to_string_lossy().into_owned()),
+        Err(e) => {
+            eprintln!("switchyard gateway: no Codex catalog, so no Codex section: {e:#}");
+            None
+        }
+    };
+    print!(
+        "{}",
+        handle.banner_with_codex(hint.as_deref(), &model, catalog.as_deref())
+    );
     use std::io::Write;
     std::io::stdout().flush().ok();
     if let Some(dir) = records_dir {
@@ -194,6 +204,31 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
     }
     Ok(())
+}
+
+/// Writes the Codex model catalog for `model` (see `switchyard_gateway::codex`) under
+/// Switchyard's data directory, where a stock Codex's `config.toml` can keep naming it after
+/// this gateway stops; returns its path.
+fn write_codex_catalog(model: &str) -> anyhow::Result<std::path::PathBuf> {
+    use anyhow::Context as _;
+    let dir = switchyard_runner::home::switchyard_home().join("codex");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // One file per model; any other character of its name becomes `_`.
+    let name: String = model
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let path = dir.join(format!("catalog-{name}.json"));
+    let catalog = switchyard_gateway::codex::codex_catalog(model, 128_000);
+    std::fs::write(&path, serde_json::to_vec_pretty(&catalog)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
 }
 
 /// A random per-start ingress key (128 bits from the OS's generator, via UUID v4).

@@ -94,6 +94,18 @@ pub fn sealed_claude_code() -> PathBuf {
     prefix
 }
 
+/// The pinned Codex install, sealed (idempotent, like [`sealed_prefix`]).
+pub fn sealed_codex() -> PathBuf {
+    const PACKAGE: &str = "@openai/codex";
+    let version = switchyard_testkit::guest::CODEX_VERSION;
+    let prefix = switchyard_testkit::guest::codex_prefix();
+    if switchyard_backend::install::verify(&prefix, PACKAGE, version).is_err() {
+        switchyard_backend::install::seal(&prefix, PACKAGE, version)
+            .expect("seal the test install");
+    }
+    prefix
+}
+
 /// `switchyard run --agent opencode` on `workdir` with `prompt`, through the embedded gateway
 /// to the scripted upstream at `upstream` (its base URL), printing JSONL events.
 pub fn opencode_run(workdir: &Path, upstream: &str, prompt: &str) -> Command {
