@@ -209,3 +209,77 @@ async fn a_stock_opencode_does_text_and_a_tool_turn_through_the_gateway() {
     gateway.kill().unwrap();
     gateway.wait().unwrap();
 }
+
+/// OpenCode's other bundled provider, `@ai-sdk/openai`, speaks the Responses API: the same
+/// snippet with that package goes through the gateway's Responses ingress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stock_opencode_on_the_openai_responses_provider_does_a_tool_turn() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("note.txt"), "kumquat").unwrap();
+    let path = ws.path().canonicalize().unwrap().join("note.txt");
+    let args = json!({"filePath": path}).to_string();
+    let offers_tools = |r: &RecordedRequest| r.json().get("tools").is_some();
+    let script = Script::new()
+        .then_when(
+            move |r| {
+                offers_tools(r)
+                    && r.tool_messages().is_empty()
+                    && r.json().to_string().contains("Read note.txt")
+            },
+            Reply::tool_calls_stream(&[("call_note", "read", &args)], 6),
+        )
+        .then_when(
+            |r| {
+                r.tool_messages()
+                    .iter()
+                    .any(|m| m["content"].to_string().contains("kumquat"))
+            },
+            Reply::text_stream(["It says kumquat."]),
+        )
+        .step(
+            Step::once(Reply::text_stream(["A title"]))
+                .when(move |r| !offers_tools(r))
+                .times(Times::Always),
+        );
+    let upstream = ChatUpstream::start(script).await.unwrap();
+    let (mut gateway, mut snippet, key) = gateway(&upstream.base_url());
+    snippet["provider"]["switchyard"]["npm"] = json!("@ai-sdk/openai");
+
+    let tool_turn = {
+        let (ws, home) = (ws.path().to_owned(), home.path().to_owned());
+        tokio::task::spawn_blocking(move || {
+            opencode_run(
+                &ws,
+                &home,
+                &snippet,
+                &key,
+                "Read note.txt and tell me what it says.",
+            )
+        })
+        .await
+        .unwrap()
+    };
+    let tool = tool_turn
+        .iter()
+        .find(|e| e["type"] == "tool_use")
+        .unwrap_or_else(|| panic!("no tool turn: {tool_turn:?}"));
+    let delivered = tool["part"]["callID"].as_str().unwrap().to_owned();
+    assert!(
+        delivered.starts_with("call_") && delivered != "call_note",
+        "{delivered}"
+    );
+    assert_eq!(tool["part"]["state"]["status"], "completed");
+    assert_eq!(text_of(&tool_turn), "It says kumquat.");
+    let requests = upstream.requests();
+    assert_eq!(upstream.unmatched(), 0);
+    assert!(
+        requests.iter().any(|r| r
+            .tool_messages()
+            .iter()
+            .any(|m| m["tool_call_id"] == "call_note")),
+        "the upstream sees its own call id in the answer"
+    );
+    gateway.kill().unwrap();
+    gateway.wait().unwrap();
+}

@@ -42,9 +42,14 @@ pub const CODEX_SESSION_HEADER: &str = "session-id";
 
 /// The call-id session a request names, or the message of a 400.
 fn session_of(headers: &HeaderMap, fallback: Option<&str>) -> Result<String, String> {
+    session_of_any(headers, fallback.as_slice())
+}
+
+/// [`session_of`] with several guests' headers, tried in order.
+fn session_of_any(headers: &HeaderMap, fallbacks: &[&str]) -> Result<String, String> {
     let named = headers
         .get(SESSION_HEADER)
-        .or_else(|| fallback.and_then(|name| headers.get(name)));
+        .or_else(|| fallbacks.iter().find_map(|name| headers.get(*name)));
     match named.map(|v| v.to_str()) {
         None => Ok("default".to_string()),
         Some(Ok(id)) if !id.is_empty() && id.len() <= MAX_SESSION_ID => Ok(id.to_string()),
@@ -107,7 +112,8 @@ pub(crate) async fn responses(
              `Authorization: Bearer <key>`",
         );
     }
-    let session = match session_of(&headers, Some(CODEX_SESSION_HEADER)) {
+    // Codex's thread, or OpenCode's session on its `@ai-sdk/openai` provider.
+    let session = match session_of_any(&headers, &[CODEX_SESSION_HEADER, OPENCODE_SESSION_HEADER]) {
         Ok(session) => session,
         Err(message) => return responses_error(400, &message),
     };
