@@ -212,6 +212,9 @@ pub struct BenchReport {
     /// The Messages ingress (Claude Code's request): the Chat request it becomes sent direct,
     /// vs the Messages request through the gateway.
     pub messages: ChatIngressReport,
+    /// The Responses ingress (Codex's request): the Chat request it becomes sent direct, vs
+    /// the Responses request through the gateway.
+    pub responses: ChatIngressReport,
     /// Tracing off vs on (a `chat` span per exchange, exported to an OTLP receiver on
     /// 127.0.0.1), unary and streamed.
     pub tracing_unary: OffOn<Percentiles>,
@@ -467,6 +470,24 @@ impl std::fmt::Display for BenchReport {
         ] {
             write_percentile_rows(f, name, pair.direct, pair.gateway)?;
         }
+        writeln!(
+            f,
+            "Responses ingress (Codex 0.171.0's first request, {} bytes, through /v1/responses; \
+             direct: the Chat request it becomes, straight to the upstream)",
+            self.responses.request_bytes
+        )?;
+        for (name, pair) in [
+            (
+                "responses latency unary (us)",
+                &self.responses.latency_unary,
+            ),
+            (
+                "responses latency stream (us)",
+                &self.responses.latency_stream,
+            ),
+        ] {
+            write_percentile_rows(f, name, pair.direct, pair.gateway)?;
+        }
         if let Some(one) = &self.one_cpu {
             writeln!(
                 f,
@@ -716,10 +737,10 @@ impl Target {
         }
     }
 
-    /// A Messages request through the gateway's ingress at `base_url`.
-    fn messages_via_gateway(base_url: &str, body: Bytes) -> Self {
+    /// A guest request through the gateway's ingress at `base_url` + `path`.
+    fn ingress_via_gateway(base_url: &str, path: &str, body: Bytes) -> Self {
         Self {
-            url: format!("{base_url}/v1/messages?beta=true"),
+            url: format!("{base_url}{path}"),
             body,
             records: None,
         }
@@ -1178,37 +1199,82 @@ fn opencode_body(stream: bool) -> Result<Bytes, BenchError> {
         .map_err(|e| BenchError::Translate(e.to_string()))
 }
 
-/// Claude Code's first request (streamed as it sends it, or not), and the Chat request the
-/// gateway makes of it (what the direct series sends).
-fn claude_code_bodies(stream: bool) -> Result<(Bytes, Bytes), BenchError> {
-    use switchyard_translate::messages_ingress::{
-        MessagesIngressOptions, parse_messages_request, prepare_messages_request,
-    };
+/// A guest's captured first request (`fixture`, streamed as it sends it, or not), and the Chat
+/// request the gateway makes of it with `prepare` (what the direct series sends).
+fn guest_bodies(
+    fixture: &[u8],
+    stream: bool,
+    prepare: PrepareGuest,
+) -> Result<(Bytes, Bytes), BenchError> {
     let fail = |e: &dyn std::fmt::Display| BenchError::Translate(e.to_string());
-    let mut body: serde_json::Value =
-        serde_json::from_slice(switchyard_testkit::fixtures::CLAUDE_CODE_FIRST_REQUEST)
-            .map_err(|e| fail(&e))?;
+    let mut body: serde_json::Value = serde_json::from_slice(fixture).map_err(|e| fail(&e))?;
     body["model"] = BENCH_MODEL.into();
     body["stream"] = stream.into();
-    let messages = serde_json::to_vec(&body).map_err(|e| fail(&e))?;
-    let options = MessagesIngressOptions {
+    let guest = serde_json::to_vec(&body).map_err(|e| fail(&e))?;
+    let options = switchyard_translate::chat_ingress::ChatIngressOptions {
         upstream_model: BENCH_MODEL.into(),
         provider: switchyard_translate::ProviderOptions::default(),
         strip: None,
         convert_on_miss: true,
     };
-    let mut prepared = parse_messages_request(&messages)
-        .and_then(|r| prepare_messages_request(r, &options, None))
-        .map_err(|e| fail(&e))?;
+    let (mut chat, mut report) = prepare(&guest, &options).map_err(|e| fail(&e))?;
     switchyard_translate::plan::apply(
-        &mut prepared.chat,
+        &mut chat,
         &options.provider,
-        &mut prepared.report,
+        &mut report,
         switchyard_translate::plan::Schemas::Guest,
     )
     .map_err(|e| fail(&e))?;
-    let chat = serde_json::to_vec(&prepared.chat).map_err(|e| fail(&e))?;
-    Ok((Bytes::from(messages), Bytes::from(chat)))
+    let chat = serde_json::to_vec(&chat).map_err(|e| fail(&e))?;
+    Ok((Bytes::from(guest), Bytes::from(chat)))
+}
+
+/// How an ingress prepares a guest body: the Chat request and the report.
+type PrepareGuest = fn(
+    &[u8],
+    &switchyard_translate::chat_ingress::ChatIngressOptions<'_>,
+) -> Result<
+    (
+        switchyard_translate::openai::ChatRequest,
+        switchyard_translate::TranslationReport,
+    ),
+    switchyard_translate::TranslateError,
+>;
+
+/// The Messages ingress's preparation (Claude Code).
+fn prepare_messages(
+    body: &[u8],
+    options: &switchyard_translate::chat_ingress::ChatIngressOptions<'_>,
+) -> Result<
+    (
+        switchyard_translate::openai::ChatRequest,
+        switchyard_translate::TranslationReport,
+    ),
+    switchyard_translate::TranslateError,
+> {
+    use switchyard_translate::messages_ingress::{
+        parse_messages_request, prepare_messages_request,
+    };
+    let prepared = prepare_messages_request(parse_messages_request(body)?, options, None)?;
+    Ok((prepared.chat, prepared.report))
+}
+
+/// The Responses ingress's preparation (Codex).
+fn prepare_responses(
+    body: &[u8],
+    options: &switchyard_translate::chat_ingress::ChatIngressOptions<'_>,
+) -> Result<
+    (
+        switchyard_translate::openai::ChatRequest,
+        switchyard_translate::TranslationReport,
+    ),
+    switchyard_translate::TranslateError,
+> {
+    use switchyard_translate::responses_ingress::{
+        parse_responses_request, prepare_responses_request,
+    };
+    let prepared = prepare_responses_request(parse_responses_request(body)?, options, None)?;
+    Ok((prepared.chat, prepared.report))
 }
 
 fn chat_body(stream: bool) -> Result<Bytes, BenchError> {
@@ -1458,21 +1524,38 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
     if let Some(telemetry) = telemetry {
         let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
     }
-    eprintln!("bench: Messages ingress (Claude Code's request)...");
-    report.messages.request_bytes = switchyard_testkit::fixtures::CLAUDE_CODE_FIRST_REQUEST.len();
-    for (stream, upstream, gateway) in [
-        (false, &unary_upstream, &unary_gateway),
-        (true, &stream_upstream, &stream_gateway),
+    for (name, fixture, path, prepare, report) in [
+        (
+            "Messages ingress (Claude Code's request)",
+            switchyard_testkit::fixtures::CLAUDE_CODE_FIRST_REQUEST,
+            "/v1/messages?beta=true",
+            prepare_messages as PrepareGuest,
+            &mut report.messages,
+        ),
+        (
+            "Responses ingress (Codex's request)",
+            switchyard_testkit::fixtures::CODEX_FIRST_REQUEST,
+            "/v1/responses",
+            prepare_responses as PrepareGuest,
+            &mut report.responses,
+        ),
     ] {
-        let (messages, chat) = claude_code_bodies(stream)?;
-        let direct = Target::direct(&upstream.base_url(), chat);
-        let via = Target::messages_via_gateway(&gateway.base_url(), messages);
-        let [direct, gateway] = latency_rounds(&client, [&direct, &via], &options).await?;
-        let pair = Pair { direct, gateway };
-        if stream {
-            report.messages.latency_stream = pair;
-        } else {
-            report.messages.latency_unary = pair;
+        eprintln!("bench: {name}...");
+        report.request_bytes = fixture.len();
+        for (stream, upstream, gateway) in [
+            (false, &unary_upstream, &unary_gateway),
+            (true, &stream_upstream, &stream_gateway),
+        ] {
+            let (guest, chat) = guest_bodies(fixture, stream, prepare)?;
+            let direct = Target::direct(&upstream.base_url(), chat);
+            let via = Target::ingress_via_gateway(&gateway.base_url(), path, guest);
+            let [direct, gateway] = latency_rounds(&client, [&direct, &via], &options).await?;
+            let pair = Pair { direct, gateway };
+            if stream {
+                report.latency_stream = pair;
+            } else {
+                report.latency_unary = pair;
+            }
         }
     }
 

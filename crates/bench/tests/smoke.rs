@@ -27,12 +27,18 @@ async fn bench_runs_every_series() {
         report.chat.request_bytes > 20_000,
         "OpenCode's first request"
     );
+    assert!(
+        report.responses.request_bytes > 20_000,
+        "Codex's first request"
+    );
     for pair in [
         report.latency_unary,
         report.latency_stream,
         report.forward_delay,
         report.chat.latency_unary,
         report.chat.latency_stream,
+        report.messages.latency_unary,
+        report.responses.latency_stream,
     ] {
         assert!(pair.direct.p50 > Duration::ZERO && pair.gateway.p50 > Duration::ZERO);
         assert!(pair.direct.p99 >= pair.direct.p50 && pair.gateway.p99 >= pair.gateway.p50);

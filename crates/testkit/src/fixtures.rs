@@ -18,6 +18,11 @@ pub const OPENCODE_FIRST_REQUEST: &[u8] =
 pub const CLAUDE_CODE_FIRST_REQUEST: &[u8] =
     include_bytes!("../data/claude-code-2.1.332-first-request.json");
 
+/// The first Responses request a stock Codex 0.171.0 sent through the gateway (~23 KB: two
+/// developer messages, the environment context and nine tools, `apply_patch` freeform and one
+/// namespace), as the gateway's records kept it, local paths replaced (see `data/README.md`).
+pub const CODEX_FIRST_REQUEST: &[u8] = include_bytes!("../data/codex-0.171.0-first-request.json");
+
 /// An 8-bit RGB PNG of `pixels` (3 bytes each, row by row).
 pub fn rgb_png(width: u32, height: u32, pixels: &[u8]) -> Result<Vec<u8>, png::EncodingError> {
     let mut out = Vec::new();

@@ -340,3 +340,35 @@ fn the_gateways_own_reasoning_is_echoed_only_when_asked() {
     assert_eq!(reasoning(&prepared).as_deref(), Some("thought"));
     assert_eq!(prepared.report.echoed_reasoning_turns, 1);
 }
+
+/// Codex 0.171.0's real first request (through the gateway, paths replaced): every field and
+/// item is modeled, the freeform `apply_patch` and the `multi_agent_v1` namespace become
+/// functions, and Codex's local metadata stays behind.
+#[test]
+fn codex_s_real_first_request_translates() {
+    let request =
+        parse_responses_request(switchyard_testkit::fixtures::CODEX_FIRST_REQUEST).unwrap();
+    let prepared = prepare_responses_request(request, &options(), None).unwrap();
+    let names: Vec<&str> = prepared
+        .chat
+        .tools
+        .iter()
+        .map(|t| t.function.name.as_str())
+        .collect();
+    assert!(names.contains(&"apply_patch"), "{names:?}");
+    assert!(
+        names.iter().any(|n| n.starts_with("multi_agent_v1__")),
+        "{names:?}"
+    );
+    assert_eq!(
+        prepared.call_shapes.get("apply_patch").map(|s| s.kind),
+        Some(CallKind::Custom)
+    );
+    assert!(matches!(
+        prepared.chat.messages[0],
+        ChatMessage::System { .. }
+    ));
+    let upstream = serde_json::to_string(&prepared.chat).unwrap();
+    assert!(!upstream.contains("x-codex-turn-metadata"));
+    assert!(prepared.stream);
+}
