@@ -372,3 +372,37 @@ fn codex_s_real_first_request_translates() {
     assert!(!upstream.contains("x-codex-turn-metadata"));
     assert!(prepared.stream);
 }
+
+/// A PNG in a call's output (Codex's `view_image`) goes upstream as lossless WebP.
+#[test]
+fn an_output_png_goes_upstream_as_lossless_webp() {
+    use base64::Engine as _;
+    let pixels: Vec<u8> = (0..16 * 16 * 3).map(|i| (i * 7 % 251) as u8).collect();
+    let png = switchyard_testkit::fixtures::rgb_png(16, 16, &pixels).unwrap();
+    let url = format!(
+        "data:image/png;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(&png)
+    );
+    let body = json!({"model": "m", "input": [
+        {"role": "user", "content": "look"},
+        {"type": "function_call", "call_id": "c1", "name": "view_image", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": [
+            {"type": "input_image", "image_url": url}]},
+    ]});
+    let prepared = prepare(body).unwrap();
+    let Some(ChatMessage::User {
+        content: UserContent::Parts(parts),
+        ..
+    }) = prepared.chat.messages.last()
+    else {
+        panic!("{:?}", prepared.chat.messages);
+    };
+    let ContentPart::ImageUrl { image_url } = &parts[1] else {
+        panic!("{parts:?}");
+    };
+    assert!(
+        image_url.url.starts_with("data:image/webp;base64,"),
+        "{}",
+        &image_url.url[..40]
+    );
+}
