@@ -2,7 +2,7 @@
 """Writes seed corpora for the fuzz targets into DIR/<target>/: the guest requests, the
 stream-json and ACP stdout of the captured Gemini CLI fixtures, the Chat requests and event
 streams of the OpenCode fixtures, Claude Code's first request and the stdout lines of its
-fixtures, and a few small PNGs."""
+fixtures, Codex's first request, and a few small PNGs."""
 import json
 import pathlib
 import struct
@@ -55,6 +55,11 @@ put(
     "messages_request",
     "claude-code-first-request.json",
     (root / "crates" / "testkit" / "data" / "claude-code-2.1.332-first-request.json").read_bytes(),
+)
+put(
+    "responses_request",
+    "codex-first-request.json",
+    (root / "crates" / "testkit" / "data" / "codex-0.171.0-first-request.json").read_bytes(),
 )
 for fixture in sorted((root / "fixtures" / "claude-code").glob("*/*")):
     notes = fixture / "notes.jsonl"
