@@ -8,6 +8,7 @@
 //! - [`install`]: pinned npm installs sealed by a manifest, verified before every run;
 //! - [`gemini`]: the Gemini CLI backend (headless and ACP);
 //! - [`claude`]: the Claude Code backend (stream-json and its control protocol);
+//! - [`codex`]: the Codex backend (`codex app-server`, JSON-RPC over stdio);
 //! - [`opencode`]: the OpenCode backend (`opencode serve`, HTTP commands, server-sent events);
 //! - [`jsonrpc`]: JSON lines on a guest's stdin with a request/response correlator (control
 //!   protocols over stdio);
@@ -17,6 +18,7 @@
 //! - [`workspace`]: the agent configuration a workspace carries, found and reported.
 
 pub mod claude;
+pub mod codex;
 pub mod driver;
 pub mod gemini;
 pub mod install;

@@ -9,7 +9,8 @@
 //!   `dynamicToolCall`, `imageView`, `webSearch`) → `tool_call`: the item id is the model's call
 //!   id as the guest received it (through the gateway, the gateway's delivered id); its
 //!   `item/completed` → `tool_result` (`declined` is a permission rejection);
-//! - `thread/tokenUsage/updated` adds the `last` response's tokens; `error` with `willRetry` is
+//! - `thread/tokenUsage/updated` adds the `last` response's tokens (of turns started in this
+//!   run: a resumed thread first repeats the usage of its last turn); `error` with `willRetry` is
 //!   a warning, without it an error report (the turn's failure comes with `turn/completed`);
 //! - `turn/completed` ends a prompt: `completed`, `interrupted` (cancelled), `failed` (typed by
 //!   its `codexErrorInfo`); tool items still open then are closed as interrupted.
@@ -72,6 +73,9 @@ pub struct CodexNormalizer {
     rejected: HashMap<String, String>,
     delivered: HashMap<String, Delivered>,
     usage: Usage,
+    /// The turns started in this run (a resumed thread first repeats its last usage, of a
+    /// turn of an earlier run).
+    started_turns: HashSet<String>,
     sent: u32,
     answered: u32,
     /// The last `error` of the current turn (the turn's own error wins).
@@ -249,7 +253,8 @@ impl CodexNormalizer {
                     .to_owned();
                 self.thread(&n.thread.id, &model)
             }
-            Notification::TurnStarted(_) => {
+            Notification::TurnStarted(n) => {
+                self.started_turns.insert(n.turn.id.clone());
                 self.turn_error = None;
                 Vec::new()
             }
@@ -269,6 +274,7 @@ impl CodexNormalizer {
                 self.text("thinking", &d.delta)
             }
             Notification::CommandOutputDelta(_) => Vec::new(),
+            Notification::TokenUsage(n) if !self.started_turns.contains(&n.turn_id) => Vec::new(),
             Notification::TokenUsage(n) => {
                 let last = &n.token_usage.last;
                 self.usage.input_tokens += last.input_tokens;

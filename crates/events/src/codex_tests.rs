@@ -84,6 +84,15 @@ fn a_shell_call_then_the_answer() {
     events.extend(run(
         &mut c,
         &[
+            // A resumed thread repeats the usage of an earlier run's turn: not this run's.
+            n(
+                "thread/tokenUsage/updated",
+                json!({"threadId": T, "turnId": "earlier", "tokenUsage": {
+                    "total": {"totalTokens": 9, "inputTokens": 9, "cachedInputTokens": 0,
+                        "outputTokens": 0, "reasoningOutputTokens": 0},
+                    "last": {"totalTokens": 9, "inputTokens": 9, "cachedInputTokens": 0,
+                        "outputTokens": 0, "reasoningOutputTokens": 0}}}),
+            ),
             n(
                 "turn/started",
                 json!({"threadId": T, "turn": {"id": U, "items": [], "status": "inProgress"}}),

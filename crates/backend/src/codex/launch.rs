@@ -1,0 +1,315 @@
+//! The launch of one Codex run: a private run directory with its own `CODEX_HOME` (a generated
+//! `config.toml` and model catalog), the argv of `codex app-server`, and an environment built
+//! from nothing (the host passes only [`crate::isolation::PASSTHROUGH_ENV`]).
+//!
+//! Every choice and its reason (facts from the reference brief for 0.171.0, §2–§5, §8, §9.5):
+//! - `CODEX_HOME`, `HOME` and `TMPDIR` are the run's own: config, sessions, sqlite state and
+//!   skills never touch the user's `~/.codex`. `CODEX_HOME` is the run directory's `codex-home`
+//!   (Codex refuses to create its helper links under `/tmp`; a run directory there costs only
+//!   the shell-side `apply_patch` alias, and [`PreparedCodex::warnings`] says so);
+//! - model traffic: provider `switchyard` (`wire_api = "responses"`, Codex posts to
+//!   `{base_url}/responses`) at the gateway's `<base>/v1`, its key read from
+//!   [`KEY_ENV`] (never argv; sent as `Authorization: Bearer`), no WebSocket attempt;
+//! - retries: `request_max_retries = 0` and `stream_max_retries = 0`. The gateway owns retries
+//!   (its budget, its records, `Retry-After`); Codex's two loops multiply (a 5xx costs
+//!   (request+1)×(stream+1) guest requests, each of which the gateway would retry again).
+//!   `features.unbounded_connection_retries = false`: a gateway that is gone fails the turn
+//!   after one reconnect instead of retrying forever. `stream_idle_timeout_ms` is longer than
+//!   any gateway deadline so the gateway's timeouts decide;
+//! - zero outside traffic: `[analytics] enabled = false`, `[features] plugins = false, apps =
+//!   false`, `check_for_update_on_startup = false`; `web_search = "disabled"`, `[agents]
+//!   enabled = false` and `goals = false` drop tools the gateway cannot serve or Switchyard
+//!   does not run (server-side search, sub-agent threads, goal bookkeeping);
+//! - `model_catalog_json`: one entry for the run's model (freeform `apply_patch`, which
+//!   only exists with catalog metadata; context window [`CONTEXT_WINDOW`]);
+//! - `project_doc_max_bytes = 32768` (Codex's own default, stated): a workspace's `AGENTS.md`
+//!   is the task's instructions, as `CLAUDE.md` and `GEMINI.md` are for the other agents; it
+//!   starts no program and redirects no traffic, and the bound keeps a hostile one from filling
+//!   the context;
+//! - sandbox `workspace-write` (bundled bubblewrap + seccomp: the workspace writable, the rest
+//!   read-only, no network for commands) with approval policy `on-request`: a command that asks
+//!   to run outside the sandbox (`require_escalated`), a patch outside the workspace and an MCP
+//!   tool call become approval requests the host's permission policy answers;
+//! - Switchyard's MCP server is `[mcp_servers.switchyard]` (Streamable HTTP) with its token in
+//!   [`MCP_TOKEN_ENV`] (`bearer_token_env_var`; Codex refuses inline tokens). Its tools keep
+//!   Codex's default approval (ask): their calls are decided by the same policy as every other
+//!   call (the run's own host tools are allowed by default) and the binding still admits only
+//!   delivered calls;
+//! - hostile workspace: `<workspace>/.codex/` (config, hooks, skills) is the project layer,
+//!   which Codex ignores unless the project is trusted; Switchyard trusts it only with
+//!   `--trust-workspace-config` (`[projects."<workspace>"] trust_level = "trusted"`; even then
+//!   Codex refuses `model_provider(s)` from it). The system layer `/etc/codex/*.toml` still
+//!   applies: every key above is set in the run's `config.toml`, which beats it key by key,
+//!   and a system file present is reported in [`PreparedCodex::warnings`];
+//! - the native binary runs directly (no Node launcher): one process, signals reach Codex.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::isolation::{passthrough_env, workspace_and_run_dir};
+use crate::secret::Secret;
+
+/// The variable holding the gateway key (the provider's `env_key`).
+pub const KEY_ENV: &str = "SWITCHYARD_GATEWAY_KEY";
+/// The variable holding the MCP server's bearer token.
+pub const MCP_TOKEN_ENV: &str = "SWITCHYARD_MCP_TOKEN";
+/// The run directory's `CODEX_HOME` (kept with the records for `--resume`).
+pub const CODEX_HOME_DIR: &str = "codex-home";
+/// The provider id in the generated config.
+pub const PROVIDER: &str = "switchyard";
+/// The MCP server name of the host tools (Codex names their tools `mcp__switchyard__<t>`).
+pub const MCP_SERVER: &str = "switchyard";
+/// The sandbox of every turn.
+pub const SANDBOX: &str = "workspace-write";
+/// The approval policy of every turn.
+pub const APPROVAL_POLICY: &str = "on-request";
+/// The context window the catalog gives the run's model (Codex reports 95 % of it).
+pub const CONTEXT_WINDOW: u64 = 128_000;
+/// `AGENTS.md` bytes Codex reads.
+pub const PROJECT_DOC_MAX_BYTES: u64 = 32_768;
+/// Longer than any gateway deadline: the gateway's timeouts decide.
+pub const STREAM_IDLE_TIMEOUT_MS: u64 = 600_000;
+/// The system configuration files Codex reads whatever `CODEX_HOME` says.
+pub const SYSTEM_FILES: &[&str] = &[
+    "/etc/codex/config.toml",
+    "/etc/codex/requirements.toml",
+    "/etc/codex/managed_config.toml",
+];
+
+/// What Codex reads from its workspace that can start a program or redirect traffic
+/// (reported; ignored unless `--trust-workspace-config`).
+pub const WORKSPACE_FILES: &[crate::workspace::WorkspaceFile] =
+    &[crate::workspace::WorkspaceFile {
+        path: ".codex",
+        shape: crate::workspace::Shape::Folder,
+    }];
+
+/// The base instructions of the catalog entry (the first developer message).
+const BASE_INSTRUCTIONS: &str = "You are a coding agent working in the user's workspace. Use \
+    the tools to inspect files and run commands, edit files with apply_patch, and finish with \
+    a concise answer to the task.";
+
+/// Everything a launch needs.
+#[derive(Debug, Clone)]
+pub struct CodexLaunchConfig {
+    /// The sealed install's native executable.
+    pub binary: PathBuf,
+    /// The workspace (must exist).
+    pub workdir: PathBuf,
+    /// A fresh directory for this run's private state (created if missing).
+    pub run_dir: PathBuf,
+    /// The gateway's base URL (its Responses ingress is `<base>/v1/responses`).
+    pub gateway_url: String,
+    /// The key the guest presents to the gateway.
+    pub gateway_key: Secret,
+    /// The model name the guest asks for (the gateway routes it).
+    pub model: String,
+    /// Switchyard's MCP server: its URL and bearer token.
+    pub mcp: Option<(String, Secret)>,
+    /// Host environment to draw the pass-through variables from.
+    pub host_env: Vec<(OsString, OsString)>,
+    /// The workspace's `.codex/` applies (the project is trusted).
+    pub trust_workspace_config: bool,
+}
+
+/// A prepared launch.
+#[derive(Debug, Clone)]
+pub struct PreparedCodex {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+    pub cwd: PathBuf,
+    pub run_dir: PathBuf,
+    /// The run's `CODEX_HOME`.
+    pub codex_home: PathBuf,
+    pub model: String,
+    /// The generated `config.toml` (it holds no secret), for the records.
+    pub settings: Value,
+    /// What the launch could not fully isolate, for the run's events.
+    pub warnings: Vec<String>,
+}
+
+/// A TOML basic string (JSON's escapes are TOML's).
+fn toml_str(value: &str) -> String {
+    Value::String(value.to_owned()).to_string()
+}
+
+/// Writes `contents` to `path`, readable by the owner only.
+fn private_file(path: &Path, contents: &str) -> io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(contents.as_bytes())
+}
+
+/// The model catalog: one entry for `model`.
+pub fn catalog(model: &str) -> Value {
+    let levels = ["low", "medium", "high"]
+        .map(|effort| json!({"effort": effort, "description": format!("{effort} reasoning")}));
+    json!({"models": [{
+        "slug": model,
+        "display_name": model,
+        "description": "The model behind the Switchyard gateway",
+        "default_reasoning_level": "medium",
+        "supported_reasoning_levels": levels,
+        "shell_type": "unified_exec",
+        "visibility": "list",
+        "supported_in_api": true,
+        "priority": 1,
+        "additional_speed_tiers": [],
+        "service_tiers": [],
+        "availability_nux": null,
+        "upgrade": null,
+        "model_messages": null,
+        "include_skills_usage_instructions": false,
+        "include_plugin_usage_instructions": false,
+        "include_apps_usage_instructions": false,
+        "default_reasoning_summary": "none",
+        "support_verbosity": false,
+        "default_verbosity": null,
+        "apply_patch_tool_type": "freeform",
+        "web_search_tool_type": "text",
+        "truncation_policy": {"mode": "tokens", "limit": 10000},
+        "supports_image_detail_original": false,
+        "context_window": CONTEXT_WINDOW,
+        "max_context_window": CONTEXT_WINDOW,
+        "comp_hash": "switchyard",
+        "effective_context_window_percent": 95,
+        "experimental_supported_tools": [],
+        "input_modalities": ["text"],
+        "supports_search_tool": false,
+        "supports_experimental_context": false,
+        "use_responses_lite": false,
+        "supports_reasoning_effort_updates": false,
+        "node_repl_auto_review_required": false,
+        "node_repl_disabled": false,
+        "base_instructions": BASE_INSTRUCTIONS,
+    }]})
+}
+
+/// The run's `config.toml`.
+pub fn config_toml(config: &CodexLaunchConfig, workdir: &Path, catalog_file: &Path) -> String {
+    let base_url = format!("{}/v1", config.gateway_url.trim_end_matches('/'));
+    let mut toml = format!(
+        "# Generated by Switchyard for one run; see switchyard_backend::codex::launch.\n\
+         model = {model}\n\
+         model_provider = {PROVIDER:?}\n\
+         model_catalog_json = {catalog}\n\
+         approval_policy = {APPROVAL_POLICY:?}\n\
+         sandbox_mode = {SANDBOX:?}\n\
+         check_for_update_on_startup = false\n\
+         web_search = \"disabled\"\n\
+         project_doc_max_bytes = {PROJECT_DOC_MAX_BYTES}\n\
+         \n\
+         [analytics]\n\
+         enabled = false\n\
+         \n\
+         [agents]\n\
+         enabled = false\n\
+         \n\
+         [features]\n\
+         plugins = false\n\
+         apps = false\n\
+         goals = false\n\
+         unbounded_connection_retries = false\n\
+         \n\
+         [model_providers.{PROVIDER}]\n\
+         name = \"Switchyard gateway\"\n\
+         base_url = {base_url}\n\
+         env_key = {KEY_ENV:?}\n\
+         wire_api = \"responses\"\n\
+         requires_openai_auth = false\n\
+         supports_websockets = false\n\
+         request_max_retries = 0\n\
+         stream_max_retries = 0\n\
+         stream_idle_timeout_ms = {STREAM_IDLE_TIMEOUT_MS}\n",
+        model = toml_str(&config.model),
+        catalog = toml_str(&catalog_file.to_string_lossy()),
+        base_url = toml_str(&base_url),
+    );
+    if let Some((url, _)) = &config.mcp {
+        toml.push_str(&format!(
+            "\n[mcp_servers.{MCP_SERVER}]\nurl = {url}\nbearer_token_env_var = {MCP_TOKEN_ENV:?}\n",
+            url = toml_str(url),
+        ));
+    }
+    if config.trust_workspace_config {
+        toml.push_str(&format!(
+            "\n[projects.{path}]\ntrust_level = \"trusted\"\n",
+            path = toml_str(&workdir.to_string_lossy()),
+        ));
+    }
+    toml
+}
+
+/// Creates the run directory and returns the launch.
+pub fn prepare(config: &CodexLaunchConfig) -> io::Result<PreparedCodex> {
+    let (workdir, run_dir) = workspace_and_run_dir(&config.workdir, &config.run_dir)?;
+    let dir = |name: &str| -> io::Result<PathBuf> {
+        let path = run_dir.join(name);
+        std::fs::create_dir_all(&path)?;
+        Ok(path)
+    };
+    let home = dir("home")?;
+    let codex_home = dir(CODEX_HOME_DIR)?;
+    let tmp = dir("tmp")?;
+    let catalog_file = run_dir.join("catalog.json");
+    private_file(&catalog_file, &catalog(&config.model).to_string())?;
+    let toml = config_toml(config, &workdir, &catalog_file);
+    private_file(&codex_home.join("config.toml"), &toml)?;
+
+    let mut env = passthrough_env(&config.host_env);
+    for (key, path) in [
+        ("HOME", &home),
+        ("CODEX_HOME", &codex_home),
+        ("TMPDIR", &tmp),
+    ] {
+        env.push((key.into(), path.as_os_str().to_owned()));
+    }
+    env.push((KEY_ENV.into(), config.gateway_key.expose().into()));
+    if let Some((_, token)) = &config.mcp {
+        env.push((MCP_TOKEN_ENV.into(), token.expose().into()));
+    }
+    env.push(("TERM".into(), "dumb".into()));
+    env.push(("NO_COLOR".into(), "1".into()));
+
+    let mut warnings = Vec::new();
+    if codex_home.starts_with("/tmp") {
+        warnings.push(format!(
+            "CODEX_HOME {} is under /tmp: Codex creates no apply_patch helper there (keep \
+             records outside /tmp)",
+            codex_home.display()
+        ));
+    }
+    for file in SYSTEM_FILES {
+        if Path::new(file).exists() {
+            warnings.push(format!(
+                "{file} exists: Codex applies it under the run's own config.toml (every key \
+                 Switchyard sets wins; anything else it adds, such as MCP servers, applies)"
+            ));
+        }
+    }
+    Ok(PreparedCodex {
+        program: config.binary.clone(),
+        args: vec!["app-server".into()],
+        env,
+        cwd: workdir,
+        run_dir,
+        codex_home,
+        model: config.model.clone(),
+        settings: json!({"config.toml": toml}),
+        warnings,
+    })
+}
+
+#[cfg(test)]
+#[path = "launch_tests.rs"]
+mod tests;
