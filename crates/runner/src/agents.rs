@@ -54,7 +54,7 @@ pub struct AgentSpec {
 }
 
 /// Every agent Switchyard runs.
-pub static REGISTRY: [AgentSpec; 3] = [
+pub static REGISTRY: [AgentSpec; 4] = [
     AgentSpec {
         agent: Agent::GeminiCli,
         name: "gemini-cli",
@@ -106,6 +106,23 @@ pub static REGISTRY: [AgentSpec; 3] = [
         session_state: Some("config"),
         launch: crate::claude::launch,
     },
+    AgentSpec {
+        agent: Agent::Codex,
+        name: "codex",
+        package: switchyard_backend::codex::PACKAGE,
+        version: switchyard_backend::codex::VERSION,
+        host_tool_prefix: switchyard_backend::codex::HOST_TOOL_PREFIX,
+        caps: Capabilities {
+            protocols: false,
+            resume: true,
+            max_turns: false,
+            approval_modes: false,
+            direct_endpoint: false,
+        },
+        binary_flag: "--codex-binary",
+        session_state: Some(switchyard_backend::codex::launch::CODEX_HOME_DIR),
+        launch: crate::codex::launch,
+    },
 ];
 
 /// The spec of `agent`.
@@ -145,6 +162,7 @@ impl AgentSpec {
                 Agent::GeminiCli => a.gemini_binary.is_some(),
                 Agent::Opencode => a.opencode_binary.is_some(),
                 Agent::ClaudeCode => a.claude_binary.is_some(),
+                Agent::Codex => a.codex_binary.is_some(),
             };
             if given {
                 bail!("{} does not apply to --agent {name}", other.binary_flag);
@@ -159,6 +177,7 @@ impl AgentSpec {
             Agent::GeminiCli => a.gemini_binary.as_deref(),
             Agent::Opencode => a.opencode_binary.as_deref(),
             Agent::ClaudeCode => a.claude_binary.as_deref(),
+            Agent::Codex => a.codex_binary.as_deref(),
         };
         match given {
             Some(path) => crate::resolve::find_sealed_prefix(path),

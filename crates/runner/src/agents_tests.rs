@@ -47,3 +47,29 @@ fn unsupported_flags_are_refused_with_the_flag_named() {
     };
     assert!(spec(Agent::GeminiCli).check_flags(&a).is_err());
 }
+
+#[test]
+fn codex_is_registered_with_its_own_flag_and_state() {
+    let codex = spec(Agent::Codex);
+    assert_eq!(codex.name, "codex");
+    assert_eq!(codex.pin(), ("@openai/codex", "0.171.0"));
+    assert_eq!(codex.host_tool_prefix, "mcp__switchyard__");
+    assert_eq!(codex.binary_flag, "--codex-binary");
+    assert_eq!(codex.session_state, Some("codex-home"));
+    assert!(codex.caps.resume && !codex.caps.protocols);
+    let a = RunSettings {
+        codex_binary: Some("/x".into()),
+        ..RunSettings::default()
+    };
+    assert!(codex.check_flags(&a).is_ok());
+    let error = spec(Agent::ClaudeCode)
+        .check_flags(&a)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("--codex-binary"), "{error}");
+    let a = RunSettings {
+        max_turns: Some(2),
+        ..RunSettings::default()
+    };
+    assert!(codex.check_flags(&a).is_err());
+}

@@ -294,6 +294,7 @@ pub async fn execute(
         Runner::Acp(run) => run.drive(sink, conclude).await,
         Runner::OpenCode(run) => run.drive(sink, conclude).await,
         Runner::Claude(run) => run.drive(sink, conclude).await,
+        Runner::Codex(run) => run.drive(sink, conclude).await,
     };
     signals.abort();
     if let Some(server) = mcp_server {
@@ -407,6 +408,7 @@ pub(crate) enum Runner {
     Acp(Box<Driver<AcpEvents>>),
     OpenCode(Box<Driver<OpenCodeMapping>>),
     Claude(Box<Driver<switchyard_backend::claude::run::ClaudeMapping>>),
+    Codex(Box<Driver<switchyard_backend::codex::run::CodexMapping>>),
 }
 
 impl Runner {
@@ -417,6 +419,7 @@ impl Runner {
             Runner::Acp(run) => run.cancel.clone(),
             Runner::OpenCode(run) => run.cancel.clone(),
             Runner::Claude(run) => run.cancel.clone(),
+            Runner::Codex(run) => run.cancel.clone(),
         };
         Box::new(move || cancel.cancel())
     }
@@ -434,7 +437,9 @@ impl SessionTrack {
         match event {
             Event::SessionStarted(s) => self.session_id = Some(s.session_id.clone()),
             Event::PromptFinished(p) => {
-                self.committed |= p.stop_reason.as_deref() == Some("end_turn");
+                // `end_turn` (ACP, Claude Code) or Codex's `completed` turn.
+                self.committed |=
+                    matches!(p.stop_reason.as_deref(), Some("end_turn" | "completed"));
             }
             _ => {}
         }

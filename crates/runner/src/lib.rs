@@ -9,6 +9,7 @@
 
 pub mod agents;
 mod claude;
+mod codex;
 mod execute;
 mod gemini;
 pub mod home;

@@ -350,7 +350,11 @@ impl std::error::Error for InstallRefused {}
 pub fn verify_install(resolved: &ResolvedRun) -> Result<PathBuf, InstallRefused> {
     let (package, version) = resolved.agent.pin();
     switchyard_backend::install::verify(&resolved.guest_prefix, package, version)
-        .map(|install| install.entry)
+        .and_then(|install| match resolved.agent {
+            // Codex's entry is the platform's native binary, not the package's Node launcher.
+            Agent::Codex => switchyard_backend::codex::native_entry(&resolved.guest_prefix),
+            _ => Ok(install.entry),
+        })
         .map_err(|error| InstallRefused {
             agent: resolved.agent,
             prefix: resolved.guest_prefix.clone(),

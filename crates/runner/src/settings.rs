@@ -17,11 +17,17 @@ pub enum Agent {
     GeminiCli,
     Opencode,
     ClaudeCode,
+    Codex,
 }
 
 impl Agent {
     /// Every agent, in the registry's order.
-    pub const ALL: [Agent; 3] = [Agent::GeminiCli, Agent::Opencode, Agent::ClaudeCode];
+    pub const ALL: [Agent; 4] = [
+        Agent::GeminiCli,
+        Agent::Opencode,
+        Agent::ClaudeCode,
+        Agent::Codex,
+    ];
 
     /// The name events and records use.
     pub fn name(self) -> &'static str {
@@ -185,6 +191,9 @@ pub struct RunSettings {
     /// A sealed Claude Code install (its prefix, or a file inside it).
     #[cfg_attr(feature = "clap", arg(long))]
     pub claude_binary: Option<PathBuf>,
+    /// A sealed Codex install (its prefix, or a file inside it).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub codex_binary: Option<PathBuf>,
     /// The guest's approval mode (default: the guest's safest headless mode).
     #[cfg_attr(feature = "clap", arg(long, value_enum))]
     pub approval_mode: Option<ApprovalArg>,
@@ -288,6 +297,7 @@ impl RunSettings {
             gemini_binary,
             opencode_binary,
             claude_binary,
+            codex_binary,
             approval_mode,
             keep_run_dir,
             trust_workspace_config,

@@ -1,4 +1,4 @@
-//! `switchyard install gemini-cli|opencode`: installs the pinned guest with npm into a
+//! `switchyard install gemini-cli|opencode|claude-code|codex`: installs the pinned guest with npm into a
 //! Switchyard-owned prefix and seals it with a manifest (version + hash of every file).
 //! `switchyard run` refuses an install whose version or files no longer match.
 
@@ -33,7 +33,7 @@ pub async fn run(args: InstallArgs) -> Result<u8> {
         .prefix
         .unwrap_or_else(|| switchyard_runner::agents::spec(args.guest).default_prefix());
     if args.verify {
-        return Ok(verify_only(&prefix, package, version));
+        return Ok(verify_only(args.guest, &prefix, package, version));
     }
     let task_prefix = prefix.clone();
     let offline = args.offline;
@@ -49,6 +49,12 @@ pub async fn run(args: InstallArgs) -> Result<u8> {
     .with_context(|| format!("installing {package}@{version} into {}", prefix.display()))?;
     let verified = switchyard_backend::install::verify(&prefix, package, version)
         .with_context(|| format!("verifying the fresh install at {}", prefix.display()))?;
+    if args.guest == Guest::Codex {
+        // The native binary is an optional npm dependency: npm skips it silently when the
+        // platform does not match, and then the seal does not cover it.
+        switchyard_backend::codex::native_entry(&prefix)
+            .with_context(|| format!("the Codex install at {}", prefix.display()))?;
+    }
     println!(
         "installed and sealed {package}@{version} at {} ({} files)",
         prefix.display(),
@@ -58,8 +64,15 @@ pub async fn run(args: InstallArgs) -> Result<u8> {
 }
 
 /// `--verify`: a full hash of every file; the exit code.
-fn verify_only(prefix: &Path, package: &str, version: &str) -> u8 {
-    match switchyard_backend::install::verify_full(prefix, package, version) {
+fn verify_only(guest: Guest, prefix: &Path, package: &str, version: &str) -> u8 {
+    let verified = switchyard_backend::install::verify_full(prefix, package, version).and_then(
+        |v| match guest {
+            Guest::Codex => switchyard_backend::codex::native_entry(prefix)
+                .map(|entry| switchyard_backend::install::VerifiedInstall { entry, ..v }),
+            _ => Ok(v),
+        },
+    );
+    match verified {
         Ok(v) => {
             println!(
                 "verified {package}@{version} at {} ({})",

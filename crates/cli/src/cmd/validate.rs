@@ -53,6 +53,9 @@ pub struct ValidateArgs {
     /// A sealed Claude Code install (default: the one `switchyard install claude-code` made).
     #[arg(long)]
     pub claude_binary: Option<PathBuf>,
+    /// A sealed Codex install (default: the one `switchyard install codex` made).
+    #[arg(long)]
+    pub codex_binary: Option<PathBuf>,
     /// A `switchyard run` config file for the provider's settings (`[translation]` with its
     /// `profile`, `[timeouts]`, `[retries]`); the fixture's own settings win.
     #[arg(long)]
@@ -266,6 +269,7 @@ pub async fn validate(args: &ValidateArgs, model: Model) -> Result<u8> {
         gemini_binary: args.gemini_binary.clone(),
         opencode_binary: args.opencode_binary.clone(),
         claude_binary: args.claude_binary.clone(),
+        codex_binary: args.codex_binary.clone(),
         ..Default::default()
     };
     let (mut resolved, entry) = match super::run::checked(settings) {
