@@ -205,12 +205,9 @@ pub fn prepare_responses_request(
     if let Some(choice) = tool_choice {
         pass.tool_choice(choice, &mut chat)?;
     }
-    match parallel_tool_calls {
-        Some(false) => {
-            chat.extra
-                .insert("parallel_tool_calls".into(), json!(false));
-        }
-        Some(true) | None => {}
+    if parallel_tool_calls == Some(false) {
+        chat.extra
+            .insert("parallel_tool_calls".into(), json!(false));
     }
     if let Some(reasoning) = reasoning {
         pass.reasoning(&reasoning, &mut chat)?;
