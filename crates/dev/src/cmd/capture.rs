@@ -53,6 +53,9 @@ pub struct CaptureArgs {
     /// The sealed Claude Code install to capture from (`--agent claude-code`).
     #[arg(long)]
     pub claude_prefix: Option<PathBuf>,
+    /// The sealed Codex install to capture from (`--agent codex`).
+    #[arg(long)]
+    pub codex_prefix: Option<PathBuf>,
 }
 
 /// One capture scenario.
@@ -185,6 +188,9 @@ pub async fn run(args: CaptureArgs) -> Result<u8> {
     }
     if args.agent == switchyard_runner::Agent::ClaudeCode {
         return run_claude(args).await;
+    }
+    if args.agent == switchyard_runner::Agent::Codex {
+        return run_codex(args).await;
     }
     if args.protocol == switchyard_runner::ProtocolArg::Acp {
         return run_acp(args).await;
@@ -365,6 +371,66 @@ pub(super) fn replayed_as_live(
         "replayed outcome differs from the live one"
     );
     Ok(again)
+}
+
+/// `notes` redacted by `redact_json` (each note through its JSON form).
+pub(super) fn redact_notes<N: serde::Serialize + serde::de::DeserializeOwned>(
+    notes: &[N],
+    redact_json: &dyn Fn(&Value) -> Result<Value>,
+) -> Result<Vec<N>> {
+    notes
+        .iter()
+        .map(|n| {
+            Ok(serde_json::from_value(redact_json(
+                &serde_json::to_value(n)?,
+            )?)?)
+        })
+        .collect()
+}
+
+/// The files of a fixture recorded as notes (Claude Code, Codex), already redacted.
+pub(super) struct NotesFixture<'a, N> {
+    pub notes: &'a [N],
+    pub stdin: &'a [String],
+    pub stderr: &'a [String],
+    /// `expected.jsonl`.
+    pub expected: &'a [Value],
+    pub exit: GuestExit,
+    pub outcome: &'a RunOutcome,
+    pub requests: &'a [String],
+    pub manifest: Value,
+}
+
+impl<N: serde::Serialize> NotesFixture<'_, N> {
+    /// Writes `notes.jsonl`, `stdin.jsonl`, `stderr.txt`, `expected.jsonl`, `exit.json`,
+    /// `outcome.json`, `requests.jsonl` and `manifest.json` into `dir`.
+    pub(super) fn write(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let notes: Vec<String> = self
+            .notes
+            .iter()
+            .map(|n| Ok(serde_json::to_string(n)?))
+            .collect::<Result<_>>()?;
+        write_lines(&dir.join("notes.jsonl"), &notes)?;
+        write_lines(&dir.join("stdin.jsonl"), self.stdin)?;
+        write_lines(&dir.join("stderr.txt"), self.stderr)?;
+        let expected: Vec<String> = self.expected.iter().map(Value::to_string).collect();
+        write_lines(&dir.join("expected.jsonl"), &expected)?;
+        std::fs::write(
+            dir.join("exit.json"),
+            serde_json::to_vec_pretty(&self.exit)?,
+        )?;
+        std::fs::write(
+            dir.join("outcome.json"),
+            serde_json::to_vec_pretty(self.outcome)?,
+        )?;
+        write_lines(&dir.join("requests.jsonl"), self.requests)?;
+        std::fs::write(
+            dir.join("manifest.json"),
+            serde_json::to_vec_pretty(&self.manifest)?,
+        )?;
+        Ok(())
+    }
 }
 
 /// A capture's scratch directory: the workspace `ws/` (holding `a.txt` to read) and the run
@@ -648,34 +714,76 @@ async fn run_claude(args: CaptureArgs) -> Result<u8> {
     let all = super::capture_claude::scenarios();
     if args.list {
         for s in &all {
-            println!("{:<14} {}", s.name, s.about);
+            println!("{:<18} {}", s.name, s.about);
         }
         return Ok(0);
     }
     let agent = switchyard_runner::Agent::ClaudeCode;
-    let (package, version) = agent.pin();
-    let prefix = args
-        .claude_prefix
-        .clone()
-        .unwrap_or_else(|| switchyard_runner::agents::spec(agent).default_prefix());
-    let prefix = std::fs::canonicalize(&prefix)
-        .with_context(|| format!("Claude Code install {}", prefix.display()))?;
-    let install = switchyard_backend::install::verify(&prefix, package, version)
-        .with_context(|| format!("verifying the Claude Code install at {}", prefix.display()))?;
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(super::capture_claude::DEFAULT_OUT));
-    let selected = select(&all, &args.scenarios, |s| s.name)?;
-    std::fs::create_dir_all(&out)?;
-    for s in selected {
+    let (entry, out) = notes_install(
+        agent,
+        args.claude_prefix.clone(),
+        args.out.clone(),
+        super::capture_claude::DEFAULT_OUT,
+    )?;
+    for s in select(&all, &args.scenarios, |s| s.name)? {
         eprintln!("capturing {} (claude-code) ...", s.name);
-        let outcome =
-            super::capture_claude::capture_one(s, &install.entry, &out.join(s.name)).await?;
+        let outcome = super::capture_claude::capture_one(s, &entry, &out.join(s.name)).await?;
         eprintln!("  {outcome}");
     }
+    let (package, version) = agent.pin();
     write_index_of(&out, package, version)?;
     Ok(0)
+}
+
+/// `--agent codex`: the Codex scenarios into `fixtures/codex/VERSION/`.
+async fn run_codex(args: CaptureArgs) -> Result<u8> {
+    let all = super::capture_codex::scenarios();
+    if args.list {
+        for s in &all {
+            println!("{:<18} {}", s.name, s.about);
+        }
+        return Ok(0);
+    }
+    let agent = switchyard_runner::Agent::Codex;
+    let (entry, out) = notes_install(
+        agent,
+        args.codex_prefix.clone(),
+        args.out.clone(),
+        super::capture_codex::DEFAULT_OUT,
+    )?;
+    for s in select(&all, &args.scenarios, |s| s.name)? {
+        eprintln!("capturing {} (codex) ...", s.name);
+        let outcome = super::capture_codex::capture_one(s, &entry, &out.join(s.name)).await?;
+        eprintln!("  {outcome}");
+    }
+    let (package, version) = agent.pin();
+    write_index_of(&out, package, version)?;
+    Ok(0)
+}
+
+/// The verified entry of `agent`'s sealed install (`prefix`, else the default one) and the
+/// output directory (`out`, else `default_out`), created.
+fn notes_install(
+    agent: switchyard_runner::Agent,
+    prefix: Option<PathBuf>,
+    out: Option<PathBuf>,
+    default_out: &str,
+) -> Result<(PathBuf, PathBuf)> {
+    let (package, version) = agent.pin();
+    let prefix = prefix.unwrap_or_else(|| switchyard_runner::agents::spec(agent).default_prefix());
+    let prefix = std::fs::canonicalize(&prefix)
+        .with_context(|| format!("{} install {}", agent.name(), prefix.display()))?;
+    let install =
+        switchyard_backend::install::verify(&prefix, package, version).with_context(|| {
+            format!(
+                "verifying the {} install at {}",
+                agent.name(),
+                prefix.display()
+            )
+        })?;
+    let out = out.unwrap_or_else(|| PathBuf::from(default_out));
+    std::fs::create_dir_all(&out)?;
+    Ok((install.entry, out))
 }
 
 fn write_index(out: &Path) -> Result<()> {

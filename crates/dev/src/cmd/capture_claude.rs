@@ -34,7 +34,7 @@ use switchyard_testkit::chat_upstream::{
     ChatUpstream, RecordedRequest, Reply, Script, StreamEvent, StreamReply, chunk,
 };
 
-use super::capture::{RUN, WS, replayed_as_live, scratch, write_lines};
+use super::capture::{NotesFixture, RUN, WS, redact_notes, replayed_as_live, scratch};
 
 /// The fixtures' Claude Code version directory.
 pub const DEFAULT_OUT: &str = "fixtures/claude-code/2.1.332";
@@ -296,42 +296,19 @@ pub async fn capture_one(s: &ClaudeScenario, entry: &Path, dir: &Path) -> Result
     };
     let redact_json =
         |v: &Value| -> Result<Value> { Ok(serde_json::from_str(&redact(&v.to_string()))?) };
-    let notes: Vec<Note> = notes
-        .iter()
-        .map(|n| {
-            Ok(serde_json::from_value(redact_json(
-                &serde_json::to_value(n)?,
-            )?)?)
-        })
-        .collect::<Result<_>>()?;
+    let notes: Vec<Note> = redact_notes(&notes, &redact_json)?;
     let stderr: Vec<String> = stderr.iter().map(|l| redact(l)).collect();
     let hint = stderr.iter().rev().find(|l| !l.trim().is_empty()).cloned();
     let expected = u32::try_from(s.prompts.len()).unwrap_or(u32::MAX);
     let (replayed, outcome) = replay(notes.iter().cloned(), expected, exit, hint.as_deref());
     let again = replayed_as_live(&live, &replayed, &report.outcome, &outcome, &redact_json)?;
 
-    std::fs::create_dir_all(dir)?;
-    let lines = |items: &[Value]| -> Vec<String> { items.iter().map(Value::to_string).collect() };
-    let notes_text: Vec<String> = notes
-        .iter()
-        .map(|n| Ok(serde_json::to_string(n)?))
-        .collect::<Result<_>>()?;
-    write_lines(&dir.join("notes.jsonl"), &notes_text)?;
     let stdin: Vec<String> = stdin.iter().map(|l| redact(l)).collect();
-    write_lines(&dir.join("stdin.jsonl"), &stdin)?;
-    write_lines(&dir.join("stderr.txt"), &stderr)?;
-    write_lines(&dir.join("expected.jsonl"), &lines(&again))?;
-    std::fs::write(dir.join("exit.json"), serde_json::to_vec_pretty(&exit)?)?;
-    std::fs::write(
-        dir.join("outcome.json"),
-        serde_json::to_vec_pretty(&outcome)?,
-    )?;
     let requests: Vec<String> = upstream
         .requests()
         .iter()
         .map(|r| redact(&json!({"path": r.path, "body": r.json()}).to_string()))
         .collect();
-    write_lines(&dir.join("requests.jsonl"), &requests)?;
     let argv: Vec<String> = std::iter::once("claude".to_owned())
         .chain(launch.args.iter().map(|a| redact(&a.to_string_lossy())))
         .collect();
@@ -354,9 +331,16 @@ pub async fn capture_one(s: &ClaudeScenario, entry: &Path, dir: &Path) -> Result
         "exit": exit,
         "outcome_status": outcome.status,
     });
-    std::fs::write(
-        dir.join("manifest.json"),
-        serde_json::to_vec_pretty(&manifest)?,
-    )?;
+    NotesFixture {
+        notes: &notes,
+        stdin: &stdin,
+        stderr: &stderr,
+        expected: &again,
+        exit,
+        outcome: &outcome,
+        requests: &requests,
+        manifest,
+    }
+    .write(dir)?;
     Ok(format!("{:?}", outcome.status))
 }

@@ -5,6 +5,7 @@ pub mod bench_opencode;
 pub mod capture;
 pub mod capture_acp;
 pub mod capture_claude;
+pub mod capture_codex;
 pub mod capture_opencode;
 pub mod capture_upstream;
 pub mod demo;
