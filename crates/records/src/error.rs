@@ -1,4 +1,5 @@
-//! Typed errors of the records crate. Backend-neutral: no SQLite types leak through them.
+//! Typed errors of the records crate. Backend-neutral: no SQLite or PostgreSQL types leak
+//! through them.
 
 use thiserror::Error;
 
@@ -13,6 +14,20 @@ pub enum StoreError {
         /// The backend's message.
         message: String,
     },
+    /// The store's server cannot be reached, or the connection to it was lost (refused, closed,
+    /// the server shutting down). Transient: the [`crate::Recorder`] retries a batch that failed
+    /// so, with backoff, before it counts the batch's ops as lost.
+    #[error("record store unavailable while {context}: {message}")]
+    Unavailable {
+        /// What the store was doing.
+        context: &'static str,
+        /// The client's message (never the connection URL's password).
+        message: String,
+    },
+    /// A `--records` value that names no store (the value itself is not repeated: it may hold a
+    /// password).
+    #[error("invalid record store: {0}")]
+    InvalidSpec(String),
     /// The store's files or lock files could not be accessed.
     #[error("record store I/O error at {path}: {source}")]
     Io {
@@ -74,6 +89,13 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// True for [`StoreError::Unavailable`]: the store may answer again later.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable { .. })
+    }
+}
+
 /// An error from the [`crate::Recorder`] handle.
 #[derive(Debug, Error)]
 pub enum RecordError {
@@ -83,6 +105,17 @@ pub enum RecordError {
     /// The writer thread could not persist some ops since the last flush.
     #[error("recorder failed to persist {failed_ops} op(s); last error: {last_error}")]
     WriteFailed {
+        /// How many ops failed to persist since the previous flush.
+        failed_ops: u64,
+        /// The most recent store error, rendered.
+        last_error: String,
+    },
+    /// The store became unreachable (its server stopped, the connection was lost) and stayed so
+    /// through every retry: these ops were not persisted.
+    #[error(
+        "record store unavailable: {failed_ops} op(s) not persisted after retries; last error: {last_error}"
+    )]
+    StoreUnavailable {
         /// How many ops failed to persist since the previous flush.
         failed_ops: u64,
         /// The most recent store error, rendered.

@@ -32,8 +32,10 @@ pub mod error;
 pub mod export;
 pub mod html;
 pub mod model;
+pub mod postgres;
 pub mod recorder;
 pub mod redact;
+pub mod spec;
 pub mod sqlite;
 pub mod store;
 pub mod timeline;
@@ -45,8 +47,10 @@ pub use model::{
     RawStream, RecordOp, ResumePoint, RunRecord, RunState, RunSummary, TypedError, UpstreamAttempt,
     Usage, ingress, new_record_id,
 };
+pub use postgres::PgStore;
 pub use recorder::{BuildOp, Recorder, RecorderOptions, RecorderStats};
 pub use redact::{REDACTED, Redactor};
+pub use spec::{PgUrl, StoreSpec, display_records};
 pub use sqlite::SqliteStore;
 pub use store::{ExchangeFilter, RecordSink, RecordStore, RecoveryReport};
 

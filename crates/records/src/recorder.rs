@@ -9,7 +9,11 @@
 //!
 //! The writer drains the queue in batches of at most [`RecorderOptions::max_batch`], redacts
 //! every op ([`Redactor`]) and applies each batch in one transaction (a failed batch is retried
-//! op by op, so one bad op cannot sink the others). `flush` waits until everything queued before
+//! op by op, so one bad op cannot sink the others). A batch that failed because the store was
+//! unavailable (a database server stopped or unreachable, [`StoreError::Unavailable`]) is
+//! retried whole, [`RecorderOptions::unavailable_retries`] times with doubling backoff, while
+//! producers wait on the full queue; what still fails is counted, op by op, never dropped
+//! silently: [`RecorderStats::failed_ops`] and [`RecordError::StoreUnavailable`] from `flush`. `flush` waits until everything queued before
 //! it is committed and reports what failed since the last flush; `close` (or dropping the last
 //! handle) flushes and stops the writer. [`Recorder::disabled`] accepts and discards.
 
@@ -24,6 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::error::{RecordError, StoreError};
 use crate::model::{EventRecord, ExchangeRecord, RawLineRecord, RecordOp, RunRecord};
 use crate::redact::Redactor;
+use crate::spec::StoreSpec;
 use crate::sqlite::SqliteStore;
 use crate::store::RecordSink;
 
@@ -38,6 +43,10 @@ pub struct RecorderOptions {
     pub queue_capacity: usize,
     /// Most ops committed in one transaction.
     pub max_batch: usize,
+    /// Retries of a batch the store could not take because it was unavailable.
+    pub unavailable_retries: u32,
+    /// Wait before the first such retry; each next one waits twice as long (at most 10 s).
+    pub retry_backoff: Duration,
 }
 
 impl Default for RecorderOptions {
@@ -45,6 +54,8 @@ impl Default for RecorderOptions {
         RecorderOptions {
             queue_capacity: 4096,
             max_batch: 512,
+            unavailable_retries: 6,
+            retry_backoff: Duration::from_millis(250),
         }
     }
 }
@@ -93,6 +104,8 @@ struct Status {
     written_ops: AtomicU64,
     failed_ops: AtomicU64,
     failed_since_flush: AtomicU64,
+    /// The last failure was the store being unavailable.
+    last_unavailable: AtomicBool,
     batches: AtomicU64,
     writer_cpu_ns: AtomicU64,
     last_error: Mutex<Option<String>>,
@@ -105,8 +118,15 @@ impl Status {
     }
 
     fn count_failed(&self, error: &StoreError) {
-        self.failed_ops.fetch_add(1, Ordering::Relaxed);
-        self.failed_since_flush.fetch_add(1, Ordering::Relaxed);
+        self.count_failed_ops(1, error);
+    }
+
+    fn count_failed_ops(&self, ops: usize, error: &StoreError) {
+        let ops = ops as u64;
+        self.failed_ops.fetch_add(ops, Ordering::Relaxed);
+        self.failed_since_flush.fetch_add(ops, Ordering::Relaxed);
+        self.last_unavailable
+            .store(error.is_unavailable(), Ordering::Relaxed);
         *self
             .last_error
             .lock()
@@ -125,6 +145,12 @@ impl Status {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
             .unwrap_or_default();
+        if self.last_unavailable.load(Ordering::Relaxed) {
+            return Err(RecordError::StoreUnavailable {
+                failed_ops,
+                last_error,
+            });
+        }
         Err(RecordError::WriteFailed {
             failed_ops,
             last_error,
@@ -191,14 +217,18 @@ impl Recorder {
         Recorder::start(Box::new(store), redactor, RecorderOptions::default())
     }
 
-    /// Opens the store `DIR/switchyard.sqlite3` (creating `DIR`), as [`Recorder::open_sqlite`].
+    /// Opens the store `DIR/switchyard.sqlite3` (creating `DIR`), as [`Recorder::open_sqlite`];
+    /// a `dir` that is a `postgres://` URL (a `--records` value kept as a path) opens that
+    /// database instead ([`Recorder::open`]).
     pub fn open_dir(dir: impl AsRef<Path>, redactor: Redactor) -> Result<Self, RecordError> {
-        let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
-            path: dir.display().to_string(),
-            source,
-        })?;
-        Recorder::open_sqlite(crate::store_path(dir), redactor)
+        Recorder::open(&StoreSpec::from_path(dir.as_ref())?, redactor)
+    }
+
+    /// Opens (or creates) the store `spec` names, SQLite or PostgreSQL, recovers what crashed
+    /// writers left in flight, and starts the writer thread with default options.
+    pub fn open(spec: &StoreSpec, redactor: Redactor) -> Result<Self, RecordError> {
+        let store = spec.open()?;
+        Recorder::start(store, redactor, RecorderOptions::default())
     }
 
     /// Starts a writer thread that owns `store`.
@@ -216,6 +246,8 @@ impl Recorder {
             redactor: Arc::clone(&redactor),
             status: Arc::clone(&status),
             max_batch: options.max_batch.max(1),
+            retries: options.unavailable_retries,
+            backoff: options.retry_backoff,
         };
         let handle = std::thread::Builder::new()
             .name("switchyard-records-writer".into())
@@ -419,7 +451,12 @@ struct Writer {
     redactor: Arc<RwLock<Redactor>>,
     status: Arc<Status>,
     max_batch: usize,
+    retries: u32,
+    backoff: Duration,
 }
+
+/// Longest wait between two retries of an unavailable store.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 impl Writer {
     fn run(mut self) {
@@ -492,19 +529,45 @@ impl Writer {
                 redactor.redact_op(op);
             }
         }
-        match self.store.apply(batch) {
+        match self.apply(batch) {
             Ok(()) => self.status.count_written(batch.len()),
+            // Still unreachable after every retry: the whole batch is lost, and counted.
+            Err(error) if error.is_unavailable() => {
+                self.status.count_failed_ops(batch.len(), &error)
+            }
             Err(_) => {
                 // Retry one op per transaction so one bad op cannot sink the others.
-                for op in batch.iter() {
-                    match self.store.apply(std::slice::from_ref(op)) {
+                for (index, op) in batch.iter().enumerate() {
+                    match self.apply(std::slice::from_ref(op)) {
                         Ok(()) => self.status.count_written(1),
+                        Err(error) if error.is_unavailable() => {
+                            // The store went away meanwhile: the rest fails the same way.
+                            self.status.count_failed_ops(batch.len() - index, &error);
+                            break;
+                        }
                         Err(error) => self.status.count_failed(&error),
                     }
                 }
             }
         }
         batch.clear();
+    }
+
+    /// Applies `ops`, retrying with doubling backoff while the store is unavailable. Every op is
+    /// an upsert, so a batch whose commit was cut off (and may have landed) is safe to repeat.
+    fn apply(&mut self, ops: &[RecordOp]) -> Result<(), StoreError> {
+        let mut wait = self.backoff;
+        let mut retries = 0;
+        loop {
+            match self.store.apply(ops) {
+                Err(error) if error.is_unavailable() && retries < self.retries => {
+                    retries += 1;
+                    std::thread::sleep(wait);
+                    wait = wait.saturating_mul(2).min(MAX_BACKOFF);
+                }
+                other => return other,
+            }
+        }
     }
 }
 

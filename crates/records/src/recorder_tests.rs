@@ -75,6 +75,7 @@ fn one_bad_op_fails_alone_and_is_reported_by_flush() {
         RecorderOptions {
             queue_capacity: 64,
             max_batch: 64,
+            ..Default::default()
         },
     );
     for seq in 10..16 {
@@ -116,6 +117,7 @@ async fn a_full_queue_makes_producers_wait_without_blocking_the_runtime() {
     let options = RecorderOptions {
         queue_capacity: 2,
         max_batch: 1,
+        ..Default::default()
     };
     let (recorder, applied) = picky_recorder(store, Redactor::default(), options);
     let held = gate.lock().unwrap();
@@ -224,4 +226,79 @@ fn dropping_the_last_handle_stores_what_was_queued() {
     drop(recorder);
     drop(clone);
     assert_eq!(seqs(&applied.lock().unwrap()), [1, 2]);
+}
+
+/// A sink that is unavailable for its first `outages` calls (or forever with `u32::MAX`).
+struct FlakyStore {
+    outages: u32,
+    calls: Arc<Mutex<u32>>,
+    applied: Arc<Mutex<Vec<RecordOp>>>,
+}
+
+impl RecordSink for FlakyStore {
+    fn apply(&mut self, ops: &[RecordOp]) -> Result<(), StoreError> {
+        let mut calls = self.calls.lock().unwrap();
+        *calls += 1;
+        if *calls <= self.outages {
+            return Err(StoreError::Unavailable {
+                context: "test",
+                message: "server gone".into(),
+            });
+        }
+        self.applied.lock().unwrap().extend_from_slice(ops);
+        Ok(())
+    }
+}
+
+type Held<T> = Arc<Mutex<T>>;
+
+fn flaky_recorder(outages: u32) -> (Recorder, Held<u32>, Held<Vec<RecordOp>>) {
+    let calls = Arc::new(Mutex::new(0));
+    let applied = Arc::new(Mutex::new(Vec::new()));
+    let store = FlakyStore {
+        outages,
+        calls: Arc::clone(&calls),
+        applied: Arc::clone(&applied),
+    };
+    let options = RecorderOptions {
+        queue_capacity: 64,
+        max_batch: 64,
+        unavailable_retries: 3,
+        retry_backoff: Duration::from_millis(1),
+    };
+    let recorder = Recorder::start(Box::new(store), Redactor::default(), options).unwrap();
+    (recorder, calls, applied)
+}
+
+#[test]
+fn an_outage_shorter_than_the_retries_loses_nothing() {
+    let (recorder, calls, applied) = flaky_recorder(3);
+    for seq in 0..10 {
+        recorder.record_event(event(seq, "x")).unwrap();
+    }
+    recorder.flush().unwrap();
+    assert_eq!(seqs(&applied.lock().unwrap()), (0..10).collect::<Vec<_>>());
+    assert!(*calls.lock().unwrap() >= 4);
+    assert_eq!(recorder.stats().failed_ops, 0);
+}
+
+#[test]
+fn an_outage_past_the_retries_counts_every_lost_op() {
+    let (recorder, _calls, applied) = flaky_recorder(u32::MAX);
+    recorder.flush().unwrap();
+    for seq in 0..7 {
+        recorder.record_event(event(seq, "x")).unwrap();
+    }
+    match recorder.flush() {
+        Err(RecordError::StoreUnavailable {
+            failed_ops,
+            last_error,
+        }) => {
+            assert_eq!(failed_ops, 7);
+            assert!(last_error.contains("server gone"), "{last_error}");
+        }
+        other => panic!("expected StoreUnavailable, got {other:?}"),
+    }
+    assert_eq!(recorder.stats().failed_ops, 7);
+    assert!(applied.lock().unwrap().is_empty());
 }

@@ -140,25 +140,28 @@ fn io_error(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
     }
 }
 
-fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<String, StoreError> {
+pub(crate) fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|source| StoreError::Serde {
         what: what.to_owned(),
         source,
     })
 }
 
-fn from_json<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, StoreError> {
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(
+    what: &str,
+    text: &str,
+) -> Result<T, StoreError> {
     serde_json::from_str(text).map_err(|source| StoreError::Serde {
         what: what.to_owned(),
         source,
     })
 }
 
-fn timestamp(at: DateTime<Utc>) -> String {
+pub(crate) fn timestamp(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
-fn parse_timestamp(text: &str) -> Result<DateTime<Utc>, StoreError> {
+pub(crate) fn parse_timestamp(text: &str) -> Result<DateTime<Utc>, StoreError> {
     DateTime::parse_from_rfc3339(text)
         .map(|at| at.with_timezone(&Utc))
         .map_err(|error| StoreError::Backend {
@@ -167,7 +170,7 @@ fn parse_timestamp(text: &str) -> Result<DateTime<Utc>, StoreError> {
         })
 }
 
-fn parse_uuid(text: &str) -> Result<Uuid, StoreError> {
+pub(crate) fn parse_uuid(text: &str) -> Result<Uuid, StoreError> {
     Uuid::parse_str(text).map_err(|error| StoreError::Backend {
         context: "reading an id",
         message: format!("{text:?}: {error}"),
@@ -929,23 +932,24 @@ fn summary_query(condition: &str, order: IdOrder, limit: i64) -> String {
     )
 }
 
-/// One row of [`summary_query`], as SQLite returns it.
-struct SummaryRow {
-    id: String,
-    run_id: Option<String>,
-    status: String,
-    ingress_api: String,
-    upstream_model: String,
-    received_at: String,
-    requested_model: Option<String>,
-    error_kind: Option<String>,
-    retries: Option<i64>,
-    delivered_at: Option<String>,
-    usage: [Option<i64>; 4],
-    function_calls: Option<i64>,
-    usage_estimated: Option<bool>,
-    billed: [Option<i64>; 4],
-    billed_estimated: Option<bool>,
+/// One row of [`summary_query`], as SQLite returns it (the PostgreSQL store fills it too, so
+/// both turn rows into summaries the same way).
+pub(crate) struct SummaryRow {
+    pub(crate) id: String,
+    pub(crate) run_id: Option<String>,
+    pub(crate) status: String,
+    pub(crate) ingress_api: String,
+    pub(crate) upstream_model: String,
+    pub(crate) received_at: String,
+    pub(crate) requested_model: Option<String>,
+    pub(crate) error_kind: Option<String>,
+    pub(crate) retries: Option<i64>,
+    pub(crate) delivered_at: Option<String>,
+    pub(crate) usage: [Option<i64>; 4],
+    pub(crate) function_calls: Option<i64>,
+    pub(crate) usage_estimated: Option<bool>,
+    pub(crate) billed: [Option<i64>; 4],
+    pub(crate) billed_estimated: Option<bool>,
 }
 
 impl SummaryRow {
@@ -969,7 +973,7 @@ impl SummaryRow {
         })
     }
 
-    fn into_summary(self) -> Result<ExchangeSummary, StoreError> {
+    pub(crate) fn into_summary(self) -> Result<ExchangeSummary, StoreError> {
         let count = |value: Option<i64>| value.and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
         let [input, cached, output, reasoning] = self.usage.map(count);
         let usage = Usage {

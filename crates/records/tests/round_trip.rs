@@ -148,6 +148,7 @@ fn a_small_queue_applies_backpressure_and_loses_nothing() {
         switchyard_records::RecorderOptions {
             queue_capacity: 2,
             max_batch: 3,
+            ..Default::default()
         },
     )
     .unwrap();
