@@ -120,7 +120,7 @@ pub static REGISTRY: [AgentSpec; 4] = [
             direct_endpoint: false,
         },
         binary_flag: "--codex-binary",
-        session_state: Some(switchyard_backend::codex::launch::CODEX_HOME_DIR),
+        session_state: Some(switchyard_backend::codex::launch::SESSION_STATE),
         launch: crate::codex::launch,
     },
 ];

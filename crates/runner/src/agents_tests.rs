@@ -55,7 +55,7 @@ fn codex_is_registered_with_its_own_flag_and_state() {
     assert_eq!(codex.pin(), ("@openai/codex", "0.171.0"));
     assert_eq!(codex.host_tool_prefix, "mcp__switchyard__");
     assert_eq!(codex.binary_flag, "--codex-binary");
-    assert_eq!(codex.session_state, Some("codex-home"));
+    assert_eq!(codex.session_state, Some("codex-home/sessions"));
     assert!(codex.caps.resume && !codex.caps.protocols);
     let a = RunSettings {
         codex_binary: Some("/x".into()),

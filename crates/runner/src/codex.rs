@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use switchyard_backend::codex::launch::{
-    CODEX_HOME_DIR, CodexLaunchConfig, WORKSPACE_FILES, prepare,
+    CodexLaunchConfig, SESSION_STATE, WORKSPACE_FILES, prepare,
 };
 use switchyard_backend::codex::run::{CodexPlan, codex};
 use switchyard_backend::gemini::launch::Secret;
@@ -38,10 +38,10 @@ pub(crate) fn launch(start: Start<'_>, endpoint: &crate::agents::Endpoint<'_>) -
         bail!("a Codex run needs the gateway");
     };
     if let Some((_, state)) = &resolved.resume {
-        // The thread's rollout and state databases live in CODEX_HOME: restored before the
-        // launch writes this run's config.toml over the saved one (the gateway's port changes).
+        // The thread's rollouts, back under the new CODEX_HOME: `thread/resume` finds the
+        // thread by its rollout file.
         if state.is_dir() {
-            crate::gemini::copy_session_state(state, &run_dir.join(CODEX_HOME_DIR))
+            crate::gemini::copy_session_state(state, &run_dir.join(SESSION_STATE))
                 .with_context(|| format!("restoring the session state from {}", state.display()))?;
         } else {
             eprintln!(

@@ -56,8 +56,13 @@ use crate::secret::Secret;
 pub const KEY_ENV: &str = "SWITCHYARD_GATEWAY_KEY";
 /// The variable holding the MCP server's bearer token.
 pub const MCP_TOKEN_ENV: &str = "SWITCHYARD_MCP_TOKEN";
-/// The run directory's `CODEX_HOME` (kept with the records for `--resume`).
+/// The run directory's `CODEX_HOME`.
 pub const CODEX_HOME_DIR: &str = "codex-home";
+/// What `--resume` keeps of a run (relative to the run directory): the thread rollouts below
+/// `CODEX_HOME/sessions`. Not the state databases: they name the rollouts by absolute paths
+/// in the earlier run's directory, which is gone; without them Codex finds a thread by its
+/// rollout file.
+pub const SESSION_STATE: &str = "codex-home/sessions";
 /// The provider id in the generated config.
 pub const PROVIDER: &str = "switchyard";
 /// The MCP server name of the host tools (Codex names their tools `mcp__switchyard__<t>`).

@@ -1,0 +1,284 @@
+//! Live tests of `switchyard run --agent codex`: the real `switchyard` binary owns the real,
+//! pinned Codex (`codex app-server`, the native binary), whose model calls go through the
+//! embedded gateway's Responses ingress to a scripted Chat Completions upstream on 127.0.0.1.
+//! Records (and so the run directory with its `CODEX_HOME`) live outside /tmp: Codex refuses
+//! to create its helper links under a temporary directory.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+use switchyard_testkit::chat_upstream::{ChatUpstream, RecordedRequest, Reply, Script};
+
+mod common;
+use common::{events, of_kind, output_of, transcript};
+
+fn first_turn(r: &RecordedRequest) -> bool {
+    r.tool_messages().is_empty()
+}
+
+fn after_tool(r: &RecordedRequest) -> bool {
+    !r.tool_messages().is_empty()
+}
+
+/// A directory for records outside /tmp (below the workspace's `.cache/`), removed on drop.
+fn records_dir() -> tempfile::TempDir {
+    let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/codex-live");
+    std::fs::create_dir_all(&base).unwrap();
+    tempfile::tempdir_in(base).unwrap()
+}
+
+/// `switchyard run --agent codex` on `workdir` with `prompt`, printing JSONL events.
+fn codex_run(workdir: &Path, upstream: &str, prompt: &str, records: &Path) -> Command {
+    let mut cmd = Command::new(common::BIN);
+    cmd.args(["run", "--agent", "codex", "--prompt", prompt])
+        .arg("--workdir")
+        .arg(workdir)
+        .args([
+            "--upstream-url",
+            &format!("{upstream}/v1"),
+            "--upstream-model",
+            "scripted-model",
+        ])
+        .arg("--codex-binary")
+        .arg(common::sealed_codex())
+        .arg("--records")
+        .arg(records)
+        .args(["--output", "jsonl", "--timeout", "120"])
+        .env("SWITCHYARD_UPSTREAM_KEY", "sk-live-test-key")
+        .stdin(Stdio::null());
+    cmd
+}
+
+struct Run {
+    output: Output,
+    events: Vec<Value>,
+    upstream: ChatUpstream,
+}
+
+impl Run {
+    fn finished(&self) -> &Value {
+        let last = self.events.last().expect("events");
+        assert_eq!(last["type"], "run_finished", "{}", transcript(&self.output));
+        last
+    }
+    fn of(&self, kind: &str) -> Vec<&Value> {
+        of_kind(&self.events, kind)
+    }
+    fn transcript(&self) -> String {
+        transcript(&self.output)
+    }
+}
+
+async fn run(script: Script, ws: &Path, prompt: &str, records: &Path, extra: &[&str]) -> Run {
+    let upstream = ChatUpstream::start(script).await.unwrap();
+    let mut cmd = codex_run(ws, &upstream.base_url(), prompt, records);
+    cmd.args(extra);
+    let output = output_of(cmd).await;
+    let events = events(&output);
+    Run {
+        output,
+        events,
+        upstream,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_answer_succeeds_with_its_final_text() {
+    let (ws, records) = (tempfile::tempdir().unwrap(), records_dir());
+    let r = run(
+        Script::always(Reply::text_stream(["Hello ", "from Codex."])),
+        ws.path(),
+        "Say hello.",
+        records.path(),
+        &[],
+    )
+    .await;
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.transcript());
+    let done = r.finished();
+    assert_eq!(done["status"], "succeeded");
+    assert_eq!(done["final_text"], "Hello from Codex.");
+    assert_eq!(r.of("session_started").len(), 1);
+    assert_eq!(r.of("prompt_finished").len(), 1);
+    assert_eq!(done["unrecognized_lines"], 0, "{}", r.transcript());
+    // Codex's own instructions and the prompt reached the upstream.
+    let first = r.upstream.requests()[0].json();
+    assert!(first.to_string().contains("Say hello."));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answer_depends_on_a_shell_call() {
+    let (ws, records) = (tempfile::tempdir().unwrap(), records_dir());
+    std::fs::write(ws.path().join("note.txt"), "kumquat\n").unwrap();
+    let args = json!({"cmd": "cat note.txt"}).to_string();
+    let script = Script::new()
+        .then_when(
+            first_turn,
+            Reply::tool_calls_stream(&[("up_cat", "exec_command", &args)], 6),
+        )
+        .then_when(
+            |r| {
+                r.tool_messages()
+                    .iter()
+                    .any(|m| m["content"].to_string().contains("kumquat"))
+            },
+            Reply::text_stream(["It says kumquat."]),
+        );
+    let r = run(script, ws.path(), "Read note.txt.", records.path(), &[]).await;
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.transcript());
+    let call = r.of("tool_call");
+    assert_eq!(call.len(), 1, "{}", r.transcript());
+    assert_eq!(call[0]["tool_name"], "exec_command");
+    assert_eq!(call[0]["model_call_id"], "up_cat");
+    assert_eq!(call[0]["category"]["kind"], "command");
+    assert_eq!(call[0]["arguments"]["cmd"], "cat note.txt");
+    let result = r.of("tool_result");
+    assert_eq!(result[0]["status"], "success", "{}", r.transcript());
+    assert_eq!(result[0]["call_id"], call[0]["call_id"]);
+    assert!(result[0]["output"].as_str().unwrap().contains("kumquat"));
+    assert_eq!(r.finished()["final_text"], "It says kumquat.");
+    assert_eq!(r.upstream.unmatched(), 0);
+    // The sandboxed command left nothing in the workspace.
+    let mut left: Vec<String> = std::fs::read_dir(ws.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["note.txt"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_patch_edits_a_file() {
+    let (ws, records) = (tempfile::tempdir().unwrap(), records_dir());
+    std::fs::write(ws.path().join("hello.txt"), "old line\n").unwrap();
+    let patch =
+        "*** Begin Patch\n*** Update File: hello.txt\n@@\n-old line\n+new line\n*** End Patch\n";
+    let args = json!({"input": patch}).to_string();
+    let script = Script::new()
+        .then_when(
+            first_turn,
+            Reply::tool_calls_stream(&[("up_patch", "apply_patch", &args)], 5),
+        )
+        .then_when(after_tool, Reply::text_stream(["Patched."]));
+    let r = run(script, ws.path(), "Fix hello.txt.", records.path(), &[]).await;
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.transcript());
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("hello.txt")).unwrap(),
+        "new line\n"
+    );
+    let call = r.of("tool_call");
+    assert_eq!(call[0]["tool_name"], "apply_patch", "{}", r.transcript());
+    assert_eq!(call[0]["category"]["kind"], "file_write");
+    assert_eq!(r.of("tool_result")[0]["status"], "success");
+    assert_eq!(r.finished()["final_text"], "Patched.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_escalated_command_is_declined_by_the_policy_and_the_run_goes_on() {
+    let (ws, records) = (tempfile::tempdir().unwrap(), records_dir());
+    let outside = records.path().join("pwned");
+    let args = json!({"cmd": format!("touch {}", outside.display()),
+        "sandbox_permissions": "require_escalated",
+        "justification": "write outside the workspace"})
+    .to_string();
+    let script = Script::new()
+        .then_when(
+            first_turn,
+            Reply::tool_calls_stream(&[("up_esc", "exec_command", &args)], 6),
+        )
+        .then_when(after_tool, Reply::text_stream(["I may not run that."]));
+    let r = run(script, ws.path(), "Make a file.", records.path(), &[]).await;
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.transcript());
+    let permission = r.of("permission");
+    assert_eq!(permission.len(), 1, "{}", r.transcript());
+    assert_eq!(permission[0]["outcome"], "rejected");
+    assert_eq!(permission[0]["tool"], "exec_command");
+    assert_eq!(permission[0]["model_call_id"], "up_esc");
+    let result = r.of("tool_result");
+    assert_eq!(result[0]["status"], "error");
+    assert_eq!(result[0]["error"]["kind"], "permission_rejected");
+    assert!(!outside.exists(), "the command never ran");
+    assert_eq!(r.upstream.requests().len(), 2, "{}", r.transcript());
+    assert_eq!(r.finished()["final_text"], "I may not run that.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_mid_turn_interrupts_and_leaves_no_process() {
+    let upstream = ChatUpstream::start(Script::always(Reply::Hang))
+        .await
+        .unwrap();
+    let (ws, records) = (tempfile::tempdir().unwrap(), records_dir());
+    let child = codex_run(ws.path(), &upstream.base_url(), "hang", records.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while upstream.requests().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no model call");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        !common::processes_in(ws.path()).is_empty(),
+        "the guest runs in the workspace"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let events = events(&output);
+    assert_eq!(output.status.code(), Some(8), "{}", transcript(&output));
+    assert_eq!(events.last().unwrap()["status"], "cancelled");
+    let left = common::processes_in(ws.path());
+    assert!(left.is_empty(), "processes left: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_thread_resumes_with_its_history() {
+    let (ws, records) = (tempfile::tempdir().unwrap(), records_dir());
+    let first = run(
+        Script::always(Reply::text_stream(["Noted: kumquat."])),
+        ws.path(),
+        "Remember the word kumquat.",
+        records.path(),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        first.output.status.code(),
+        Some(0),
+        "{}",
+        first.transcript()
+    );
+    let run_id = first.events[0]["run_id"].as_str().unwrap().to_owned();
+    let thread = first.of("session_started")[0]["session_id"].clone();
+    let script = Script::new().then_when(
+        |r| r.json().to_string().contains("Noted: kumquat."),
+        Reply::text_stream(["The word was kumquat."]),
+    );
+    let second = run(
+        script,
+        ws.path(),
+        "Which word?",
+        records.path(),
+        &["--resume", &run_id],
+    )
+    .await;
+    assert_eq!(
+        second.output.status.code(),
+        Some(0),
+        "{}",
+        second.transcript()
+    );
+    assert_eq!(second.of("session_started")[0]["session_id"], thread);
+    assert_eq!(second.finished()["final_text"], "The word was kumquat.");
+    let body = second.upstream.requests()[0].json().to_string();
+    let earlier = body.find("Remember the word kumquat.").unwrap();
+    let now = body.find("Which word?").unwrap();
+    assert!(earlier < now, "{body:.400}");
+}
