@@ -241,49 +241,67 @@ impl Prepared {
 struct Session {
     config: postgres::Config,
     writer: String,
-    live: Option<(Client, Prepared)>,
+    live: Option<Client>,
+    /// The writer's statements on `live` (prepared once the schema exists).
+    prepared: Option<Prepared>,
 }
 
 impl Session {
     /// The live connection, connecting (and taking this writer's lock) first if there is none or
     /// it was lost.
-    fn client(&mut self) -> Result<(&mut Client, &Prepared), StoreError> {
-        if self
-            .live
-            .as_ref()
-            .is_some_and(|(client, _)| client.is_closed())
-        {
+    fn client(&mut self) -> Result<&mut Client, StoreError> {
+        if self.live.as_ref().is_some_and(Client::is_closed) {
             self.live = None;
         }
         if self.live.is_none() {
+            self.prepared = None;
             let mut client = self.config.connect(NoTls).map_err(pg("connecting"))?;
             client
                 .execute("SELECT pg_advisory_lock($1)", &[&writer_key(&self.writer)])
                 .map_err(pg("taking the writer lock"))?;
-            let prepared = Prepared::new(&mut client).map_err(pg("preparing statements"))?;
-            self.live = Some((client, prepared));
+            self.live = Some(client);
         }
-        match &mut self.live {
-            Some((client, prepared)) => Ok((client, prepared)),
-            None => Err(StoreError::Unavailable {
-                context: "connecting",
-                message: "no connection".to_owned(),
-            }),
-        }
+        self.live.as_mut().ok_or_else(|| StoreError::Unavailable {
+            context: "connecting",
+            message: "no connection".to_owned(),
+        })
     }
 
-    /// Runs `step` on the connection; a connection lost on the way is dropped, so the next call
-    /// connects again.
+    /// Runs `step` on the connection with the writer's statements; a connection lost on the way
+    /// is dropped, so the next call connects again.
     fn with<T>(
         &mut self,
         step: impl FnOnce(&mut Client, &Prepared) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let (client, prepared) = self.client()?;
-        let result = step(client, prepared);
-        if result.as_ref().is_err_and(StoreError::is_unavailable) {
-            self.live = None;
+        self.client()?;
+        let result = match &mut self.live {
+            Some(client) => {
+                if self.prepared.is_none() {
+                    match Prepared::new(client).map_err(pg("preparing statements")) {
+                        Ok(prepared) => self.prepared = Some(prepared),
+                        Err(error) => return self.failed(error),
+                    }
+                }
+                match &self.prepared {
+                    Some(prepared) => step(client, prepared),
+                    None => return self.failed(thread_gone()),
+                }
+            }
+            None => return self.failed(thread_gone()),
+        };
+        match result {
+            Err(error) => self.failed(error),
+            ok => ok,
         }
-        result
+    }
+
+    /// Forgets a connection that `error` says is gone.
+    fn failed<T>(&mut self, error: StoreError) -> Result<T, StoreError> {
+        if error.is_unavailable() {
+            self.live = None;
+            self.prepared = None;
+        }
+        Err(error)
     }
 }
 
@@ -599,10 +617,11 @@ impl PgStore {
             config,
             writer: writer.to_string(),
             live: None,
+            prepared: None,
         })?;
         let shown = url.to_string();
         connection.call(move |session| {
-            let (client, _) = session.client()?;
+            let client = session.client()?;
             if existing && !has_schema(client)? {
                 return Err(StoreError::Missing(shown));
             }
@@ -701,7 +720,7 @@ impl PgStore {
                     .query_raw(sql.as_str(), params)
                     .map_err(pg("reading exchange summaries"))?;
                 while let Some(row) = rows.next().map_err(pg("reading exchange summaries"))? {
-                    let summary = summary_row(&row).and_then(SummaryRow::into_summary);
+                    let summary = summary_of(&row);
                     if items.send(summary).is_err() {
                         // The reader stopped: stop reading.
                         break;
@@ -801,8 +820,9 @@ fn exchange_condition(filter: ExchangeFilter) -> (&'static str, Option<String>) 
 }
 
 /// The query of exchange summaries matching `condition`. Fields are read from the stored JSON
-/// on the server as JSON text (`->` never unescapes, so a string holding `\u0000` reads fine);
-/// requests, responses and blobs never leave the server.
+/// on the server, each as JSON text; requests, responses and blobs never leave the server. A
+/// record holding `\u0000` (which PostgreSQL refuses to extract) comes whole instead, the last
+/// column, and is summarised here.
 fn summary_query(condition: &str, newest_first: bool, limit: &str) -> String {
     let order = if newest_first { "DESC" } else { "ASC" };
     format!(
@@ -817,8 +837,10 @@ fn summary_query(condition: &str, newest_first: bool, limit: &str) -> String {
                 (r #> '{{usage,estimated}}')::text, \
                 (r #> '{{billed,input}}')::text, (r #> '{{billed,cached}}')::text, \
                 (r #> '{{billed,output}}')::text, (r #> '{{billed,reasoning}}')::text, \
-                (r #> '{{billed,estimated}}')::text \
-         FROM exchanges CROSS JOIN LATERAL (SELECT record::json AS r) AS parsed \
+                (r #> '{{billed,estimated}}')::text, \
+                CASE WHEN r IS NULL THEN record END \
+         FROM exchanges CROSS JOIN LATERAL ( \
+             SELECT CASE WHEN strpos(record, '\\u0000') = 0 THEN record::json END AS r) AS parsed \
          WHERE {condition} ORDER BY id {order} LIMIT {limit}"
     )
 }
@@ -841,6 +863,17 @@ fn json_i64(row: &postgres::Row, index: usize) -> Result<Option<i64>, StoreError
 
 fn json_bool(row: &postgres::Row, index: usize) -> Result<Option<bool>, StoreError> {
     Ok(json_field(row, index)?.and_then(|v| v.as_bool()))
+}
+
+/// The summary of one row of [`summary_query`].
+fn summary_of(row: &postgres::Row) -> Result<ExchangeSummary, StoreError> {
+    let whole: Option<String> = column(row, 21, "reading exchange summaries")?;
+    match whole {
+        Some(record) => Ok(ExchangeSummary::of(&from_json::<ExchangeRecord>(
+            "exchange", &record,
+        )?)),
+        None => summary_row(row)?.into_summary(),
+    }
 }
 
 /// One row of [`summary_query`] in the SQLite store's form.

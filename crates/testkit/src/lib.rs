@@ -9,6 +9,7 @@ pub mod genai_upstream;
 pub mod guest;
 pub mod hostile_workspace;
 pub mod otlp;
+pub mod postgres;
 
 /// A real one-page PDF ("Quarterly total: 42"), for runs whose agent reads a document.
 pub const QUARTERLY_PDF: &[u8] = include_bytes!("../data/quarterly.pdf");
