@@ -67,12 +67,17 @@ impl ServerHandler for Handler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        // Claude Code names the model's call (the gateway's `tool_use` id) in `_meta`.
-        let guest_call_id = request
-            .meta
-            .as_ref()
-            .and_then(|meta| meta.get(CLAUDE_CODE_CALL_ID))
-            .or_else(|| context.meta.get(CLAUDE_CODE_CALL_ID))
+        // Claude Code names the model's call (the gateway's `tool_use` id) in `_meta`, Codex
+        // (the gateway's delivered call id) in `_meta.callId`.
+        let guest_call_id = [CLAUDE_CODE_CALL_ID, CODEX_CALL_ID]
+            .iter()
+            .find_map(|key| {
+                request
+                    .meta
+                    .as_ref()
+                    .and_then(|meta| meta.get(*key))
+                    .or_else(|| context.meta.get(*key))
+            })
             .and_then(|id| id.as_str())
             .map(str::to_owned);
         let arguments = request.arguments.unwrap_or_default();
@@ -110,6 +115,9 @@ fn content(output: ToolOutput) -> Vec<ContentBlock> {
 
 /// The `_meta` key of Claude Code's `tools/call`: the model's `tool_use` id.
 pub const CLAUDE_CODE_CALL_ID: &str = "claudecode/toolUseId";
+
+/// The `_meta` key of Codex's `tools/call`: the model's call id (as the guest received it).
+pub const CODEX_CALL_ID: &str = "callId";
 
 /// The bearer token the guest must present.
 #[derive(Clone)]

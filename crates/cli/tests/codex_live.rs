@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use switchyard_testkit::chat_upstream::{ChatUpstream, RecordedRequest, Reply, Script};
 
 mod common;
-use common::{events, of_kind, output_of, transcript};
+use common::{events, of_kind, output_of, tools_dir, transcript};
 
 fn first_turn(r: &RecordedRequest) -> bool {
     r.tool_messages().is_empty()
@@ -281,4 +281,79 @@ async fn a_recorded_thread_resumes_with_its_history() {
     let earlier = body.find("Remember the word kumquat.").unwrap();
     let now = body.find("Which word?").unwrap();
     assert!(earlier < now, "{body:.400}");
+}
+
+const RECORD: &str = "mcp__switchyard__record";
+const FINISH: &str = "mcp__switchyard__finish";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_tools_run_once_per_call_and_finish_is_the_result() {
+    let (ws, records) = (tempfile::tempdir().unwrap(), records_dir());
+    let tools = tools_dir();
+    let script = Script::new()
+        .then_when(
+            first_turn,
+            Reply::tool_calls_stream(
+                &[
+                    ("call_rec_a", RECORD, r#"{"nonce":"n-7"}"#),
+                    ("call_rec_b", RECORD, r#"{"nonce":"n-7"}"#),
+                ],
+                5,
+            ),
+        )
+        .then_when(
+            |r| r.tool_messages().len() == 2,
+            Reply::tool_calls_stream(&[("call_fin", FINISH, r#"{"colour":"green"}"#)], 5),
+        )
+        .then_when(after_tool, Reply::text_stream(["Done."]));
+    let path = |name: &str| tools.path().join(name).to_string_lossy().into_owned();
+    let r = run(
+        script,
+        ws.path(),
+        "Record the nonce twice, then finish.",
+        records.path(),
+        &[
+            "--tools",
+            &path("tools.toml"),
+            "--finish-schema",
+            &path("finish.json"),
+        ],
+    )
+    .await;
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.transcript());
+    let ran: Vec<Value> = std::fs::read_to_string(tools.path().join("ran.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        ran,
+        [json!({"nonce": "n-7"}), json!({"nonce": "n-7"})],
+        "{}",
+        r.transcript()
+    );
+    let mut admitted: Vec<&str> = r
+        .of("host_call")
+        .iter()
+        .filter(|e| e["decision"] == "admitted")
+        .map(|e| e["model_call_id"].as_str().unwrap())
+        .collect();
+    admitted.sort_unstable();
+    assert_eq!(admitted, ["call_fin", "call_rec_a", "call_rec_b"]);
+    assert_eq!(r.finished()["result"], json!({"colour": "green"}));
+    // Each MCP call was approved by the policy (the run's own host tools) on its delivered call.
+    let permissions = r.of("permission");
+    assert_eq!(permissions.len(), 3, "{}", r.transcript());
+    assert!(
+        permissions.iter().all(|p| p["outcome"] == "allowed"),
+        "{}",
+        r.transcript()
+    );
+    let calls = r.of("tool_call");
+    assert_eq!(calls.len(), 3, "{}", r.transcript());
+    assert!(calls.iter().all(|c| c["category"]["kind"] == "mcp"));
+    for request in r.upstream.requests() {
+        let body = request.json().to_string();
+        assert!(!body.contains("_switchyard_call"), "{body:.300}");
+    }
 }
