@@ -4,11 +4,14 @@
 //!
 //! Producers hold a [`Recorder`] (cheap to clone, `Send + Sync`) and call [`Recorder::record`] with
 //! [`RecordOp`]s; a single writer thread redacts secrets ([`Redactor`]) and commits batches to a
-//! [`RecordSink`] (the write side of a [`RecordStore`]; SQLite by default, [`SqliteStore`]).
-//! Readers open a [`SqliteStore`] and use the [`RecordStore`] trait; [`export`], [`html`] and
+//! [`RecordSink`] (the write side of a [`RecordStore`]; SQLite by default, [`SqliteStore`], or
+//! PostgreSQL, [`PgStore`], when `--records` is a `postgres://` URL: see [`StoreSpec`]).
+//! Readers open a store ([`StoreSpec::open_existing`]: a records directory's [`SqliteStore`],
+//! or a [`PgStore`] on PostgreSQL for records shared between machines) and use the
+//! [`RecordStore`] trait; [`export`], [`html`] and
 //! [`timeline`] render what is stored, [`usage`] totals it (tokens, failures, latency by model,
 //! run or day).
-//! The SQLite store keeps the large sub-values every exchange of a session repeats (system prompt,
+//! Both stores keep the large sub-values every exchange of a session repeats (system prompt,
 //! tool declarations, history entries) once, content-addressed ([`blobs`]); readers always get
 //! whole records back.
 //! Producers may hand a write over as a closure the writer thread runs
@@ -50,7 +53,7 @@ pub use model::{
 pub use postgres::PgStore;
 pub use recorder::{BuildOp, Recorder, RecorderOptions, RecorderStats};
 pub use redact::{REDACTED, Redactor};
-pub use spec::{PgUrl, StoreSpec, display_records};
+pub use spec::{PgUrl, StoreSpec, display_records, local_records_dir};
 pub use sqlite::SqliteStore;
 pub use store::{ExchangeFilter, RecordSink, RecordStore, RecoveryReport};
 

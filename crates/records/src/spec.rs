@@ -212,6 +212,16 @@ impl std::fmt::Debug for StoreSpec {
     }
 }
 
+/// The records directory a `--records` value held as a path names: `value` itself, or `None`
+/// for a PostgreSQL URL (files a run keeps beside its records, such as its run directory and its
+/// session state for `--resume`, then go elsewhere or are not kept).
+pub fn local_records_dir(value: &Path) -> Option<&Path> {
+    match value.to_str() {
+        Some(text) if is_postgres_url(text) => None,
+        _ => Some(value),
+    }
+}
+
 /// Shows `value` (a `--records` value held as a path) with any PostgreSQL password hidden: for
 /// messages about a records location that may be a URL.
 pub fn display_records(value: &Path) -> String {

@@ -58,3 +58,12 @@ fn a_bad_url_is_an_error_that_does_not_repeat_it() {
         Err(StoreError::InvalidSpec(_))
     ));
 }
+
+#[test]
+fn only_a_directory_is_a_local_records_dir() {
+    assert_eq!(
+        local_records_dir(Path::new("./records")),
+        Some(Path::new("./records"))
+    );
+    assert_eq!(local_records_dir(Path::new("postgres://u@h/db")), None);
+}
