@@ -248,6 +248,7 @@ fn accept_turn<I: Ingress>(
     chunk: &mut TurnChunk,
     api: I,
 ) -> Result<Option<Delivery>, String> {
+    seal_ids(state, session, chunk);
     let delivery = match &state.binding {
         Some(binding) => crate::delivery::stamp(binding, session, chunk, api.stamps_identity())
             .map_err(|e| e.to_string())?,
@@ -261,6 +262,19 @@ fn accept_turn<I: Ingress>(
         })
         .map_err(|e| e.to_string())?;
     Ok(delivery)
+}
+
+/// Gives the turn's calls their sealed ids (see `call_ids`), each carrying its upstream id when
+/// that id is unique in the turn (a repeated one is never given back).
+fn seal_ids(state: &AppState, session: &str, chunk: &mut TurnChunk) {
+    let upstream: Vec<Option<String>> = chunk.calls().map(|c| c.upstream_id.clone()).collect();
+    for call in chunk.calls_mut() {
+        let unique = call
+            .upstream_id
+            .as_ref()
+            .filter(|u| upstream.iter().filter(|o| o.as_ref() == Some(*u)).count() == 1);
+        call.id = state.call_ids.seal(session, unique.map(String::as_str));
+    }
 }
 
 /// Starts an exchange's record and prepares the guest request. A refused request is recorded

@@ -128,6 +128,7 @@
 //! chunk (Gemini CLI turns it into an API error with that code).
 
 pub mod auth;
+mod call_ids;
 pub mod codex;
 pub mod config;
 mod context;

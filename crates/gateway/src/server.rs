@@ -146,6 +146,7 @@ impl Gateway {
             stall: config.timeouts.guest_body_idle(),
             deadline: config.timeouts.guest_body(),
         };
+        let call_ids = crate::call_ids::CallIds::new(config.ingress_key.as_deref());
         let state = Arc::new(AppState {
             router: ModelRouter::new(
                 &config.upstream_model,
@@ -160,6 +161,7 @@ impl Gateway {
             records,
             run_id: deps.run_id,
             sessions: Sessions::new(MAX_SESSIONS),
+            call_ids,
             token_counts: crate::context::TokenCounts::default(),
             metrics: Arc::default(),
             telemetry: deps.telemetry,

@@ -54,6 +54,44 @@ impl Sessions {
     }
 }
 
+/// Ids of a guest's history that `ledger` does not know but `call_ids` opens for `session`
+/// (another replica delivered them, or this gateway before it forgot the session) are entered
+/// as delivered; returns the upstream id each history id goes back as: the ledger's, else the
+/// one its seal carries, each upstream id given to one delivered id only (the first).
+pub(crate) fn adopt_and_map<'a>(
+    call_ids: &crate::call_ids::CallIds,
+    session: &str,
+    ledger: &mut CallLedger,
+    ids: impl IntoIterator<Item = &'a str>,
+) -> std::collections::HashMap<String, String> {
+    let mut mapped = std::collections::HashMap::new();
+    let mut taken = std::collections::HashSet::new();
+    for id in ids {
+        if mapped.contains_key(id) {
+            continue;
+        }
+        let known = ledger.contains(id);
+        let upstream = match ledger.upstream_id(id) {
+            Some(upstream) => Some(upstream.to_owned()),
+            None => match call_ids.open(session, id) {
+                Some(carried) => {
+                    if !known {
+                        ledger.adopt_ids([id]);
+                    }
+                    carried
+                }
+                None => None,
+            },
+        };
+        if let Some(upstream) = upstream
+            && taken.insert(upstream.clone())
+        {
+            mapped.insert(id.to_owned(), upstream);
+        }
+    }
+    mapped
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

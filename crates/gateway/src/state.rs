@@ -29,6 +29,8 @@ pub(crate) struct AppState {
     pub run_id: Option<Uuid>,
     /// Call-id ledgers by session id (bounded).
     pub sessions: Sessions,
+    /// Seals the ids of delivered calls, so another replica can check and restore them.
+    pub call_ids: crate::call_ids::CallIds,
     /// Where `chat` spans go, and their parent.
     pub telemetry: Option<(
         std::sync::Arc<switchyard_telemetry::Telemetry>,

@@ -4,6 +4,7 @@
 //! the session's call-id ledger: every tool result must answer a delivered call, and the
 //! history gets the upstream's own ids back.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -13,6 +14,7 @@ use switchyard_translate::{CallLedger, LedgerError, TranslateError};
 use super::{Ingress, Refused, parse_work};
 use crate::exchange::ExchangeContext;
 use crate::intake::BodyPermit;
+use crate::sessions::adopt_and_map;
 use crate::state::AppState;
 
 /// A guest request translated for the upstream, with what the ledger checks.
@@ -72,12 +74,19 @@ pub(crate) async fn translate_checked<I: Ingress, T: Translated>(
             ledger
         },
         |ledger| {
+            let ids = history.iter().chain(answers.iter().map(|(id, _)| id));
+            let upstream = adopt_and_map(
+                &state.call_ids,
+                &ctx.session,
+                ledger,
+                ids.map(String::as_str),
+            );
             ledger.check_answers(
                 answers
                     .iter()
                     .map(|(id, path)| (id.as_str(), path.as_str())),
             )?;
-            restore_upstream_ids(ledger, translated.chat_mut());
+            restore_upstream_ids(&upstream, translated.chat_mut());
             Ok::<_, LedgerError>(())
         },
     );
@@ -87,8 +96,9 @@ pub(crate) async fn translate_checked<I: Ingress, T: Translated>(
     }
 }
 
-/// The delivered ids of a history put back to the upstream's own.
-fn restore_upstream_ids(ledger: &CallLedger, chat: &mut ChatRequest) {
+/// The delivered ids of a history put back to the upstream's own (`upstream`: see
+/// `sessions::adopt_and_map`).
+fn restore_upstream_ids(upstream: &HashMap<String, String>, chat: &mut ChatRequest) {
     for message in &mut chat.messages {
         let ids: Vec<&mut String> = match message {
             ChatMessage::Assistant { tool_calls, .. } => {
@@ -98,8 +108,8 @@ fn restore_upstream_ids(ledger: &CallLedger, chat: &mut ChatRequest) {
             _ => Vec::new(),
         };
         for id in ids {
-            if let Some(upstream) = ledger.upstream_id(id) {
-                *id = upstream.to_owned();
+            if let Some(restored) = upstream.get(id.as_str()) {
+                id.clone_from(restored);
             }
         }
     }

@@ -17,11 +17,13 @@ use switchyard_translate::google_answer::to_google;
 use switchyard_translate::turn::TurnChunk;
 use switchyard_translate::{CallLedger, TranslateOptions};
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{GuestFailure, Ingress, Prepared, RecordedAnswer, Refused, Render, parse_work};
 use crate::exchange::ExchangeContext;
 use crate::intake::BodyPermit;
+use crate::sessions::adopt_and_map;
 use crate::state::AppState;
 use crate::translation::TranslationFailure;
 use crate::upstream::{UpstreamError, retryable_status};
@@ -76,8 +78,14 @@ impl Ingress for Google {
                     &session,
                     || first,
                     |ledger| {
+                        let upstream = adopt_and_map(
+                            &state.call_ids,
+                            &session,
+                            ledger,
+                            history_ids(&request).iter().map(String::as_str),
+                        );
                         ledger.check_request(&request)?;
-                        restore_upstream_ids(ledger, &mut request);
+                        restore_upstream_ids(&upstream, &mut request);
                         Ok::<_, switchyard_translate::LedgerError>(())
                     },
                 );
@@ -176,9 +184,26 @@ fn prepared(
     })
 }
 
-/// The delivered ids of a GenerateContent history put back to the upstream's own.
+/// The call ids a GenerateContent history names (calls and responses), in order.
+fn history_ids(request: &switchyard_translate::google::GenerateContentRequest) -> Vec<String> {
+    request
+        .contents
+        .iter()
+        .flat_map(|c| c.parts.iter())
+        .flat_map(|part| {
+            [
+                part.function_call.as_ref().and_then(|c| c.id.clone()),
+                part.function_response.as_ref().and_then(|r| r.id.clone()),
+            ]
+        })
+        .flatten()
+        .collect()
+}
+
+/// The delivered ids of a GenerateContent history put back to the upstream's own (`upstream`:
+/// see `sessions::adopt_and_map`).
 fn restore_upstream_ids(
-    ledger: &CallLedger,
+    upstream: &HashMap<String, String>,
     request: &mut switchyard_translate::google::GenerateContentRequest,
 ) {
     for part in request.contents.iter_mut().flat_map(|c| c.parts.iter_mut()) {
@@ -187,8 +212,8 @@ fn restore_upstream_ids(
             part.function_response.as_mut().and_then(|r| r.id.as_mut()),
         ];
         for id in ids.into_iter().flatten() {
-            if let Some(upstream) = ledger.upstream_id(id) {
-                *id = upstream.to_owned();
+            if let Some(restored) = upstream.get(id.as_str()) {
+                id.clone_from(restored);
             }
         }
     }
