@@ -48,7 +48,12 @@ pub async fn execute(
     observer: &mut dyn RunObserver,
 ) -> Result<Executed> {
     let run_id = uuid::Uuid::now_v7();
-    let run_dir = match &resolved.records {
+    // Beside the records when they are a directory (PostgreSQL records have none).
+    let records_dir = resolved
+        .records
+        .as_deref()
+        .and_then(switchyard_records::local_records_dir);
+    let run_dir = match records_dir {
         Some(records) => records.join("runs").join(run_id.to_string()),
         None => std::env::temp_dir()
             .join("switchyard-runs")
@@ -63,8 +68,12 @@ pub async fn execute(
     let recorder = match &resolved.records {
         Some(dir) => {
             let redactor = Redactor::new(upstream_key.iter().cloned().chain([guest_token.clone()]));
-            Recorder::open_dir(dir, redactor)
-                .with_context(|| format!("opening records in {}", dir.display()))?
+            Recorder::open_dir(dir, redactor).with_context(|| {
+                format!(
+                    "opening records in {}",
+                    switchyard_records::display_records(dir)
+                )
+            })?
         }
         None => Recorder::disabled(),
     };
@@ -318,9 +327,9 @@ pub async fn execute(
     run_record.raw_lines_dropped = raw_lines.dropped;
     run_record.raw_lines_truncated = raw_lines.truncated;
     // A session with a committed turn can be resumed later: keep the guest's session state
-    // with the records (the run directory itself goes).
+    // with the records (the run directory itself goes). PostgreSQL records keep none yet.
     if let (Some(records), Some(session_id), Protocol::Acp, Some(guest_state)) = (
-        &resolved.records,
+        records_dir,
         session.committed(),
         resolved.protocol,
         crate::agents::spec(resolved.agent).session_state,

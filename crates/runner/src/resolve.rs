@@ -246,13 +246,15 @@ fn resume_point(
     records: Option<&Path>,
     workdir: &Path,
 ) -> Result<(ResumePoint, PathBuf)> {
-    use switchyard_records::{RecordStore, SqliteStore};
+    use switchyard_records::StoreSpec;
     if protocol != Protocol::Acp {
         bail!("--resume needs --protocol acp");
     }
     let records = records.context("--resume needs --records (where the run was recorded)")?;
-    let store = SqliteStore::open_existing(switchyard_records::store_path(records))
-        .with_context(|| format!("opening the records in {}", records.display()))?;
+    let spec = StoreSpec::from_path(records)?;
+    let store = spec
+        .open_existing()
+        .with_context(|| format!("opening the records in {spec}"))?;
     let record = store.resolve_run(run)?;
     let point = record.resume.with_context(|| {
         format!(
@@ -268,7 +270,10 @@ fn resume_point(
             point.workdir
         );
     }
-    let state = records.join(&point.state_dir);
+    let state = spec
+        .dir()
+        .context("--resume needs --records to be a directory (the session state is kept there)")?
+        .join(&point.state_dir);
     Ok((point, state))
 }
 
