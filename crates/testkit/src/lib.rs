@@ -8,6 +8,7 @@ pub mod fixtures;
 pub mod genai_upstream;
 pub mod guest;
 pub mod hostile_workspace;
+pub mod nginx;
 pub mod otlp;
 pub mod postgres;
 
