@@ -167,8 +167,9 @@ pub struct RunSettings {
     /// The gateway's retry budget, as its `[retries]` section (config file only).
     #[cfg_attr(feature = "clap", arg(skip))]
     pub retries: Option<RetryConfig>,
-    /// Directory of the record store (runs, events, model exchanges).
-    #[cfg_attr(feature = "clap", arg(long))]
+    /// Directory of the record store (runs, events, model exchanges), or the `postgres://` URL
+    /// of a PostgreSQL database holding it.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "DIR|URL"))]
     pub records: Option<PathBuf>,
     /// Output format.
     #[cfg_attr(feature = "clap", arg(long, value_enum))]
