@@ -24,8 +24,9 @@ pub struct GatewayArgs {
     /// The key itself is never accepted on the command line.
     #[arg(long, value_name = "VAR")]
     pub upstream_key_env: Option<String>,
-    /// Record every exchange into this directory (SQLite store).
-    #[arg(long, value_name = "DIR")]
+    /// Record every exchange into this directory (SQLite store), or into the PostgreSQL database
+    /// of a `postgres://` URL.
+    #[arg(long, value_name = "DIR|URL")]
     pub records: Option<PathBuf>,
     /// TOML config file with the same settings (+ aliases, retries, timeouts); flags win.
     #[arg(long, value_name = "FILE")]
@@ -149,6 +150,20 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         );
     }
     let records_dir = config.records_dir.clone();
+    // PostgreSQL records are opened here, so that an error names the URL with its password
+    // hidden (the gateway's own message would show the value whole); the gateway adds its
+    // secrets to this recorder's redactor as to its own.
+    let recorder = match records_dir
+        .as_deref()
+        .map(switchyard_records::StoreSpec::from_path)
+        .transpose()?
+    {
+        Some(spec) if spec.is_postgres() => Some(
+            switchyard_records::Recorder::open(&spec, switchyard_records::Redactor::default())
+                .with_context(|| format!("cannot open records in {spec}"))?,
+        ),
+        _ => None,
+    };
     let model = config.upstream_model.clone();
     let telemetry =
         switchyard_telemetry::Telemetry::start(&switchyard_telemetry::TelemetryConfig::from_env(
@@ -165,6 +180,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         config,
         switchyard_gateway::GatewayDeps {
             telemetry: telemetry.clone().map(|t| (t, None)),
+            recorder,
             ..switchyard_gateway::GatewayDeps::default()
         },
     )
@@ -193,7 +209,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
             "recording every exchange in {dir}; browse them with \
              `switchyard records --records {dir} exchanges`, totals with \
              `switchyard records --records {dir} usage`",
-            dir = dir.display()
+            dir = switchyard_records::display_records(&dir)
         );
     }
     wait_for_signal().await?;

@@ -16,13 +16,14 @@ use switchyard_records::timeline::{
 use switchyard_records::usage::{
     UsageGrouping, UsageTally, UsageWindow, parse_instant, render_usage,
 };
-use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore, StoreError, store_path};
+use switchyard_records::{ExchangeFilter, RecordStore, StoreError, StoreSpec};
 
 /// `switchyard records` flags.
 #[derive(Debug, clap::Args)]
 pub struct RecordsArgs {
-    /// Records directory (the store is DIR/switchyard.sqlite3).
-    #[arg(long = "records", value_name = "DIR", env = "SWITCHYARD_RECORDS")]
+    /// Records directory (the store is DIR/switchyard.sqlite3), or a PostgreSQL URL
+    /// (`postgres://user@host/db`).
+    #[arg(long = "records", value_name = "DIR|URL", env = "SWITCHYARD_RECORDS")]
     pub records: PathBuf,
     /// What to do.
     #[command(subcommand)]
@@ -161,13 +162,19 @@ fn reader_went_away(error: &anyhow::Error) -> bool {
 }
 
 fn run_command(args: RecordsArgs) -> Result<()> {
-    let path = store_path(&args.records);
-    let store = SqliteStore::open_existing(&path)
-        .with_context(|| format!("opening the record store {}", path.display()))?;
+    let spec = StoreSpec::from_path(&args.records)?;
+    let shown = match &spec {
+        StoreSpec::Sqlite(dir) => switchyard_records::store_path(dir).display().to_string(),
+        StoreSpec::Postgres(url) => url.to_string(),
+    };
+    let store = spec
+        .open_existing()
+        .with_context(|| format!("opening the record store {shown}"))?;
+    let store: &dyn RecordStore = &*store;
     match args.command {
         RecordsCommand::List => {
             let runs = store.runs().context("reading runs")?;
-            let totals = switchyard_records::timeline::run_token_totals(&store)
+            let totals = switchyard_records::timeline::run_token_totals(store)
                 .context("summing exchanges")?;
             write_stdout(&render_run_list(&runs, &totals))?;
             let outside = store
@@ -185,7 +192,7 @@ fn run_command(args: RecordsArgs) -> Result<()> {
             unattributed,
             limit,
         } => {
-            let filter = exchange_filter(&store, run.as_deref(), unattributed)?;
+            let filter = exchange_filter(store, run.as_deref(), unattributed)?;
             let limit = (limit > 0).then_some(limit);
             let exchanges = store
                 .exchange_summaries(filter, limit)
@@ -210,7 +217,7 @@ fn run_command(args: RecordsArgs) -> Result<()> {
             until,
             json,
         } => {
-            let filter = exchange_filter(&store, run.as_deref(), unattributed)?;
+            let filter = exchange_filter(store, run.as_deref(), unattributed)?;
             let mut tally = UsageTally::within(by.into(), UsageWindow { since, until });
             store
                 .for_each_exchange_summary(filter, &mut |exchange| tally.add(&exchange))
@@ -226,7 +233,7 @@ fn run_command(args: RecordsArgs) -> Result<()> {
             }
         }
         RecordsCommand::ReplayContext(args) => {
-            write_stdout(&super::replay_context::run(&store, &args)?)?;
+            write_stdout(&super::replay_context::run(store, &args)?)?;
         }
         RecordsCommand::Exchange { id } => {
             let exchange = store
@@ -235,7 +242,7 @@ fn run_command(args: RecordsArgs) -> Result<()> {
             write_stdout(&render_exchange(&exchange))?;
         }
         RecordsCommand::Show { run, html } => {
-            let view = match RunView::load(&store, &run) {
+            let view = match RunView::load(store, &run) {
                 Ok(view) => view,
                 // Given an exchange's id: say where it is shown.
                 Err(StoreError::RunNotFound(_)) if store.resolve_exchange(&run).is_ok() => {
@@ -268,7 +275,7 @@ fn run_command(args: RecordsArgs) -> Result<()> {
             };
             match format {
                 ExportFormat::Jsonl => {
-                    let stats = export_jsonl(&store, &mut sink).context("exporting jsonl")?;
+                    let stats = export_jsonl(store, &mut sink).context("exporting jsonl")?;
                     eprintln!("exported {} records", stats.written);
                 }
                 ExportFormat::Sft => {
@@ -277,7 +284,7 @@ fn run_command(args: RecordsArgs) -> Result<()> {
                     } else {
                         SftMode::Conversations
                     };
-                    let stats = export_sft(&store, &mut sink, mode, &mut |rejection| {
+                    let stats = export_sft(store, &mut sink, mode, &mut |rejection| {
                         eprintln!(
                             "switchyard: sft: exchange {} not exported: {}",
                             rejection.exchange_id, rejection.reason
@@ -299,7 +306,7 @@ fn run_command(args: RecordsArgs) -> Result<()> {
 
 /// The exchanges `--run RUN` or `--unattributed` select (all without either).
 fn exchange_filter(
-    store: &SqliteStore,
+    store: &dyn RecordStore,
     run: Option<&str>,
     unattributed: bool,
 ) -> Result<ExchangeFilter> {

@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use base64::Engine;
 use serde_json::{Value, json};
 use switchyard_binding::{FinishTool, HostTool, ToolFuture, ToolImage, ToolOutput, ToolRegistry};
-use switchyard_records::{ExchangeFilter, RecordStore, SqliteStore};
+use switchyard_records::{ExchangeFilter, StoreSpec};
 
 use switchyard_runner::{Agent, HostTools, OutputMode, ProtocolArg, RunSettings};
 
@@ -44,6 +44,10 @@ pub struct ValidateArgs {
     /// Where `validation.json`, the records and the workspace go.
     #[arg(long)]
     pub output: PathBuf,
+    /// Where the run's records go instead of OUTPUT/records: a directory, or a PostgreSQL URL
+    /// (`postgres://user@host/db`).
+    #[arg(long, value_name = "DIR|URL")]
+    pub records: Option<PathBuf>,
     /// A sealed Gemini CLI install (default: the one `switchyard install gemini-cli` made).
     #[arg(long)]
     pub gemini_binary: Option<PathBuf>,
@@ -225,7 +229,10 @@ pub async fn validate(args: &ValidateArgs, model: Model) -> Result<u8> {
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
     let output = std::path::absolute(&args.output)?;
-    let records = output.join("records");
+    let records = args
+        .records
+        .clone()
+        .unwrap_or_else(|| output.join("records"));
     let workspace = output.join("workspace");
     std::fs::create_dir_all(&workspace)?;
 
@@ -329,7 +336,7 @@ fn checks(
     recorded: &[String],
     outcome: &switchyard_events::RunOutcome,
 ) -> Result<Vec<Value>> {
-    let store = SqliteStore::open_existing(records.join("switchyard.sqlite3"))?;
+    let store = StoreSpec::from_path(records)?.open_existing()?;
     let events: Vec<Value> = store.events(run_id)?.into_iter().map(|e| e.event).collect();
     let exchanges = store.exchanges(ExchangeFilter::Run(run_id))?;
     let of = |kind: &str, tool: &str| -> Vec<&Value> {
