@@ -111,6 +111,9 @@ pub enum RunState {
     Ended,
     /// Its writer died before the run ended (crash, SIGKILL); marked when the store is next opened.
     Incomplete,
+    /// A queue worker's lease on the run's task expired before the run ended (the worker died or
+    /// lost the database), and the task went to another attempt; marked by the claimer.
+    Abandoned,
 }
 
 impl RunState {
@@ -120,6 +123,7 @@ impl RunState {
             RunState::Running => "running",
             RunState::Ended => "ended",
             RunState::Incomplete => "incomplete",
+            RunState::Abandoned => "abandoned",
         }
     }
 }
@@ -579,7 +583,12 @@ mod tests {
             assert_eq!(ExchangeStatus::from_name(status.as_str()), Some(status));
         }
         assert_eq!(ExchangeStatus::from_name("done"), None);
-        for state in [RunState::Running, RunState::Ended, RunState::Incomplete] {
+        for state in [
+            RunState::Running,
+            RunState::Ended,
+            RunState::Incomplete,
+            RunState::Abandoned,
+        ] {
             assert_eq!(serde_json::to_value(state).unwrap(), json!(state.as_str()));
         }
     }

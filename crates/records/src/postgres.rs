@@ -210,7 +210,8 @@ impl Prepared {
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
                  ON CONFLICT (id) DO UPDATE SET writer_id = excluded.writer_id, agent = excluded.agent,
                    upstream_model = excluded.upstream_model, started_at = excluded.started_at,
-                   ended_at = excluded.ended_at, state = excluded.state, record = excluded.record",
+                   ended_at = excluded.ended_at, state = excluded.state, record = excluded.record
+                 WHERE runs.state <> 'abandoned'",
             )?,
             event: client.prepare(
                 "INSERT INTO events (run_id, seq, at, kind, event) VALUES ($1, $2, $3, $4, $5)
@@ -671,6 +672,38 @@ impl PgStore {
                     counts.push((table.to_owned(), column(&row, 0, "counting rows")?));
                 }
                 Ok(counts)
+            })
+        })
+    }
+
+    /// Marks run `id` [`RunState::Abandoned`] (a queue worker's lease on its task expired and
+    /// the task went to another attempt), unless it ended: true when it was marked. Its writer's
+    /// later upserts of the run leave the mark (the run's events and exchanges still land).
+    pub fn mark_run_abandoned(&self, id: Uuid) -> Result<bool, StoreError> {
+        let id = id.to_string();
+        self.connection.call(move |session| {
+            session.with(|client, _| {
+                let mut tx = client.transaction().map_err(pg("starting to abandon a run"))?;
+                let row = tx
+                    .query_opt(
+                        "SELECT record FROM runs WHERE id = $1 AND state IN ('running', 'incomplete')
+                         FOR UPDATE",
+                        &[&id],
+                    )
+                    .map_err(pg("reading a run to abandon"))?;
+                let Some(row) = row else {
+                    return Ok(false);
+                };
+                let record: String = column(&row, 0, "reading a run to abandon")?;
+                let mut run: RunRecord = from_json("run", &record)?;
+                run.state = RunState::Abandoned;
+                tx.execute(
+                    "UPDATE runs SET state = 'abandoned', record = $2 WHERE id = $1",
+                    &[&id, &to_json("run", &run)?],
+                )
+                .map_err(pg("marking a run abandoned"))?;
+                tx.commit().map_err(pg("committing an abandoned run"))?;
+                Ok(true)
             })
         })
     }
