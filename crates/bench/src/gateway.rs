@@ -21,8 +21,9 @@
 //! * forwarding delay of one streamed text chunk: the client releases a held upstream chunk and
 //!   times until it arrives;
 //! * records off vs on: the latency and throughput series are also run through a second gateway
-//!   pair that records every exchange into a real SQLite store (`Recorder::open_dir` on a
-//!   temporary directory), reported side by side with ratios. The series run in alternating
+//!   pair that records every exchange into a real SQLite store (`Recorder::open` on a
+//!   temporary directory, or the empty PostgreSQL database [`RECORDS_ENV`] names), reported
+//!   side by side with ratios. The series run in alternating
 //!   rounds (direct, records off, records on), so machine noise spreads over all of them. What
 //!   records cost (the CPU-per-request difference) is spent on the request path and on the
 //!   recorder's writer thread, whose own CPU clock is reported per exchange. A records-on
@@ -59,6 +60,10 @@ use switchyard_testkit::chat_upstream::{
 use switchyard_translate::TranslateOptions;
 
 use switchyard_records::{Recorder, Redactor};
+
+/// Names a PostgreSQL database (`postgres://…`, empty) to record into instead of a temporary
+/// SQLite store.
+pub const RECORDS_ENV: &str = "SWITCHYARD_BENCH_RECORDS";
 
 use switchyard_gateway::upstream::describe;
 use switchyard_gateway::{Gateway, GatewayConfig, GatewayDeps, GatewayHandle};
@@ -1365,10 +1370,16 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
         .map_err(BenchError::Upstream)?;
     let unary_gateway = gateway_for(&unary_upstream).await?;
     let stream_gateway = gateway_for(&stream_upstream).await?;
-    // Records on: a real SQLite store in a temporary directory, shared by both gateways.
+    // Records on: a real SQLite store in a temporary directory, or the (empty) PostgreSQL
+    // database `SWITCHYARD_BENCH_RECORDS` names; shared by both gateways.
     let records_dir = tempfile::tempdir().map_err(BenchError::Records)?;
-    let recorder = Recorder::open_dir(records_dir.path(), Redactor::default())
-        .map_err(|e| BenchError::Request(format!("cannot open bench records: {e}")))?;
+    let records = match std::env::var(RECORDS_ENV) {
+        Ok(value) if !value.is_empty() => switchyard_records::StoreSpec::parse(&value)
+            .map_err(|e| BenchError::Request(format!("{RECORDS_ENV}: {e}")))?,
+        _ => switchyard_records::StoreSpec::Sqlite(records_dir.path().to_path_buf()),
+    };
+    let recorder = Recorder::open(&records, Redactor::default())
+        .map_err(|e| BenchError::Request(format!("cannot open bench records {records}: {e}")))?;
     let unary_recorded = gateway_at(&unary_upstream.base_url(), Some(recorder.clone())).await?;
     let stream_recorded = gateway_at(&stream_upstream.base_url(), Some(recorder.clone())).await?;
     let google = Bytes::from_static(GEMINI_CLI_FIRST_REQUEST);
@@ -1571,13 +1582,10 @@ pub async fn bench(options: BenchOptions) -> Result<BenchReport, BenchError> {
     let stats = recorder.stats();
     report.records.written_ops = stats.written_ops;
     report.records.failed_ops = stats.failed_ops;
-    report.records.exchanges =
-        switchyard_records::SqliteStore::open(switchyard_records::store_path(records_dir.path()))
-            .and_then(|store| {
-                use switchyard_records::RecordStore;
-                store.exchange_count(switchyard_records::ExchangeFilter::All)
-            })
-            .map_err(|e| BenchError::Request(format!("counting the recorded exchanges: {e}")))?;
+    report.records.exchanges = records
+        .open_existing()
+        .and_then(|store| store.exchange_count(switchyard_records::ExchangeFilter::All))
+        .map_err(|e| BenchError::Request(format!("counting the recorded exchanges: {e}")))?;
     report.records.writer_cpu = stats.writer_cpu;
     if let Err(e) = flushed {
         eprintln!("bench: records flush reported: {e}");
