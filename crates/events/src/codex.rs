@@ -72,6 +72,9 @@ pub struct CodexNormalizer {
     /// Calls whose approval Switchyard refused, with the reason.
     rejected: HashMap<String, String>,
     delivered: HashMap<String, Delivered>,
+    /// The model batch of the last tool item (when the gateway knew it): Codex may run a
+    /// batch's calls one after another, so a result is not the end of the model turn.
+    last_batch: Option<u64>,
     usage: Usage,
     /// The turns started in this run (a resumed thread first repeats its last usage, of a
     /// turn of an earlier run).
@@ -365,6 +368,12 @@ impl CodexNormalizer {
             return Vec::new();
         }
         let delivered = self.delivered.get(id);
+        let batch = delivered.map(|d| d.batch);
+        if batch.is_some() && batch == self.last_batch {
+            // The next call of the same model batch: the same turn.
+            self.turns.awaiting_next_turn = false;
+        }
+        self.last_batch = batch;
         // The delivered call names the tool as the model called it; without one, the item
         // type's tool.
         let tool = delivered.map_or(item_tool, |d| d.tool.clone());
