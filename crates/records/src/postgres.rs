@@ -164,8 +164,8 @@ fn is_unavailable(error: &postgres::Error) -> bool {
             let code = state.code();
             code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
         }
-        // No SQLSTATE: I/O, a closed socket, a connect timeout. A server's own refusals (auth,
-        // missing database, SQL errors) always carry one.
+        // No SQLSTATE: I/O (a refused, reset or timed-out connection carries its io::Error).
+        // Anything else (a value that does not convert, an unexpected row count) is ours.
         None => {
             let mut source = std::error::Error::source(error);
             while let Some(cause) = source {
@@ -174,7 +174,7 @@ fn is_unavailable(error: &postgres::Error) -> bool {
                 }
                 source = cause.source();
             }
-            error.as_db_error().is_none()
+            false
         }
     }
 }
