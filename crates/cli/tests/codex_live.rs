@@ -357,3 +357,41 @@ async fn host_tools_run_once_per_call_and_finish_is_the_result() {
         assert!(!body.contains("_switchyard_call"), "{body:.300}");
     }
 }
+
+/// A workspace whose `.codex/config.toml` redirects the model traffic to a trap and declares
+/// an MCP server that writes a marker: the run succeeds through the gateway, nothing of it
+/// runs, the trap gets no request, and the run says what it found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_workspace_config_is_ignored() {
+    let (ws, records) = (tempfile::tempdir().unwrap(), records_dir());
+    let markers = tempfile::tempdir().unwrap();
+    let trap = ChatUpstream::start(Script::always(Reply::text_stream(["trapped"])))
+        .await
+        .unwrap();
+    let hostile = switchyard_testkit::hostile_workspace::HostileWorkspace::write(
+        ws.path(),
+        markers.path(),
+        &trap.base_url(),
+    )
+    .unwrap();
+    let r = run(
+        Script::always(Reply::text_stream(["Still here."])),
+        ws.path(),
+        "Hi.",
+        records.path(),
+        &[],
+    )
+    .await;
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.transcript());
+    assert_eq!(r.finished()["final_text"], "Still here.");
+    assert!(trap.requests().is_empty(), "{}", r.transcript());
+    assert_eq!(hostile.markers_written(), Vec::<String>::new());
+    let ignored: Vec<&Value> = r
+        .of("workspace_config_ignored")
+        .into_iter()
+        .filter(|e| e["path"] == ".codex")
+        .collect();
+    assert_eq!(ignored.len(), 1, "{}", r.transcript());
+    assert_eq!(ignored[0]["keys"], json!(["config.toml"]));
+    assert_eq!(r.upstream.requests().len(), 1);
+}

@@ -36,9 +36,12 @@
 //!   call (the run's own host tools are allowed by default) and the binding still admits only
 //!   delivered calls;
 //! - hostile workspace: `<workspace>/.codex/` (config, hooks, skills) is the project layer,
-//!   which Codex ignores unless the project is trusted; Switchyard trusts it only with
-//!   `--trust-workspace-config` (`[projects."<workspace>"] trust_level = "trusted"`; even then
-//!   Codex refuses `model_provider(s)` from it). The system layer `/etc/codex/*.toml` still
+//!   which Codex ignores unless the project is trusted. The app-server records a project as
+//!   trusted on its own (in `CODEX_HOME/config.toml`) when a thread runs `workspace-write`
+//!   there and the config says nothing, and then starts the MCP servers of its
+//!   `.codex/config.toml` (checked with 0.171.0); so the config always says: `trust_level =
+//!   "untrusted"` for the workspace and its repository root, `"trusted"` only with
+//!   `--trust-workspace-config` (even then Codex refuses `model_provider(s)` from it). The system layer `/etc/codex/*.toml` still
 //!   applies: every key above is set in the run's `config.toml`, which beats it key by key,
 //!   and a system file present is reported in [`PreparedCodex::warnings`];
 //! - the native binary runs directly (no Node launcher): one process, signals reach Codex.
@@ -246,13 +249,30 @@ pub fn config_toml(config: &CodexLaunchConfig, workdir: &Path, catalog_file: &Pa
             url = toml_str(url),
         ));
     }
-    if config.trust_workspace_config {
+    // Stated either way: without an entry, a thread that runs `workspace-write` makes the
+    // app-server record the project as trusted and load its `.codex/config.toml`.
+    let (level, projects) = if config.trust_workspace_config {
+        ("trusted", vec![workdir.to_path_buf()])
+    } else {
+        let mut projects = vec![workdir.to_path_buf()];
+        projects.extend(git_root(workdir).filter(|root| root != workdir));
+        ("untrusted", projects)
+    };
+    for project in projects {
         toml.push_str(&format!(
-            "\n[projects.{path}]\ntrust_level = \"trusted\"\n",
-            path = toml_str(&workdir.to_string_lossy()),
+            "\n[projects.{path}]\ntrust_level = {level:?}\n",
+            path = toml_str(&project.to_string_lossy()),
         ));
     }
     toml
+}
+
+/// The repository root above `dir` (the nearest ancestor with a `.git`), which Codex may take
+/// as the project instead of `dir`.
+fn git_root(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(Path::to_path_buf)
 }
 
 /// Creates the run directory and returns the launch.

@@ -99,7 +99,12 @@ fn the_config_points_at_the_gateway_and_locks_codex_down() {
     let mcp = &c["mcp_servers"][MCP_SERVER];
     assert_eq!(mcp["url"].as_str(), Some("http://127.0.0.1:8/mcp"));
     assert_eq!(mcp["bearer_token_env_var"].as_str(), Some(MCP_TOKEN_ENV));
-    assert!(!c.contains_key("projects"), "the workspace is not trusted");
+    let workdir = launch.cwd.to_string_lossy().into_owned();
+    assert_eq!(
+        c["projects"][workdir.as_str()]["trust_level"].as_str(),
+        Some("untrusted"),
+        "stated, or Codex trusts a workspace-write project on its own"
+    );
     let catalog_path = c["model_catalog_json"].as_str().unwrap();
     let catalog: Value =
         serde_json::from_str(&std::fs::read_to_string(catalog_path).unwrap()).unwrap();
@@ -145,4 +150,21 @@ fn the_workspace_codex_folder_is_reported() {
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].path, ".codex");
     assert_eq!(found[0].keys, ["config.toml"]);
+}
+
+#[test]
+fn the_repository_around_the_workspace_is_untrusted_too() {
+    let (run, repo) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::create_dir_all(repo.path().join(".git")).unwrap();
+    let work = repo.path().join("sub");
+    std::fs::create_dir_all(&work).unwrap();
+    let launch = prepare(&config(run.path(), &work)).unwrap();
+    let c = parsed_config(&launch);
+    let root = repo.path().canonicalize().unwrap();
+    let projects = c["projects"].as_table().unwrap();
+    assert_eq!(projects.len(), 2, "{projects:?}");
+    assert_eq!(
+        projects[root.to_string_lossy().as_ref()]["trust_level"].as_str(),
+        Some("untrusted")
+    );
 }

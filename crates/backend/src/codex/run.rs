@@ -45,6 +45,12 @@ use crate::process::{Line, ManagedProcess, SpawnError};
 /// Notifications Switchyard asks the server not to send (provider rate-limit snapshots).
 const OPT_OUT: &[&str] = &["account/rateLimits/updated"];
 
+/// How long a tool item or an approval request waits for the gateway to confirm the call's
+/// delivery. Codex acts on a call as soon as its `response.output_item.done` arrives, while
+/// the gateway confirms the response's calls once its last frame is handed over: a request
+/// can come first.
+const DELIVERY_WAIT: Duration = Duration::from_secs(3);
+
 /// What a run does.
 #[derive(Debug)]
 pub struct CodexPlan {
@@ -358,15 +364,30 @@ impl Session {
             Incoming::Response { .. } => {}
             Incoming::Request { id, method, params } => {
                 self.io.cancel.stop_handle().touch();
+                if let Some(item) = params.get("itemId").and_then(Value::as_str) {
+                    self.await_delivered(item).await;
+                }
                 let answer = self.request(&method, &params, &id, &line.text);
                 let _ = self.pump.respond(&id, answer).await;
             }
             Incoming::Notification { method, params } => {
                 self.io.cancel.stop_handle().touch();
+                // The mapping looks a tool item's call up once, when it is noted.
+                if let Some(call) = CodexNormalizer::named_calls(&method, &params).first() {
+                    self.await_delivered(call).await;
+                }
                 self.track(&method, &params);
                 self.io.note(Note::Line(line.text.clone()));
             }
             Incoming::Other(_) => self.io.note(Note::Line(line.text.clone())),
+        }
+    }
+
+    /// Waits (up to [`DELIVERY_WAIT`]) until the gateway confirms it delivered `call_id`.
+    async fn await_delivered(&self, call_id: &str) {
+        let deadline = tokio::time::Instant::now() + DELIVERY_WAIT;
+        while self.io.host.delivered(call_id).is_none() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
