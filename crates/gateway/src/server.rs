@@ -111,7 +111,7 @@ impl Gateway {
             (None, Some(dir)) => {
                 Recorder::open_dir(dir, guest_redactor.clone()).map_err(|source| {
                     GatewayError::Records {
-                        dir: dir.display().to_string(),
+                        dir: switchyard_records::display_records(dir),
                         source,
                     }
                 })?

@@ -22,7 +22,7 @@ if config:
         for name in files:
             try:
                 with open(os.path.join(root, name), "rb") as f:
-                    call_ids.update(re.findall(rb"call_[0-9a-f]{20}_[0-9]+", f.read(16 << 20)))
+                    call_ids.update(re.findall(rb"call_[A-Za-z0-9_-]{26,}", f.read(16 << 20)))
             except OSError:
                 pass
     mcp = json.load(open(os.path.join(os.path.dirname(config), "mcp.json")))["mcpServers"]["switchyard"]
