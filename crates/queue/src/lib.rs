@@ -122,6 +122,8 @@ pub struct ClaimRequest<'a> {
     pub run_id: Uuid,
     /// The attempt's fresh copy of the task's workdir (kept with the attempt).
     pub workdir: &'a str,
+    /// Only tasks of these agents (`None`: any).
+    pub agents: Option<&'a [String]>,
 }
 
 /// How an attempt ended.
@@ -262,11 +264,12 @@ impl Queue {
         result
     }
 
-    /// Queues `count` copies of `task` (a task file's text), each with up to `max_attempts`
-    /// attempts; their ids, in submit order.
+    /// Queues `count` copies of `task` (a task file's text) for `agent`, each with up to
+    /// `max_attempts` attempts; their ids, in submit order.
     pub fn submit(
         &mut self,
         task: &str,
+        agent: &str,
         max_attempts: u32,
         count: u32,
     ) -> Result<Vec<Uuid>, QueueError> {
@@ -276,12 +279,12 @@ impl Queue {
             .ok_or_else(|| QueueError::Invalid("max_attempts must be 1 or more".into()))?;
         let ids: Vec<Uuid> = (0..count).map(|_| Uuid::now_v7()).collect();
         let texts: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        let task = task.to_owned();
+        let (task, agent) = (task.to_owned(), agent.to_owned());
         self.transaction("submitting tasks", |tx| {
             tx.execute(
-                "INSERT INTO queue_tasks (id, state, task, max_attempts)
-                 SELECT id, 'queued', $2, $3 FROM unnest($1::text[]) AS ids (id)",
-                &[&texts, &task, &max_attempts],
+                "INSERT INTO queue_tasks (id, state, task, agent, max_attempts)
+                 SELECT id, 'queued', $2, $3, $4 FROM unnest($1::text[]) AS ids (id)",
+                &[&texts, &task, &agent, &max_attempts],
             )
             .map_err(pg("submitting tasks"))?;
             Ok(())
@@ -295,17 +298,19 @@ impl Queue {
         let token = Uuid::new_v4().simple().to_string();
         let lease_secs = request.lease.as_secs_f64();
         let run_id = request.run_id.to_string();
+        let agents: Option<Vec<String>> = request.agents.map(<[String]>::to_vec);
         self.transaction("claiming a task", |tx| {
             let mut claimed = Claimed::default();
             for _ in 0..MAX_EXHAUSTED_PER_CLAIM {
                 let Some(row) = tx
                     .query_opt(
                         "SELECT id, state, attempts, released, max_attempts, task FROM queue_tasks
-                         WHERE state = 'queued' OR (state = 'running' AND lease_expires_at < now())
+                         WHERE (state = 'queued' OR (state = 'running' AND lease_expires_at < now()))
+                           AND ($1::text[] IS NULL OR agent = ANY ($1))
                          ORDER BY submitted_at, id
                          LIMIT 1
                          FOR UPDATE SKIP LOCKED",
-                        &[],
+                        &[&agents],
                     )
                     .map_err(pg("finding a task to claim"))?
                 else {

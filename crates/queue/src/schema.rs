@@ -18,6 +18,7 @@ CREATE TABLE queue_tasks (
     id               TEXT COLLATE "C" PRIMARY KEY,  -- UUID v7 (sorts by submit time)
     state            TEXT NOT NULL,                 -- queued | running | succeeded | failed | cancelled
     task             TEXT NOT NULL,                 -- the task file: TOML, the keys of `run --config`
+    agent            TEXT NOT NULL,                 -- its agent (workers may take only some)
     max_attempts     INTEGER NOT NULL,
     attempts         INTEGER NOT NULL DEFAULT 0,    -- attempts started (each claim is one)
     released         INTEGER NOT NULL DEFAULT 0,    -- of them, handed back by a stopping worker

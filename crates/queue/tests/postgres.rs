@@ -34,6 +34,7 @@ fn request(worker: &str, lease: Duration) -> (Uuid, ClaimRequest<'_>) {
             lease,
             run_id,
             workdir: "/tmp/copy",
+            agents: None,
         },
     )
 }
@@ -52,7 +53,7 @@ fn an_expired_lease_is_claimed_again_and_its_late_result_refused() {
         return;
     };
     let mut queue = Queue::connect(&url).unwrap();
-    let ids = queue.submit(TASK, 3, 1).unwrap();
+    let ids = queue.submit(TASK, "gemini-cli", 3, 1).unwrap();
     let (first_run, req) = request("w1", Duration::from_millis(300));
     let first = queue.claim(&req).unwrap().claim.unwrap();
     assert_eq!(first.lease.task, ids[0]);
@@ -127,7 +128,7 @@ fn a_result_after_the_lease_expired_is_refused_even_unclaimed() {
         return;
     };
     let mut queue = Queue::connect(&url).unwrap();
-    queue.submit(TASK, 1, 1).unwrap();
+    queue.submit(TASK, "gemini-cli", 1, 1).unwrap();
     let claim = queue
         .claim(&request("w1", Duration::from_millis(200)).1)
         .unwrap()
@@ -158,7 +159,7 @@ fn attempts_run_out_and_the_task_fails_abandoned() {
         return;
     };
     let mut queue = Queue::connect(&url).unwrap();
-    queue.submit(TASK, 2, 1).unwrap();
+    queue.submit(TASK, "gemini-cli", 2, 1).unwrap();
     for _ in 0..2 {
         assert!(
             queue
@@ -186,7 +187,7 @@ fn cancel_stops_a_queued_or_running_task_and_refuses_its_result() {
         return;
     };
     let mut queue = Queue::connect(&url).unwrap();
-    let ids = queue.submit(TASK, 3, 3).unwrap();
+    let ids = queue.submit(TASK, "gemini-cli", 3, 3).unwrap();
     let running = queue
         .claim(&request("w", Duration::from_secs(30)).1)
         .unwrap()
@@ -251,7 +252,7 @@ fn a_released_task_runs_again_without_using_an_attempt() {
         return;
     };
     let mut queue = Queue::connect(&url).unwrap();
-    let ids = queue.submit(TASK, 1, 1).unwrap();
+    let ids = queue.submit(TASK, "gemini-cli", 1, 1).unwrap();
     let claim = queue
         .claim(&request("w", Duration::from_secs(30)).1)
         .unwrap()
@@ -279,7 +280,7 @@ fn concurrent_claimers_never_share_a_task() {
         return;
     };
     let mut queue = Queue::connect(&url).unwrap();
-    let ids = queue.submit(TASK, 1, 60).unwrap();
+    let ids = queue.submit(TASK, "gemini-cli", 1, 60).unwrap();
     let workers: Vec<_> = (0..6)
         .map(|n| {
             let url = url.clone();

@@ -41,13 +41,34 @@ pub struct Executed {
     pub outcome: RunOutcome,
 }
 
-/// Runs the guest of `resolved` to its end.
+/// How a caller other than `switchyard run` (a queue worker) drives a run.
+#[derive(Debug, Default)]
+pub struct ExecuteOptions {
+    /// The run's id in the records (a fresh v7 when `None`).
+    pub run_id: Option<uuid::Uuid>,
+    /// Cancels the run (the same path as SIGINT) once it holds `true`. With one, the run leaves
+    /// SIGINT and SIGTERM to the caller.
+    pub cancel: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+/// Runs the guest of `resolved` to its end; SIGINT or SIGTERM cancels it.
 pub async fn execute(
-    mut resolved: ResolvedRun,
+    resolved: ResolvedRun,
     entry: PathBuf,
     observer: &mut dyn RunObserver,
 ) -> Result<Executed> {
-    let run_id = uuid::Uuid::now_v7();
+    execute_with(resolved, entry, observer, ExecuteOptions::default()).await
+}
+
+/// [`execute`] with a given run id, or cancelled by its caller instead of by signals. The
+/// future is not `Send` (a worker runs several on a `LocalSet`).
+pub async fn execute_with(
+    mut resolved: ResolvedRun,
+    entry: PathBuf,
+    observer: &mut dyn RunObserver,
+    options: ExecuteOptions,
+) -> Result<Executed> {
+    let run_id = options.run_id.unwrap_or_else(uuid::Uuid::now_v7);
     // Beside the records when they are a directory (PostgreSQL records have none).
     let records_dir = resolved
         .records
@@ -206,15 +227,23 @@ pub async fn execute(
     record(&recorder, RecordOp::UpsertRun(Box::new(run_record.clone()))).await;
     let cancel = runner.cancel();
     let close_on_cancel = host_binding.clone();
+    let cancelled_by = options.cancel;
     let signals = tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut int), Ok(mut term)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) else {
-            return;
-        };
-        tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+        if let Some(mut cancelled) = cancelled_by {
+            // The caller's to say; a caller gone without saying so cancels nothing.
+            if cancelled.wait_for(|yes| *yes).await.is_err() {
+                return;
+            }
+        } else {
+            let (Ok(mut int), Ok(mut term)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
+                return;
+            };
+            tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+        }
         // Cancellation closes admission at once, before the guest is stopped.
         if let Some(binding) = close_on_cancel {
             binding.close();

@@ -19,8 +19,9 @@ mod prompts;
 mod resolve;
 mod settings;
 mod spans;
+pub mod worker;
 
-pub use execute::{Executed, RunObserver, execute};
+pub use execute::{ExecuteOptions, Executed, RunObserver, execute, execute_with};
 pub use home::random_token;
 pub use resolve::{
     DEFAULT_KEY_ENV, HostTools, InstallRefused, ResolvedRun, Target, find_sealed_prefix,
