@@ -395,3 +395,51 @@ async fn a_hostile_workspace_config_is_ignored() {
     assert_eq!(ignored[0]["keys"], json!(["config.toml"]));
     assert_eq!(r.upstream.requests().len(), 1);
 }
+
+/// SIGINT while a command runs in the sandbox: the turn is interrupted, the command is gone,
+/// and the empty mount points the sandbox made in the workspace are gone too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_mid_command_leaves_no_process_and_a_clean_workspace() {
+    let args = json!({"cmd": "sleep 30", "yield_time_ms": 30000}).to_string();
+    let script = Script::new()
+        .then_when(
+            first_turn,
+            Reply::tool_calls_stream(&[("up_sleep", "exec_command", &args)], 6),
+        )
+        .then(Reply::text_stream(["woke"]));
+    let upstream = ChatUpstream::start(script).await.unwrap();
+    let (ws, records) = (tempfile::tempdir().unwrap(), records_dir());
+    let child = codex_run(ws.path(), &upstream.base_url(), "sleep", records.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while upstream.requests().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no model call");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // The command starts in the sandbox.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let events = events(&output);
+    assert_eq!(output.status.code(), Some(8), "{}", transcript(&output));
+    let calls = of_kind(&events, "tool_call");
+    assert_eq!(calls.len(), 1, "{}", transcript(&output));
+    let results = of_kind(&events, "tool_result");
+    assert_eq!(results[0]["error"]["kind"], "interrupted");
+    let left = common::processes_in(ws.path());
+    assert!(left.is_empty(), "processes left: {left:?}");
+    let entries: Vec<String> = std::fs::read_dir(ws.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(entries.is_empty(), "left in the workspace: {entries:?}");
+}

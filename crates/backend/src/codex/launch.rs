@@ -138,6 +138,25 @@ pub struct PreparedCodex {
     pub settings: Value,
     /// What the launch could not fully isolate, for the run's events.
     pub warnings: Vec<String>,
+    /// The [`SANDBOX_MOUNT_POINTS`] the workspace did not have at launch: removed after the run
+    /// when the sandbox left them behind empty.
+    pub mount_points: Vec<PathBuf>,
+}
+
+/// What the sandbox creates in the workspace as empty mount points of the paths it keeps
+/// read-only, when they are missing (seen with 0.171.0); a command interrupted in the sandbox
+/// leaves them behind (an empty `.git` would even hide an enclosing repository).
+pub const SANDBOX_MOUNT_POINTS: &[&str] = &[".agents", ".aws", ".codex", ".git"];
+
+/// Removes the `mount_points` that are empty folders (never anything with content).
+pub fn remove_empty_mount_points(mount_points: &[PathBuf]) {
+    for path in mount_points {
+        let empty = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+            && std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none());
+        if empty {
+            let _ = std::fs::remove_dir(path);
+        }
+    }
 }
 
 /// A TOML basic string (JSON's escapes are TOML's).
@@ -326,12 +345,17 @@ pub fn prepare(config: &CodexLaunchConfig) -> io::Result<PreparedCodex> {
         program: config.binary.clone(),
         args: vec!["app-server".into()],
         env,
-        cwd: workdir,
         run_dir,
         codex_home,
         model: config.model.clone(),
         settings: json!({"config.toml": toml}),
         warnings,
+        mount_points: SANDBOX_MOUNT_POINTS
+            .iter()
+            .map(|name| workdir.join(name))
+            .filter(|path| std::fs::symlink_metadata(path).is_err())
+            .collect(),
+        cwd: workdir,
     })
 }
 

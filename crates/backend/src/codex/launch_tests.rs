@@ -168,3 +168,23 @@ fn the_repository_around_the_workspace_is_untrusted_too() {
         Some("untrusted")
     );
 }
+
+#[test]
+fn only_mount_points_missing_at_launch_are_cleaned_and_only_when_empty() {
+    let (run, work) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::create_dir(work.path().join(".git")).unwrap();
+    let launch = prepare(&config(run.path(), work.path())).unwrap();
+    let names: Vec<String> = launch
+        .mount_points
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, [".agents", ".aws", ".codex"]);
+    std::fs::create_dir(work.path().join(".agents")).unwrap();
+    std::fs::create_dir(work.path().join(".aws")).unwrap();
+    std::fs::write(work.path().join(".aws/credentials"), "mine").unwrap();
+    remove_empty_mount_points(&launch.mount_points);
+    assert!(!work.path().join(".agents").exists());
+    assert!(work.path().join(".aws/credentials").exists());
+    assert!(work.path().join(".git").exists());
+}

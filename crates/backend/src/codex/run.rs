@@ -235,6 +235,7 @@ pub fn codex(
         plan,
         cwd: launch.cwd.to_string_lossy().into_owned(),
         model: launch.model.clone(),
+        mount_points: launch.mount_points.clone(),
     };
     Ok(Driver {
         process,
@@ -262,6 +263,7 @@ struct CodexController {
     plan: CodexPlan,
     cwd: String,
     model: String,
+    mount_points: Vec<std::path::PathBuf>,
 }
 
 impl Controller for CodexController {
@@ -634,6 +636,7 @@ async fn session(controller: CodexController, mut io: ControllerIo<Note>) {
         mut plan,
         cwd,
         model,
+        mount_points,
     } = controller;
     let Some(stdin) = io.stdin.take() else {
         io.note(failed(
@@ -672,6 +675,7 @@ async fn session(controller: CodexController, mut io: ControllerIo<Note>) {
     // stdin closes once the last clone of the pump is gone: the server exits on EOF.
     drop(pump);
     drain(&mut io, plan.close_grace).await;
+    super::launch::remove_empty_mount_points(&mount_points);
 }
 
 impl Session {

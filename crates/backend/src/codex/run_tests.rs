@@ -164,7 +164,11 @@ async fn a_scripted_server_runs_a_turn_with_a_declined_approval() {
         model: "m".into(),
         settings: Value::Null,
         warnings: vec!["a launch warning".into()],
+        mount_points: vec![dir.path().join(".aws"), dir.path().join(".codex")],
     };
+    // What an interrupted sandbox leaves: an empty mount point, and one the run must keep.
+    std::fs::create_dir(dir.path().join(".aws")).unwrap();
+    std::fs::create_dir_all(dir.path().join(".codex/kept")).unwrap();
     let plan = CodexPlan {
         prompts: vec!["touch ../x".into()],
         more_prompts: None,
@@ -236,6 +240,14 @@ async fn a_scripted_server_runs_a_turn_with_a_declined_approval() {
         v["id"] == 1 && v["error"]["code"] == -32601
     });
     assert!(unserved, "{stdin:?}");
+    assert!(
+        !dir.path().join(".aws").exists(),
+        "the empty mount point is removed"
+    );
+    assert!(
+        dir.path().join(".codex/kept").exists(),
+        "content is never removed"
+    );
     assert!(stdin[0].contains(r#""method":"initialize""#));
     assert!(
         stdin[2].contains(r#""method":"thread/start""#)
