@@ -20,6 +20,10 @@ pub enum Command {
     /// Check an agent, provider and model end to end on the inert validation fixture (observe
     /// an image, record a nonce twice, finish with the colour); writes DIR/validation.json.
     Validate(cmd::validate::ValidateArgs),
+    /// Tasks for the workers of a PostgreSQL run queue: submit, status, cancel.
+    Queue(cmd::queue::QueueArgs),
+    /// Run the tasks of a PostgreSQL run queue, on any number of machines.
+    Worker(cmd::worker::WorkerArgs),
 }
 
 impl Command {
@@ -31,6 +35,8 @@ impl Command {
             Command::Records(args) => cmd::records::run(args).map(|()| 0),
             Command::Validate(args) => cmd::validate::run(args).await,
             Command::Gateway(args) => cmd::gateway::run(args).await.map(|()| 0),
+            Command::Queue(args) => cmd::queue::run(args).await,
+            Command::Worker(args) => cmd::worker::run(args).await,
         }
     }
 }

@@ -173,14 +173,23 @@ impl Records {
 }
 
 /// Runs the worker until `shutdown` holds `true` (then stops as the module says), or, with
-/// `exit_when_idle`, until the queue is empty.
-pub async fn work(
+/// `exit_when_idle`, until the queue is empty. Call it on a multi-threaded runtime: its runs
+/// share one thread (a run's future is not `Send`), their gateways and guests' pipes the rest.
+pub async fn work(config: WorkerConfig, shutdown: watch::Receiver<bool>) -> Result<WorkerReport> {
+    tokio::task::LocalSet::new()
+        .run_until(work_here(config, shutdown))
+        .await
+}
+
+async fn work_here(
     config: WorkerConfig,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<WorkerReport> {
     if config.concurrency == 0 {
         bail!("--concurrency must be 1 or more");
     }
+    std::fs::create_dir_all(&config.workdirs)
+        .with_context(|| format!("creating {}", config.workdirs.display()))?;
     let database = config.database.clone();
     let (queue, store) = tokio::task::spawn_blocking(move || -> Result<(Queue, PgStore)> {
         let queue = Queue::connect(&database)
@@ -191,8 +200,6 @@ pub async fn work(
     })
     .await
     .context("connecting")??;
-    std::fs::create_dir_all(&config.workdirs)
-        .with_context(|| format!("creating {}", config.workdirs.display()))?;
     let db = Db(Arc::new(Mutex::new(queue)));
     let records = Records(Arc::new(Mutex::new(store)));
     let config = Arc::new(config);
@@ -303,6 +310,9 @@ pub async fn work(
         }
     }
     heartbeat.abort();
+    let _ = heartbeat.await;
+    // The clients block when they close: off the runtime.
+    let _ = tokio::task::spawn_blocking(move || drop((db, records))).await;
     let report = lock(&report).clone();
     eprintln!(
         "switchyard worker {}: stopped ({} claimed, {} done, {} refused, {} released)",

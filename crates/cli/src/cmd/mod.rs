@@ -2,11 +2,13 @@
 
 pub mod gateway;
 pub mod install;
+pub mod queue;
 pub mod records;
 pub mod replay_context;
 pub mod run;
 pub mod validate;
 pub mod view;
+pub mod worker;
 
 /// Switchyard itself failed (I/O, bad internal state). Outcome-specific codes are in `run`.
 pub const EXIT_INTERNAL: u8 = 1;
