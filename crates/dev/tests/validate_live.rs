@@ -24,6 +24,10 @@ fn validate_in(out: &tempfile::TempDir, extra: &[&str]) -> (Option<i32>, Value, 
         cmd.args(["validate", "--timeout", "120"])
             .arg("--claude-binary")
             .arg(common::sealed_claude_code());
+    } else if extra.contains(&"codex") {
+        cmd.args(["validate", "--timeout", "120"])
+            .arg("--codex-binary")
+            .arg(common::sealed_codex());
     } else {
         cmd.args(["validate", "--agent", "gemini-cli", "--timeout", "120"])
             .arg("--gemini-binary")
@@ -70,6 +74,11 @@ fn with_opencode_the_fixture_passes_offline_with_its_evidence() {
 #[test]
 fn with_claude_code_the_fixture_passes_offline_with_its_evidence() {
     passes_offline(&["--agent", "claude-code"]);
+}
+
+#[test]
+fn with_codex_the_fixture_passes_offline_with_its_evidence() {
+    passes_offline(&["--agent", "codex"]);
 }
 
 fn passes_offline(extra: &[&str]) {

@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod codex;
+pub mod codex_catalog;
 pub mod gemini_cli;
 pub mod opencode;
 pub mod sse;

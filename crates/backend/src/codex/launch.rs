@@ -95,11 +95,6 @@ pub const WORKSPACE_FILES: &[crate::workspace::WorkspaceFile] =
         shape: crate::workspace::Shape::Folder,
     }];
 
-/// The base instructions of the catalog entry (the first developer message).
-const BASE_INSTRUCTIONS: &str = "You are a coding agent working in the user's workspace. Use \
-    the tools to inspect files and run commands, edit files with apply_patch, and finish with \
-    a concise answer to the task.";
-
 /// Everything a launch needs.
 #[derive(Debug, Clone)]
 pub struct CodexLaunchConfig {
@@ -177,49 +172,9 @@ fn private_file(path: &Path, contents: &str) -> io::Result<()> {
     file.write_all(contents.as_bytes())
 }
 
-/// The model catalog: one entry for `model`.
+/// The model catalog: one entry for `model` (see `switchyard_protocol::codex_catalog`).
 pub fn catalog(model: &str) -> Value {
-    let levels = ["low", "medium", "high"]
-        .map(|effort| json!({"effort": effort, "description": format!("{effort} reasoning")}));
-    json!({"models": [{
-        "slug": model,
-        "display_name": model,
-        "description": "The model behind the Switchyard gateway",
-        "default_reasoning_level": "medium",
-        "supported_reasoning_levels": levels,
-        "shell_type": "unified_exec",
-        "visibility": "list",
-        "supported_in_api": true,
-        "priority": 1,
-        "additional_speed_tiers": [],
-        "service_tiers": [],
-        "availability_nux": null,
-        "upgrade": null,
-        "model_messages": null,
-        "include_skills_usage_instructions": false,
-        "include_plugin_usage_instructions": false,
-        "include_apps_usage_instructions": false,
-        "default_reasoning_summary": "none",
-        "support_verbosity": false,
-        "default_verbosity": null,
-        "apply_patch_tool_type": "freeform",
-        "web_search_tool_type": "text",
-        "truncation_policy": {"mode": "tokens", "limit": 10000},
-        "supports_image_detail_original": false,
-        "context_window": CONTEXT_WINDOW,
-        "max_context_window": CONTEXT_WINDOW,
-        "comp_hash": "switchyard",
-        "effective_context_window_percent": 95,
-        "experimental_supported_tools": [],
-        "input_modalities": ["text"],
-        "supports_search_tool": false,
-        "supports_experimental_context": false,
-        "use_responses_lite": false,
-        "supports_reasoning_effort_updates": false,
-        "node_repl_auto_review_required": false,
-        "node_repl_disabled": false,
-        "base_instructions": BASE_INSTRUCTIONS,
-    }]})
+    switchyard_protocol::codex_catalog::model_catalog(model, CONTEXT_WINDOW)
 }
 
 /// The run's `config.toml`.

@@ -29,6 +29,11 @@ pub fn sealed_claude_code() -> PathBuf {
     )
 }
 
+pub fn sealed_codex() -> PathBuf {
+    use switchyard_backend::codex::{PACKAGE, VERSION};
+    sealed(switchyard_testkit::guest::codex_prefix(), PACKAGE, VERSION)
+}
+
 pub fn sealed_opencode() -> PathBuf {
     use switchyard_backend::opencode::{PACKAGE, VERSION};
     sealed(
