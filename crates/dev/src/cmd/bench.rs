@@ -28,6 +28,22 @@ pub enum BenchCommand {
     Gateway(GatewayBenchArgs),
     /// Gateway memory while an upstream streams without end.
     Endless(EndlessBenchArgs),
+    /// The PostgreSQL run queue: throughput of one worker against three, writes per run.
+    Queue(QueueBenchArgs),
+}
+
+/// `switchyard-dev bench queue` flags.
+#[derive(Debug, clap::Args)]
+pub struct QueueBenchArgs {
+    /// Tasks in each phase (one worker, then three).
+    #[arg(long, default_value_t = 12)]
+    pub tasks: u32,
+    /// Runs at once per worker.
+    #[arg(long, default_value_t = 2)]
+    pub concurrency: usize,
+    /// A sealed Gemini CLI install (default: the test install).
+    #[arg(long)]
+    pub gemini_binary: Option<PathBuf>,
 }
 
 /// `switchyard-dev bench endless` flags.
@@ -88,6 +104,42 @@ pub struct GatewayBenchArgs {
 pub async fn run(command: BenchCommand) -> Result<u8> {
     match command {
         BenchCommand::Run(args) => bench_run(args).await,
+        BenchCommand::Queue(args) => {
+            let gemini = match args.gemini_binary {
+                Some(prefix) => prefix,
+                None => {
+                    use switchyard_backend::gemini::{PACKAGE, VERSION};
+                    let prefix = switchyard_testkit::guest::gemini_prefix();
+                    if switchyard_backend::install::verify(&prefix, PACKAGE, VERSION).is_err() {
+                        switchyard_backend::install::seal(&prefix, PACKAGE, VERSION)?;
+                    }
+                    prefix
+                }
+            };
+            let b = switchyard_bench::queue::run(gemini, args.tasks, args.concurrency)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let (one, three) = b.throughput();
+            println!(
+                "queue: {} real Gemini CLI runs per phase, {} at once per worker",
+                b.tasks, b.concurrency
+            );
+            println!(
+                "  1 worker : {:6.1} s  {one:5.2} runs/s",
+                b.one_worker.as_secs_f64()
+            );
+            println!(
+                "  3 workers: {:6.1} s  {three:5.2} runs/s  (x{:.2} of one worker)",
+                b.three_workers.as_secs_f64(),
+                three / one
+            );
+            println!(
+                "  database per run (queue + records): {:.1} commits, {:.1} rows inserted, \
+                 {:.1} rows updated",
+                b.commits_per_run, b.rows_inserted_per_run, b.rows_updated_per_run
+            );
+            Ok(0)
+        }
         BenchCommand::Endless(args) => {
             let report =
                 switchyard_bench::endless::probe(switchyard_bench::endless::EndlessOptions {
