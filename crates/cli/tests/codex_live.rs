@@ -443,3 +443,117 @@ async fn sigint_mid_command_leaves_no_process_and_a_clean_workspace() {
         .collect();
     assert!(entries.is_empty(), "left in the workspace: {entries:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_and_identical_calls_stay_distinct_in_one_turn() {
+    let (ws, records) = (tempfile::tempdir().unwrap(), records_dir());
+    let echo = |word: &str| json!({"cmd": format!("echo {word}")}).to_string();
+    let (a, b) = (echo("A"), echo("B"));
+    let script = Script::new()
+        .then_when(
+            first_turn,
+            Reply::tool_calls_stream(
+                &[
+                    ("call_a1", "exec_command", &a),
+                    ("call_a2", "exec_command", &a),
+                    ("call_b", "exec_command", &b),
+                ],
+                5,
+            ),
+        )
+        .then_when(after_tool, Reply::text_stream(["ran three"]));
+    let r = run(script, ws.path(), "Run them.", records.path(), &[]).await;
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.transcript());
+    let calls = r.of("tool_call");
+    let mut ids: Vec<&str> = calls
+        .iter()
+        .map(|c| c["model_call_id"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["call_a1", "call_a2", "call_b"], "{}", r.transcript());
+    let delivered: std::collections::HashSet<&str> = calls
+        .iter()
+        .map(|c| c["call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(delivered.len(), 3, "each call its own delivered id");
+    assert!(calls.iter().all(|c| c["turn"] == 0), "one model turn");
+    let results = r.of("tool_result");
+    assert_eq!(results.len(), 3);
+    assert!(results.iter().all(|t| t["status"] == "success"));
+    // The upstream gets one answer per call, each under its own id.
+    let mut answered: Vec<String> = r.upstream.requests()[1]
+        .tool_messages()
+        .iter()
+        .map(|m| m["tool_call_id"].as_str().unwrap().to_owned())
+        .collect();
+    answered.sort_unstable();
+    assert_eq!(answered, ["call_a1", "call_a2", "call_b"]);
+    assert_eq!(r.finished()["final_text"], "ran three");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_png_viewed_with_view_image_reaches_the_upstream_as_lossless_webp() {
+    use base64::Engine as _;
+    let (ws, records) = (tempfile::tempdir().unwrap(), records_dir());
+    let pixels: Vec<u8> = (0..32 * 32 * 3).map(|i| (i * 13 % 251) as u8).collect();
+    let png = switchyard_testkit::fixtures::rgb_png(32, 32, &pixels).unwrap();
+    std::fs::write(ws.path().join("pic.png"), png).unwrap();
+    let args = json!({"path": ws.path().canonicalize().unwrap().join("pic.png")}).to_string();
+    let script = Script::new()
+        .then_when(
+            first_turn,
+            Reply::tool_calls_stream(&[("call_img", "view_image", &args)], 9),
+        )
+        .then_when(after_tool, Reply::text_stream(["a gradient"]));
+    let r = run(script, ws.path(), "Look at pic.png.", records.path(), &[]).await;
+    assert_eq!(r.output.status.code(), Some(0), "{}", r.transcript());
+    let second = r.upstream.requests()[1].json();
+    let url = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .find_map(|p| p["image_url"]["url"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("no image upstream: {second}"));
+    let data = url
+        .strip_prefix("data:image/webp;base64,")
+        .unwrap_or_else(|| panic!("not WebP: {url:.60}"));
+    let webp = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap();
+    let decoded = switchyard_translate::image::decode_webp(&webp).unwrap();
+    assert_eq!(decoded.data, pixels, "lossless");
+    assert_eq!(r.finished()["final_text"], "a gradient");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_upstream_fails_fast_without_guest_retries() {
+    let port = common::closed_port();
+    let (ws, records) = (tempfile::tempdir().unwrap(), records_dir());
+    let started = std::time::Instant::now();
+    let cmd = codex_run(
+        ws.path(),
+        &format!("http://127.0.0.1:{port}"),
+        "hello",
+        records.path(),
+    );
+    let output = output_of(cmd).await;
+    let events = events(&output);
+    assert_eq!(output.status.code(), Some(4), "{}", transcript(&output));
+    let done = events.last().unwrap();
+    assert_eq!(done["status"], "failed");
+    assert_eq!(done["error"]["kind"], "api", "{done}");
+    // Codex took the gateway's answer as final: one exchange, not its own retries on top.
+    let listing = Command::new(common::BIN)
+        .args(["records", "--records"])
+        .arg(records.path())
+        .arg("exchanges")
+        .output()
+        .unwrap();
+    let exchanges = String::from_utf8_lossy(&listing.stdout)
+        .lines()
+        .filter(|l| l.contains("openai.responses"))
+        .count();
+    assert_eq!(exchanges, 1, "{}", String::from_utf8_lossy(&listing.stdout));
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+}

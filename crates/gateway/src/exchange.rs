@@ -499,6 +499,11 @@ async fn pump<I: Ingress>(start: Box<Pump<I>>) {
                             for frame in frames {
                                 let _ = tx.send(frame).await;
                             }
+                            // The body ends (and confirms the delivery) as soon as the
+                            // connection took the last frame, not after the record is queued:
+                            // a guest that closes the stream at its end (Codex, once it has
+                            // `response.completed`) must not see its calls revoked.
+                            drop(tx);
                             delivered.push(turn.final_chunk);
                             trace.finish_ok(delivered).await;
                             return;
