@@ -467,3 +467,78 @@ async fn load_24_tasks_on_3_workers_one_sigkilled() {
         );
     });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_claiming_cancels_after_the_grace_and_releases_the_task() {
+    let Some(db) = database("sigterm_stops_claiming") else {
+        return;
+    };
+    // The first model call never answers; later ones do.
+    let upstream =
+        ChatUpstream::start(Script::new().then(Reply::Hang).step(
+            Step::once(Reply::text_stream(["The secret word is quokka."])).times(Times::Always),
+        ))
+        .await
+        .unwrap();
+    let url = db.url().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace();
+    let task = task_file(dir.path(), ws.path(), &upstream.base_url());
+    let logs = dir.path().to_owned();
+    let upstream = std::sync::Arc::new(upstream);
+    let seen = {
+        let upstream = upstream.clone();
+        move || upstream.requests().len()
+    };
+    blocking(move || {
+        let ids = submit(&url, &task, 2);
+        let mut stopping = worker(&url, "stopping", 1, &logs);
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while seen() == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "no model call\n{}",
+                logs_of(&logs)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let signalled = Instant::now();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(stopping.id()).unwrap()),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let code = stopping.wait().unwrap().code();
+        // The hung run had its 5 s grace, then was cancelled; the worker left on its own.
+        let took = signalled.elapsed();
+        assert!(
+            took >= Duration::from_secs(4) && took < Duration::from_secs(60),
+            "{took:?}\n{}",
+            logs_of(&logs)
+        );
+        assert_eq!(code, Some(0), "{}", logs_of(&logs));
+        // Nothing was claimed after the signal: one attempt in all, released, both queued.
+        let mut queue = Queue::connect(&PgUrl::parse(&url).unwrap()).unwrap();
+        let mut attempts = Vec::new();
+        for id in &ids {
+            attempts.extend(queue.attempts(id.parse().unwrap()).unwrap());
+        }
+        assert_eq!(attempts.len(), 1, "{}", logs_of(&logs));
+        assert_eq!(attempts[0].state, "released", "{}", logs_of(&logs));
+        let tasks = status(&url);
+        assert!(tasks.iter().all(|t| t["state"] == "queued"), "{tasks:#?}");
+        // The cancelled run is in the records as such.
+        let store = records_store(&url);
+        let run = store
+            .run(attempts[0].run_id.parse().unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!(run.outcome.as_ref().unwrap()["status"], "cancelled");
+        // Another worker runs both; the released attempt did not count against the limit.
+        let next = worker(&url, "next", 2, &logs);
+        wait_for(&url, 120, &logs, "both tasks to succeed", |tasks| {
+            tasks.iter().all(|t| t["state"] == "succeeded")
+        });
+        stop(next);
+    });
+}
