@@ -711,49 +711,48 @@ async fn run_opencode(args: CaptureArgs) -> Result<u8> {
 
 /// `--agent claude-code`: the Claude Code scenarios into `fixtures/claude-code/VERSION/`.
 async fn run_claude(args: CaptureArgs) -> Result<u8> {
-    let all = super::capture_claude::scenarios();
-    if args.list {
-        for s in &all {
-            println!("{:<18} {}", s.name, s.about);
-        }
-        return Ok(0);
-    }
+    use super::capture_claude::{DEFAULT_OUT, capture_one, scenarios};
+    let prefix = args.claude_prefix.clone();
+    let all = scenarios();
+    let named = |s: &super::capture_claude::ClaudeScenario| (s.name, s.about);
     let agent = switchyard_runner::Agent::ClaudeCode;
-    let (entry, out) = notes_install(
-        agent,
-        args.claude_prefix.clone(),
-        args.out.clone(),
-        super::capture_claude::DEFAULT_OUT,
-    )?;
-    for s in select(&all, &args.scenarios, |s| s.name)? {
-        eprintln!("capturing {} (claude-code) ...", s.name);
-        let outcome = super::capture_claude::capture_one(s, &entry, &out.join(s.name)).await?;
-        eprintln!("  {outcome}");
-    }
-    let (package, version) = agent.pin();
-    write_index_of(&out, package, version)?;
-    Ok(0)
+    run_notes_agent(&args, agent, prefix, DEFAULT_OUT, &all, named, capture_one).await
 }
 
 /// `--agent codex`: the Codex scenarios into `fixtures/codex/VERSION/`.
 async fn run_codex(args: CaptureArgs) -> Result<u8> {
-    let all = super::capture_codex::scenarios();
+    use super::capture_codex::{DEFAULT_OUT, capture_one, scenarios};
+    let prefix = args.codex_prefix.clone();
+    let all = scenarios();
+    let named = |s: &super::capture_codex::CodexScenario| (s.name, s.about);
+    let agent = switchyard_runner::Agent::Codex;
+    run_notes_agent(&args, agent, prefix, DEFAULT_OUT, &all, named, capture_one).await
+}
+
+/// The scenarios `args` selects of an agent whose fixtures are note transcripts, each captured
+/// with `capture` into its folder of the output (`prefix`'s install, or the default one), and
+/// the folder's index; with `--list`, their names only.
+async fn run_notes_agent<S>(
+    args: &CaptureArgs,
+    agent: switchyard_runner::Agent,
+    prefix: Option<PathBuf>,
+    default_out: &str,
+    all: &[S],
+    named: impl Fn(&S) -> (&'static str, &'static str),
+    capture: impl AsyncFn(&S, &Path, &Path) -> Result<String>,
+) -> Result<u8> {
     if args.list {
-        for s in &all {
-            println!("{:<18} {}", s.name, s.about);
+        for s in all {
+            let (name, about) = named(s);
+            println!("{name:<18} {about}");
         }
         return Ok(0);
     }
-    let agent = switchyard_runner::Agent::Codex;
-    let (entry, out) = notes_install(
-        agent,
-        args.codex_prefix.clone(),
-        args.out.clone(),
-        super::capture_codex::DEFAULT_OUT,
-    )?;
-    for s in select(&all, &args.scenarios, |s| s.name)? {
-        eprintln!("capturing {} (codex) ...", s.name);
-        let outcome = super::capture_codex::capture_one(s, &entry, &out.join(s.name)).await?;
+    let (entry, out) = notes_install(agent, prefix, args.out.clone(), default_out)?;
+    for s in select(all, &args.scenarios, |s| named(s).0)? {
+        let name = named(s).0;
+        eprintln!("capturing {name} ({}) ...", agent.name());
+        let outcome = capture(s, &entry, &out.join(name)).await?;
         eprintln!("  {outcome}");
     }
     let (package, version) = agent.pin();
