@@ -24,7 +24,7 @@ use switchyard_translate::chat_ingress::{
 };
 use switchyard_translate::turn::TurnChunk;
 
-use super::checked::translate_checked;
+use super::checked::{Translated, translate_checked};
 use super::{GuestFailure, Ingress, Prepared, RecordedAnswer, Refused, Render};
 use crate::exchange::ExchangeContext;
 use crate::intake::BodyPermit;
@@ -58,17 +58,9 @@ impl Ingress for Chat {
         strip: Option<&'static str>,
         permit: BodyPermit,
     ) -> Result<Prepared, Refused> {
-        let prepared =
-            translate_checked(ctx, body, upstream_model, strip, permit, translate).await?;
-        Ok(Prepared {
-            chat: prepared.chat,
-            report: prepared.report,
-            json_response: false,
-            prompt_token_estimate: prepared.prompt_token_estimate,
-            include_usage: prepared.include_usage,
-            schemas: switchyard_translate::plan::Schemas::Guest,
-            call_shapes: Default::default(),
-        })
+        translate_checked(ctx, body, upstream_model, strip, permit, translate)
+            .await
+            .map(Translated::into_prepared)
     }
 
     fn reasoning(self, _state: &AppState) -> (bool, bool) {

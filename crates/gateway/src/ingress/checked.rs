@@ -11,11 +11,12 @@ use bytes::Bytes;
 use switchyard_translate::openai::{ChatMessage, ChatRequest};
 use switchyard_translate::{CallLedger, LedgerError, TranslateError};
 
-use super::{Ingress, Refused, parse_work};
+use super::{Ingress, Prepared, Refused, parse_work};
 use crate::exchange::ExchangeContext;
 use crate::intake::BodyPermit;
 use crate::sessions::adopt_and_map;
 use crate::state::AppState;
+use switchyard_translate::turn::CallShapes;
 
 /// A guest request translated for the upstream, with what the ledger checks.
 pub(crate) trait Translated: Send + 'static {
@@ -26,6 +27,8 @@ pub(crate) trait Translated: Send + 'static {
     fn tool_result_ids(&self) -> &[(String, String)];
     /// PNGs not converted because the cache did not hold them.
     fn unconverted_pngs(&mut self) -> &mut Vec<Vec<u8>>;
+    /// What the exchange goes on with.
+    fn into_prepared(self) -> Prepared;
 }
 
 /// How an ingress translates a body: the state, the body, the routed upstream model and the
@@ -115,47 +118,52 @@ fn restore_upstream_ids(upstream: &HashMap<String, String>, chat: &mut ChatReque
     }
 }
 
-impl Translated for switchyard_translate::chat_ingress::PreparedChat {
-    fn chat_mut(&mut self) -> &mut ChatRequest {
-        &mut self.chat
-    }
-    fn history_call_ids(&self) -> &[String] {
-        &self.history_call_ids
-    }
-    fn tool_result_ids(&self) -> &[(String, String)] {
-        &self.tool_result_ids
-    }
-    fn unconverted_pngs(&mut self) -> &mut Vec<Vec<u8>> {
-        &mut self.unconverted_pngs
-    }
+/// `Translated` (and the `Prepared` it becomes) for an ingress's prepared request type: the
+/// fields are the same in each; `$usage` and `$shapes` say what only some carry.
+macro_rules! translated {
+    ($ty:ty, $usage:expr, $shapes:expr) => {
+        impl Translated for $ty {
+            fn chat_mut(&mut self) -> &mut ChatRequest {
+                &mut self.chat
+            }
+            fn history_call_ids(&self) -> &[String] {
+                &self.history_call_ids
+            }
+            fn tool_result_ids(&self) -> &[(String, String)] {
+                &self.tool_result_ids
+            }
+            fn unconverted_pngs(&mut self) -> &mut Vec<Vec<u8>> {
+                &mut self.unconverted_pngs
+            }
+            fn into_prepared(self) -> Prepared {
+                #[allow(clippy::redundant_closure_call)]
+                let (include_usage, call_shapes) = (($usage)(&self), ($shapes)(&self));
+                Prepared {
+                    chat: self.chat,
+                    report: self.report,
+                    json_response: false,
+                    prompt_token_estimate: self.prompt_token_estimate,
+                    include_usage,
+                    schemas: switchyard_translate::plan::Schemas::Guest,
+                    call_shapes,
+                }
+            }
+        }
+    };
 }
 
-impl Translated for switchyard_translate::messages_ingress::PreparedMessages {
-    fn chat_mut(&mut self) -> &mut ChatRequest {
-        &mut self.chat
-    }
-    fn history_call_ids(&self) -> &[String] {
-        &self.history_call_ids
-    }
-    fn tool_result_ids(&self) -> &[(String, String)] {
-        &self.tool_result_ids
-    }
-    fn unconverted_pngs(&mut self) -> &mut Vec<Vec<u8>> {
-        &mut self.unconverted_pngs
-    }
-}
-
-impl Translated for switchyard_translate::responses_ingress::PreparedResponses {
-    fn chat_mut(&mut self) -> &mut ChatRequest {
-        &mut self.chat
-    }
-    fn history_call_ids(&self) -> &[String] {
-        &self.history_call_ids
-    }
-    fn tool_result_ids(&self) -> &[(String, String)] {
-        &self.tool_result_ids
-    }
-    fn unconverted_pngs(&mut self) -> &mut Vec<Vec<u8>> {
-        &mut self.unconverted_pngs
-    }
-}
+translated!(
+    switchyard_translate::chat_ingress::PreparedChat,
+    |p: &switchyard_translate::chat_ingress::PreparedChat| p.include_usage,
+    |_: &switchyard_translate::chat_ingress::PreparedChat| CallShapes::default()
+);
+translated!(
+    switchyard_translate::messages_ingress::PreparedMessages,
+    |_: &switchyard_translate::messages_ingress::PreparedMessages| false,
+    |_: &switchyard_translate::messages_ingress::PreparedMessages| CallShapes::default()
+);
+translated!(
+    switchyard_translate::responses_ingress::PreparedResponses,
+    |_: &switchyard_translate::responses_ingress::PreparedResponses| false,
+    |p: &switchyard_translate::responses_ingress::PreparedResponses| p.call_shapes.clone()
+);

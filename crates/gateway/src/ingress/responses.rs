@@ -28,7 +28,7 @@ use switchyard_translate::responses_ingress::{
 use switchyard_translate::turn::TurnChunk;
 
 use super::chat::{FAIL_FAST_STATUS, chat_failure};
-use super::checked::translate_checked;
+use super::checked::{Translated, translate_checked};
 use super::{GuestFailure, Ingress, Prepared, RecordedAnswer, Refused, Render};
 use crate::exchange::ExchangeContext;
 use crate::intake::BodyPermit;
@@ -59,17 +59,9 @@ impl Ingress for Responses {
         strip: Option<&'static str>,
         permit: BodyPermit,
     ) -> Result<Prepared, Refused> {
-        let prepared =
-            translate_checked(ctx, body, upstream_model, strip, permit, translate).await?;
-        Ok(Prepared {
-            chat: prepared.chat,
-            report: prepared.report,
-            json_response: false,
-            prompt_token_estimate: prepared.prompt_token_estimate,
-            include_usage: false,
-            schemas: switchyard_translate::plan::Schemas::Guest,
-            call_shapes: prepared.call_shapes,
-        })
+        translate_checked(ctx, body, upstream_model, strip, permit, translate)
+            .await
+            .map(Translated::into_prepared)
     }
 
     fn reasoning(self, _state: &AppState) -> (bool, bool) {
