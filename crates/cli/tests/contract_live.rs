@@ -1,6 +1,6 @@
 //! The host contract on every agent path: the real `switchyard` binary drives the real, pinned
-//! Gemini CLI (headless and over ACP) and OpenCode through the embedded gateway to a scripted
-//! Chat Completions upstream on 127.0.0.1, in the cases a new user met on each of them:
+//! Gemini CLI (headless and over ACP), OpenCode, Claude Code and Codex through the embedded
+//! gateway to a scripted Chat Completions upstream on 127.0.0.1, in the cases a new user met on each of them:
 //! upstream ids that restart every turn, parallel calls sent whole at index 0, float arguments
 //! of a host tool, a rejected host-tool call claimed from the guest's shell, a skipped call in
 //! a batch, an upstream the gateway gives up on, a turn that never delivers its answer, an idle
@@ -24,6 +24,7 @@ enum Guest {
     Acp,
     OpenCode,
     Claude,
+    Codex,
 }
 
 impl Guest {
@@ -38,6 +39,7 @@ impl Guest {
             }
             Guest::OpenCode => common::opencode_run(ws, &upstream.base_url(), prompt),
             Guest::Claude => common::claude_run(ws, &upstream.base_url(), prompt),
+            Guest::Codex => common::codex_run(ws, &upstream.base_url(), prompt),
         };
         if matches!(self, Guest::Headless | Guest::Acp) {
             // `opencode_run` and `claude_run` set their own.
@@ -57,6 +59,11 @@ impl Guest {
                 "Read",
                 json!({"file_path": ws.canonicalize().unwrap().join(file)}).to_string(),
             ),
+            // Codex reads files with its shell.
+            Guest::Codex => (
+                "exec_command",
+                json!({"cmd": format!("cat {file}")}).to_string(),
+            ),
             _ => ("read_file", json!({"file_path": file}).to_string()),
         }
     }
@@ -67,6 +74,7 @@ impl Guest {
         match self {
             Guest::OpenCode => ("bash", args),
             Guest::Claude => ("Bash", args),
+            Guest::Codex => ("exec_command", json!({"cmd": command}).to_string()),
             _ => ("run_shell_command", args),
         }
     }
@@ -75,7 +83,7 @@ impl Guest {
     fn record(self) -> &'static str {
         match self {
             Guest::OpenCode => "switchyard_record",
-            Guest::Claude => "mcp__switchyard__record",
+            Guest::Claude | Guest::Codex => "mcp__switchyard__record",
             _ => "mcp_switchyard_record",
         }
     }
@@ -196,6 +204,7 @@ on_every_path!(ids_reused_across_turns:
     ids_reused_across_turns_acp => Guest::Acp,
     ids_reused_across_turns_opencode => Guest::OpenCode,
     ids_reused_across_turns_claude => Guest::Claude,
+    ids_reused_across_turns_codex => Guest::Codex,
 );
 
 /// A local server that restarts its ids every turn: each turn's call is delivered and run, and
@@ -251,6 +260,7 @@ on_every_path!(index_zero_parallel_calls:
     index_zero_parallel_calls_acp => Guest::Acp,
     index_zero_parallel_calls_opencode => Guest::OpenCode,
     index_zero_parallel_calls_claude => Guest::Claude,
+    index_zero_parallel_calls_codex => Guest::Codex,
 );
 
 /// Parallel calls sent whole, one chunk each, all at `index: 0`: both are delivered and run.
@@ -280,6 +290,7 @@ on_every_path!(float_argument_host_tool:
     float_argument_host_tool_acp => Guest::Acp,
     float_argument_host_tool_opencode => Guest::OpenCode,
     float_argument_host_tool_claude => Guest::Claude,
+    float_argument_host_tool_codex => Guest::Codex,
 );
 
 /// A host-tool call whose arguments hold floats (`90.0`, `1.0`), which the guest re-encodes
@@ -304,10 +315,16 @@ async fn float_argument_host_tool(path: Guest) {
     ];
     let r = Run::of(path, script, ws.path(), "Record it.", &extra).await;
     r.assert_succeeded();
-    assert_eq!(
-        ran(tools.path()),
-        [json!({"nonce": "f-1", "angle": 90, "scale": 1})],
-        "{}",
+    // As values: the tool gets `90` from a guest that re-encodes, `90.0` from one that keeps
+    // the model's JSON (Codex).
+    let ran = ran(tools.path());
+    assert_eq!(ran.len(), 1, "{}", r.transcript());
+    assert!(
+        switchyard_events::values::same_value(
+            &ran[0],
+            &json!({"nonce": "f-1", "angle": 90, "scale": 1})
+        ),
+        "{ran:?}\n{}",
         r.transcript()
     );
     let decisions: Vec<&Value> = r.kind("host_call").iter().map(|e| &e["decision"]).collect();
@@ -463,6 +480,7 @@ on_every_path!(an_upstream_the_gateway_gives_up_on:
     an_upstream_the_gateway_gives_up_on_acp => Guest::Acp,
     an_upstream_the_gateway_gives_up_on_opencode => Guest::OpenCode,
     an_upstream_the_gateway_gives_up_on_claude => Guest::Claude,
+    an_upstream_the_gateway_gives_up_on_codex => Guest::Codex,
 );
 
 /// A 200 whose stream carries nothing, every time: the gateway gives up, and the run ends as
@@ -490,6 +508,7 @@ on_every_path!(an_answer_that_never_arrived:
     an_answer_that_never_arrived_acp => Guest::Acp,
     an_answer_that_never_arrived_opencode => Guest::OpenCode,
     an_answer_that_never_arrived_claude => Guest::Claude,
+    an_answer_that_never_arrived_codex => Guest::Codex,
 );
 
 /// Every attempt's call is malformed: the model's answer never reaches the guest, so the run
@@ -783,6 +802,7 @@ on_every_path!(a_setsid_grandchild_is_gone_after_the_run:
     a_setsid_grandchild_is_gone_after_the_run_acp => Guest::Acp,
     a_setsid_grandchild_is_gone_after_the_run_opencode => Guest::OpenCode,
     a_setsid_grandchild_is_gone_after_the_run_claude => Guest::Claude,
+    a_setsid_grandchild_is_gone_after_the_run_codex => Guest::Codex,
 );
 
 /// Processes whose command line is exactly `words`.
@@ -846,6 +866,7 @@ on_every_path!(ten_large_reads_under_a_window:
     ten_large_reads_under_a_window_acp => Guest::Acp,
     ten_large_reads_under_a_window_opencode => Guest::OpenCode,
     ten_large_reads_under_a_window_claude => Guest::Claude,
+    ten_large_reads_under_a_window_codex => Guest::Codex,
 );
 
 /// The text of the request's last tool result.

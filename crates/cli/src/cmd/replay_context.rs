@@ -55,29 +55,29 @@ fn neutral_request(exchange: &ExchangeRecord) -> Result<Option<ChatRequest>> {
             };
             switchyard_translate::translate_request(&request, &options)?.chat
         }
-        ingress::CHAT_COMPLETIONS => {
-            use switchyard_translate::chat_ingress::{
-                ChatIngressOptions, parse_chat_request, prepare_chat_request,
-            };
-            let options = ChatIngressOptions {
+        api @ (ingress::CHAT_COMPLETIONS | ingress::MESSAGES | ingress::RESPONSES) => {
+            use switchyard_translate::{chat_ingress, messages_ingress, responses_ingress};
+            // The three guests' ingresses take the same options.
+            let options = chat_ingress::ChatIngressOptions {
                 upstream_model: model,
                 provider,
                 strip: None,
                 convert_on_miss: false,
             };
-            prepare_chat_request(parse_chat_request(&body)?, &options, None)?.chat
-        }
-        ingress::MESSAGES => {
-            use switchyard_translate::messages_ingress::{
-                MessagesIngressOptions, parse_messages_request, prepare_messages_request,
-            };
-            let options = MessagesIngressOptions {
-                upstream_model: model,
-                provider,
-                strip: None,
-                convert_on_miss: false,
-            };
-            prepare_messages_request(parse_messages_request(&body)?, &options, None)?.chat
+            match api {
+                ingress::CHAT_COMPLETIONS => {
+                    let request = chat_ingress::parse_chat_request(&body)?;
+                    chat_ingress::prepare_chat_request(request, &options, None)?.chat
+                }
+                ingress::MESSAGES => {
+                    let request = messages_ingress::parse_messages_request(&body)?;
+                    messages_ingress::prepare_messages_request(request, &options, None)?.chat
+                }
+                _ => {
+                    let request = responses_ingress::parse_responses_request(&body)?;
+                    responses_ingress::prepare_responses_request(request, &options, None)?.chat
+                }
+            }
         }
         _ => return Ok(None),
     };

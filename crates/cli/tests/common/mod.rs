@@ -153,6 +153,32 @@ pub fn claude_run(workdir: &Path, upstream: &str, prompt: &str) -> Command {
     cmd
 }
 
+/// `switchyard run --agent codex` on `workdir` with `prompt`, through the embedded gateway to the
+/// scripted upstream at `upstream`, printing JSONL events. Its run directory (and so
+/// `CODEX_HOME`) goes below the workspace's `.cache/` (TMPDIR), not /tmp, where Codex refuses
+/// to make its helper links.
+pub fn codex_run(workdir: &Path, upstream: &str, prompt: &str) -> Command {
+    let tmp = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/codex-tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.args(["run", "--agent", "codex", "--prompt", prompt])
+        .arg("--workdir")
+        .arg(workdir)
+        .args([
+            "--upstream-url",
+            &format!("{upstream}/v1"),
+            "--upstream-model",
+            "scripted-model",
+        ])
+        .arg("--codex-binary")
+        .arg(sealed_codex())
+        .args(["--output", "jsonl", "--timeout", "120"])
+        .env("SWITCHYARD_UPSTREAM_KEY", "sk-live-test-key")
+        .env("TMPDIR", tmp)
+        .stdin(Stdio::null());
+    cmd
+}
+
 /// Events and stderr of a finished run, for failure messages.
 pub fn transcript(output: &Output) -> String {
     format!(
