@@ -12,7 +12,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 corpus=.cache/fuzz-corpus
 python3 scripts/fuzz_seeds.py "$corpus"
-targets=(generate_content_request upstream_stream stream_json_lines png_image chat_completions_request opencode_events acp_lines messages_request claude_lines responses_request)
+targets=(generate_content_request upstream_stream stream_json_lines png_image chat_completions_request opencode_events acp_lines messages_request claude_lines responses_request codex_lines)
 cargo fuzz build -s none -O
 for target in "${targets[@]}"; do
   mkdir -p "$corpus/$target"

@@ -2,7 +2,7 @@
 """Writes seed corpora for the fuzz targets into DIR/<target>/: the guest requests, the
 stream-json and ACP stdout of the captured Gemini CLI fixtures, the Chat requests and event
 streams of the OpenCode fixtures, Claude Code's first request and the stdout lines of its
-fixtures, Codex's first request, and a few small PNGs."""
+fixtures, Codex's first request and the app-server lines of its fixtures, and a few small PNGs."""
 import json
 import pathlib
 import struct
@@ -66,6 +66,12 @@ for fixture in sorted((root / "fixtures" / "claude-code").glob("*/*")):
     if notes.is_file():
         lines = [json.loads(n)["line"] for n in notes.read_text().splitlines() if '"line"' in n[:10]]
         put("claude_lines", f"{fixture.name}.jsonl", "\n".join(lines).encode())
+
+for fixture in sorted((root / "fixtures" / "codex").glob("*/*")):
+    notes = fixture / "notes.jsonl"
+    if notes.is_file():
+        lines = [json.loads(n)["line"] for n in notes.read_text().splitlines() if '"line"' in n[:10]]
+        put("codex_lines", f"{fixture.name}.jsonl", "\n".join(lines).encode())
 
 
 def png(width, height, color_type, depth, row):
