@@ -373,6 +373,47 @@ pub(super) fn replayed_as_live(
     Ok(again)
 }
 
+/// What a captured run left: the lines written to the guest's stdin, its stderr lines, the live
+/// events, the run's note transcript and its report.
+pub(super) struct Driven<N> {
+    pub stdin: Vec<String>,
+    pub stderr: Vec<String>,
+    pub live: Vec<Event>,
+    pub notes: Vec<N>,
+    pub report: switchyard_backend::driver::RunReport,
+}
+
+/// Drives `run` to its end with a note transcript, keeping what a fixture needs.
+pub(super) async fn drive_captured<M: switchyard_backend::driver::Mapping>(
+    mut run: switchyard_backend::driver::Driver<M>,
+) -> Driven<M::Note> {
+    let (tx, mut transcript) = tokio::sync::mpsc::unbounded_channel();
+    run.transcript = Some(tx);
+    let (mut stdin, mut stderr, mut live) = (Vec::new(), Vec::new(), Vec::new());
+    let report = run
+        .drive(
+            async |item| match item {
+                RunItem::RawStdin(l) => stdin.push(l.text),
+                RunItem::RawStderr(l) => stderr.push(l.text),
+                RunItem::RawStdout(_) | RunItem::RawEvent(_) => {}
+                RunItem::Event(e) => live.push(e.event),
+            },
+            async |outcome| outcome,
+        )
+        .await;
+    let mut notes = Vec::new();
+    while let Ok(note) = transcript.try_recv() {
+        notes.push(note);
+    }
+    Driven {
+        stdin,
+        stderr,
+        live,
+        notes,
+        report,
+    }
+}
+
 /// `notes` redacted by `redact_json` (each note through its JSON form).
 pub(super) fn redact_notes<N: serde::Serialize + serde::de::DeserializeOwned>(
     notes: &[N],

@@ -27,7 +27,7 @@ use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use switchyard_backend::codex::launch::{CodexLaunchConfig, prepare};
 use switchyard_backend::codex::run::{CodexPlan, Note, codex, replay};
-use switchyard_backend::driver::{RunItem, RunLimits};
+use switchyard_backend::driver::RunLimits;
 use switchyard_backend::gemini::launch::Secret;
 use switchyard_backend::permission::{PermissionAsk, PermissionHost, PermissionRuling};
 use switchyard_binding::{BindingLimits, HostBinding, ToolRegistry};
@@ -37,7 +37,9 @@ use switchyard_testkit::chat_upstream::{
     ChatUpstream, RecordedRequest, Reply, Script, StreamEvent, StreamReply, chunk,
 };
 
-use super::capture::{NotesFixture, RUN, WS, redact_notes, replayed_as_live};
+use super::capture::{
+    Driven, NotesFixture, RUN, WS, drive_captured, redact_notes, replayed_as_live,
+};
 
 /// The fixtures' Codex version directory.
 pub const DEFAULT_OUT: &str = "fixtures/codex/0.171.0";
@@ -293,30 +295,19 @@ pub async fn capture_one(s: &CodexScenario, entry: &Path, dir: &Path) -> Result<
         timeout: Some(Duration::from_secs(120)),
         ..RunLimits::default()
     };
-    let (tx, mut transcript) = tokio::sync::mpsc::unbounded_channel();
     let host = Arc::new(FixedAnswer {
         binding,
         allow: s.allow,
     });
-    let mut run = codex(&launch, &limits, started, plan, host)?;
-    run.transcript = Some(tx);
-    let (mut stdin, mut stderr, mut live) = (Vec::new(), Vec::new(), Vec::new());
-    let report = run
-        .drive(
-            async |item| match item {
-                RunItem::RawStdin(l) => stdin.push(l.text),
-                RunItem::RawStderr(l) => stderr.push(l.text),
-                RunItem::RawStdout(_) | RunItem::RawEvent(_) => {}
-                RunItem::Event(e) => live.push(e.event),
-            },
-            async |outcome| outcome,
-        )
-        .await;
+    let run = codex(&launch, &limits, started, plan, host)?;
+    let Driven {
+        stdin,
+        stderr,
+        live,
+        notes,
+        report,
+    } = drive_captured(run).await;
     gateway.shutdown().await?;
-    let mut notes = Vec::new();
-    while let Ok(note) = transcript.try_recv() {
-        notes.push(note);
-    }
     let exit = report.outcome.exit;
 
     let ws_text = ws.to_string_lossy().into_owned();
