@@ -137,3 +137,32 @@ impl UpstreamError {
         crate::google_errors::google_error(code, &self.to_string(), None)
     }
 }
+
+/// A value a guest sent that its field does not take, at `path`.
+pub(crate) fn invalid(path: impl Into<String>, reason: impl Into<String>) -> TranslateError {
+    TranslateError::InvalidValue {
+        path: path.into(),
+        reason: reason.into(),
+    }
+}
+
+/// A feature of the guest's API the gateway does not serve, at `path`.
+pub(crate) fn unsupported(path: impl Into<String>, feature: impl Into<String>) -> TranslateError {
+    TranslateError::Unsupported {
+        path: path.into(),
+        feature: feature.into(),
+    }
+}
+
+/// Refuses the first field no type names (`extra`), by its path under `path`.
+pub(crate) fn unknown(
+    extra: &serde_json::Map<String, serde_json::Value>,
+    path: &str,
+) -> Result<(), TranslateError> {
+    match extra.keys().next() {
+        Some(key) => Err(TranslateError::UnknownField {
+            path: format!("{path}{key}"),
+        }),
+        None => Ok(()),
+    }
+}

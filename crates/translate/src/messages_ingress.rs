@@ -31,10 +31,10 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::attachment::{self, Origin};
-use crate::error::TranslateError;
+use crate::error::{TranslateError, invalid, unknown, unsupported};
 use crate::image::PngConversion;
 use crate::image_cache::ConversionCache;
 use crate::openai::{
@@ -78,21 +78,6 @@ pub struct PreparedMessages {
 /// Parses a guest body.
 pub fn parse_messages_request(body: &[u8]) -> Result<GuestMessagesRequest, TranslateError> {
     serde_json::from_slice(body).map_err(|e| TranslateError::InvalidBody(e.to_string()))
-}
-
-fn unknown(extra: &Map<String, Value>, path: &str) -> Result<(), TranslateError> {
-    crate::chat_ingress::unknown(extra, &[], path)
-}
-
-fn invalid(path: impl Into<String>, reason: impl Into<String>) -> TranslateError {
-    crate::chat_ingress::invalid(path.into(), reason)
-}
-
-fn unsupported(path: impl Into<String>, feature: impl Into<String>) -> TranslateError {
-    TranslateError::Unsupported {
-        path: path.into(),
-        feature: feature.into(),
-    }
 }
 
 /// One request's translation state.

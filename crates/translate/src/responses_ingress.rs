@@ -27,10 +27,10 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::attachment::{self, Origin};
-use crate::error::TranslateError;
+use crate::error::{TranslateError, invalid, unknown, unsupported};
 use crate::image::PngConversion;
 use crate::image_cache::ConversionCache;
 use crate::openai::{
@@ -77,21 +77,6 @@ pub struct PreparedResponses {
 /// Parses a guest body.
 pub fn parse_responses_request(body: &[u8]) -> Result<GuestResponsesRequest, TranslateError> {
     serde_json::from_slice(body).map_err(|e| TranslateError::InvalidBody(e.to_string()))
-}
-
-fn unknown(extra: &Map<String, Value>, path: &str) -> Result<(), TranslateError> {
-    crate::chat_ingress::unknown(extra, &[], path)
-}
-
-fn invalid(path: impl Into<String>, reason: impl Into<String>) -> TranslateError {
-    crate::chat_ingress::invalid(path.into(), reason)
-}
-
-fn unsupported(path: impl Into<String>, feature: impl Into<String>) -> TranslateError {
-    TranslateError::Unsupported {
-        path: path.into(),
-        feature: feature.into(),
-    }
 }
 
 /// One request's translation state.
