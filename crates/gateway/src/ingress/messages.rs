@@ -32,7 +32,9 @@ use switchyard_translate::messages_ingress::{
 use switchyard_translate::turn::TurnChunk;
 
 use super::checked::{Translated, translate_checked};
-use super::{GuestFailure, Ingress, Prepared, RecordedAnswer, Refused, Render};
+use super::{
+    GuestFailure, Ingress, NamedEvents, NamedRender, Prepared, RecordedAnswer, Refused, named_event,
+};
 use crate::exchange::ExchangeContext;
 use crate::intake::BodyPermit;
 use crate::state::AppState;
@@ -46,7 +48,7 @@ pub(crate) const OVERLOADED: u16 = 529;
 pub(crate) struct Messages;
 
 impl Ingress for Messages {
-    type Render = MessagesRender;
+    type Render = NamedRender<MessagesRenderer>;
 
     fn record_name(self, _stream: bool) -> &'static str {
         ingress::MESSAGES
@@ -76,8 +78,8 @@ impl Ingress for Messages {
         (true, false)
     }
 
-    fn render(self, response_id: &str, _include_usage: bool) -> MessagesRender {
-        MessagesRender(MessagesRenderer::new(format!("msg_{response_id}"), 0))
+    fn render(self, response_id: &str, _include_usage: bool) -> Self::Render {
+        NamedRender(MessagesRenderer::new(format!("msg_{response_id}"), 0))
     }
 
     fn upstream_failure(
@@ -155,30 +157,14 @@ fn translate(
         .and_then(|r| prepare_messages_request(r, &options, Some(state.translator.images())))
 }
 
-/// Messages framing: `event: <name>\ndata: <json>\n\n` per event.
-pub(crate) struct MessagesRender(MessagesRenderer);
-
-impl Render for MessagesRender {
-    fn frames(&mut self, chunk: &TurnChunk) -> Vec<Bytes> {
-        self.0
-            .events(chunk)
-            .iter()
-            .map(|(name, json)| event(name, json))
-            .collect()
+impl NamedEvents for MessagesRenderer {
+    fn named_events(&mut self, chunk: &TurnChunk) -> Vec<(&'static str, String)> {
+        self.events(chunk)
     }
 
-    fn end(&mut self) -> Vec<Bytes> {
-        Vec::new()
+    fn whole_body(&self, chunk: &TurnChunk) -> String {
+        self.message(chunk)
     }
-
-    fn whole(&self, chunk: &TurnChunk) -> String {
-        self.0.message(chunk)
-    }
-}
-
-/// One named SSE event.
-fn event(name: &str, json: &str) -> Bytes {
-    Bytes::from(format!("event: {name}\ndata: {json}\n\n"))
 }
 
 /// An Anthropic error body as a failure (mid-stream: an `event: error` frame).
@@ -186,7 +172,7 @@ fn failure(status: u16, body: &Value) -> GuestFailure {
     let json = body.to_string();
     GuestFailure {
         status,
-        stream: event("error", &json),
+        stream: named_event("error", &json),
         body: json,
         retry_after: None,
         no_retry: false,

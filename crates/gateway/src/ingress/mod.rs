@@ -120,6 +120,42 @@ pub(crate) trait Render: Send + 'static {
     fn whole(&self, chunk: &TurnChunk) -> String;
 }
 
+/// A renderer whose frames are named SSE events (`event: <name>` / `data: <json>`): Messages
+/// and Responses.
+pub(crate) trait NamedEvents: Send + 'static {
+    /// The events of one chunk of a streamed answer, named.
+    fn named_events(&mut self, chunk: &TurnChunk) -> Vec<(&'static str, String)>;
+    /// A whole answer as one JSON body.
+    fn whole_body(&self, chunk: &TurnChunk) -> String;
+}
+
+/// The framing of a [`NamedEvents`] renderer: one `event:`/`data:` frame per event, nothing
+/// after the last.
+pub(crate) struct NamedRender<T>(pub T);
+
+impl<T: NamedEvents> Render for NamedRender<T> {
+    fn frames(&mut self, chunk: &TurnChunk) -> Vec<Bytes> {
+        self.0
+            .named_events(chunk)
+            .iter()
+            .map(|(name, json)| named_event(name, json))
+            .collect()
+    }
+
+    fn end(&mut self) -> Vec<Bytes> {
+        Vec::new()
+    }
+
+    fn whole(&self, chunk: &TurnChunk) -> String {
+        self.0.whole_body(chunk)
+    }
+}
+
+/// One named SSE event.
+pub(crate) fn named_event(name: &str, json: &str) -> Bytes {
+    Bytes::from(format!("event: {name}\ndata: {json}\n\n"))
+}
+
 /// Bodies from this size on are parsed and translated on the blocking pool, not on the async
 /// workers that serve every other guest (a 47 KB first turn takes ~0.3 ms; a long history with
 /// images, up to `limits.max_request_bytes`, takes whole seconds).

@@ -29,7 +29,9 @@ use switchyard_translate::turn::TurnChunk;
 
 use super::chat::{FAIL_FAST_STATUS, chat_failure};
 use super::checked::{Translated, translate_checked};
-use super::{GuestFailure, Ingress, Prepared, RecordedAnswer, Refused, Render};
+use super::{
+    GuestFailure, Ingress, NamedEvents, NamedRender, Prepared, RecordedAnswer, Refused, named_event,
+};
 use crate::exchange::ExchangeContext;
 use crate::intake::BodyPermit;
 use crate::state::AppState;
@@ -40,7 +42,7 @@ use crate::upstream::UpstreamError;
 pub(crate) struct Responses;
 
 impl Ingress for Responses {
-    type Render = ResponsesRender;
+    type Render = NamedRender<ResponsesRenderer>;
 
     fn record_name(self, _stream: bool) -> &'static str {
         ingress::RESPONSES
@@ -70,8 +72,8 @@ impl Ingress for Responses {
         (true, false)
     }
 
-    fn render(self, response_id: &str, _include_usage: bool) -> ResponsesRender {
-        ResponsesRender(ResponsesRenderer::new(
+    fn render(self, response_id: &str, _include_usage: bool) -> Self::Render {
+        NamedRender(ResponsesRenderer::new(
             format!("resp_{response_id}"),
             unix_now(),
         ))
@@ -161,30 +163,14 @@ fn translate(
         .and_then(|r| prepare_responses_request(r, &options, Some(state.translator.images())))
 }
 
-/// Responses framing: `event: <type>\ndata: <json>\n\n` per event.
-pub(crate) struct ResponsesRender(ResponsesRenderer);
-
-impl Render for ResponsesRender {
-    fn frames(&mut self, chunk: &TurnChunk) -> Vec<Bytes> {
-        self.0
-            .events(chunk)
-            .iter()
-            .map(|(name, json)| event(name, json))
-            .collect()
+impl NamedEvents for ResponsesRenderer {
+    fn named_events(&mut self, chunk: &TurnChunk) -> Vec<(&'static str, String)> {
+        self.events(chunk)
     }
 
-    fn end(&mut self) -> Vec<Bytes> {
-        Vec::new()
+    fn whole_body(&self, chunk: &TurnChunk) -> String {
+        self.response(chunk)
     }
-
-    fn whole(&self, chunk: &TurnChunk) -> String {
-        self.0.response(chunk)
-    }
-}
-
-/// One named SSE event.
-fn event(name: &str, json: &str) -> Bytes {
-    Bytes::from(format!("event: {name}\ndata: {json}\n\n"))
 }
 
 /// An OpenAI error body as a failure; mid-stream a `response.failed` event whose code Codex
@@ -202,7 +188,7 @@ fn failure(state: &AppState, status: u16, body: &Value) -> GuestFailure {
     let json = body.to_string();
     GuestFailure {
         status,
-        stream: event(
+        stream: named_event(
             "response.failed",
             &failed_event("resp_failed", code, message),
         ),
