@@ -96,7 +96,14 @@ async fn a_gemini_cli_session_moves_between_replicas_behind_nginx() {
     let (mut a, a_addr) = replica(&upstream.base_url(), db.url());
     let (mut b, b_addr) = replica(&upstream.base_url(), db.url());
     let Some(nginx) = Nginx::start(&[a_addr.clone(), b_addr.clone()]).unwrap() else {
-        skip_message("a_gemini_cli_session_moves_between_replicas_behind_nginx (no nginx)");
+        eprintln!(
+            "a_gemini_cli_session_moves_between_replicas_behind_nginx: skipped: no nginx; \
+             install Debian's `nginx-light` or set SWITCHYARD_REQUIRE_NGINX=1 to make this an error"
+        );
+        for child in [&mut a, &mut b] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
         return;
     };
 
