@@ -44,6 +44,11 @@ pub struct PermissionAsk {
 pub trait PermissionHost: Send + Sync + 'static {
     /// The call the gateway delivered under `call_id`.
     fn delivered(&self, call_id: &str) -> Option<Delivered>;
+    /// Whether the call `call_id` is confirmed to have reached the guest (a permission request
+    /// for a call still on its way is refused); by default, whether it is known at all.
+    fn confirmed(&self, call_id: &str) -> bool {
+        self.delivered(call_id).is_some()
+    }
     /// Decides `ask`; `Err` says why it is not a pending delivered call (answered as a refusal
     /// or a reject).
     fn permission(&self, ask: &PermissionAsk) -> Result<PermissionRuling, String>;

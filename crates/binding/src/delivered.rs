@@ -155,6 +155,14 @@ impl DeliveredCalls {
         }
     }
 
+    /// Whether the call with this id reached the guest (its answer's last frame was handed to
+    /// the connection), so a permission request may name it.
+    pub fn confirmed(&self, call_id: &str) -> bool {
+        self.entries
+            .get(call_id)
+            .is_some_and(|e| e.state == State::Delivered)
+    }
+
     /// The delivered call with this id (any state but revoked) and its batch, for display.
     pub fn get(&self, call_id: &str) -> Option<(&DeliveredCall, u64)> {
         self.entries
@@ -209,6 +217,20 @@ mod tests {
             d.decide("run_shell_command__made_up"),
             Err(PermissionRefusal::NotDelivered { .. })
         ));
+    }
+
+    #[test]
+    fn a_call_is_confirmed_only_once_its_answer_was_handed_over() {
+        let mut d = DeliveredCalls::default();
+        d.offer(0, vec![call("c1", "exec_command")]);
+        d.offer(1, vec![call("c2", "exec_command")]);
+        assert!(d.get("c1").is_some(), "an offered call is known");
+        assert!(!d.confirmed("c1"), "but not yet confirmed");
+        d.confirm(0);
+        d.revoke(1);
+        assert!(d.confirmed("c1"));
+        assert!(!d.confirmed("c2"), "a revoked call never is");
+        assert!(!d.confirmed("made_up"));
     }
 
     #[test]

@@ -26,6 +26,12 @@ impl PermissionHost for PolicyHost {
         })
     }
 
+    fn confirmed(&self, call_id: &str) -> bool {
+        self.binding
+            .as_ref()
+            .is_some_and(|b| b.delivery_confirmed(call_id))
+    }
+
     fn permission(&self, ask: &PermissionAsk) -> Result<PermissionRuling, String> {
         let binding = self
             .binding

@@ -385,10 +385,11 @@ impl Session {
         }
     }
 
-    /// Waits (up to [`DELIVERY_WAIT`]) until the gateway confirms it delivered `call_id`.
+    /// Waits (up to [`DELIVERY_WAIT`]) until the gateway confirms it delivered `call_id` (the
+    /// answer's last frame handed to the connection), not only that it offered it.
     async fn await_delivered(&self, call_id: &str) {
         let deadline = tokio::time::Instant::now() + DELIVERY_WAIT;
-        while self.io.host.delivered(call_id).is_none() && tokio::time::Instant::now() < deadline {
+        while !self.io.host.confirmed(call_id) && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }

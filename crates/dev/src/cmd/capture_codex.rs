@@ -216,6 +216,10 @@ impl PermissionHost for FixedAnswer {
         })
     }
 
+    fn confirmed(&self, call_id: &str) -> bool {
+        self.binding.delivery_confirmed(call_id)
+    }
+
     fn permission(&self, ask: &PermissionAsk) -> Result<PermissionRuling, String> {
         let call_id = ask.call_id.as_deref().unwrap_or(&ask.named);
         let call = self
