@@ -1,6 +1,7 @@
 //! A real nginx (Debian's package) for tests: a round-robin reverse proxy on a free loopback
-//! port in front of some backends, run in the foreground from a temp dir, its access log naming
-//! the backend that served each request, stopped on drop. [`Nginx::start`] gives `Ok(None)` when
+//! port in front of some backends, run in the foreground as one process (no master and
+//! workers, so killing it leaves nothing behind) from a temp dir, its access log naming the
+//! backend that served each request, stopped on drop. [`Nginx::start`] gives `Ok(None)` when
 //! there is no nginx binary (the test says it skipped) unless `SWITCHYARD_REQUIRE_NGINX` is set.
 
 use std::path::{Path, PathBuf};
@@ -56,7 +57,7 @@ impl Nginx {
             .map(|b| format!("    server {b};\n"))
             .collect();
         let conf = format!(
-            "daemon off;\nworker_processes 1;\npid {root}/nginx.pid;\nerror_log {root}/error.log;\n\
+            "daemon off;\nmaster_process off;\npid {root}/nginx.pid;\nerror_log {root}/error.log;\n\
              events {{ worker_connections 256; }}\n\
              http {{\n\
              log_format upstream '$upstream_addr $status $request';\n\
