@@ -54,6 +54,20 @@ pub trait PermissionHost: Send + Sync + 'static {
     fn permission(&self, ask: &PermissionAsk) -> Result<PermissionRuling, String>;
 }
 
+/// How long a permission request for a call still on its way waits for the gateway to confirm
+/// its delivery: a guest may act on a call as soon as its part of the answer arrives, before
+/// the answer's last frame was handed over.
+pub const DELIVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Waits (up to [`DELIVERY_WAIT`]) until `host` confirms it delivered `call_id`; a call it
+/// never delivered is not waited for past that.
+pub async fn await_confirmed(host: &dyn PermissionHost, call_id: &str) {
+    let deadline = tokio::time::Instant::now() + DELIVERY_WAIT;
+    while !host.confirmed(call_id) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 /// A run without a gateway: nothing is known to be delivered, every request is refused.
 #[derive(Debug, Default)]
 pub struct NoHost;

@@ -404,6 +404,9 @@ async fn on_line(io: &ControllerIo<Note>, pump: &Pump<StreamJson>, line: &Line) 
         Incoming::Request { id, method, params } => {
             let answer = match method.as_str() {
                 "can_use_tool" => {
+                    if let Some(call) = params.get("tool_use_id").and_then(Value::as_str) {
+                        crate::permission::await_confirmed(io.host.as_ref(), call).await;
+                    }
                     let (permission, answer) = decide(io.host.as_ref(), &id, &params);
                     io.note(Note::Permission(Box::new(permission)));
                     Ok(answer)

@@ -45,12 +45,6 @@ use crate::process::{Line, ManagedProcess, SpawnError};
 /// Notifications Switchyard asks the server not to send (provider rate-limit snapshots).
 const OPT_OUT: &[&str] = &["account/rateLimits/updated"];
 
-/// How long a tool item or an approval request waits for the gateway to confirm the call's
-/// delivery. Codex acts on a call as soon as its `response.output_item.done` arrives, while
-/// the gateway confirms the response's calls once its last frame is handed over: a request
-/// can come first.
-const DELIVERY_WAIT: Duration = Duration::from_secs(3);
-
 /// What a run does.
 #[derive(Debug)]
 pub struct CodexPlan {
@@ -385,13 +379,10 @@ impl Session {
         }
     }
 
-    /// Waits (up to [`DELIVERY_WAIT`]) until the gateway confirms it delivered `call_id` (the
-    /// answer's last frame handed to the connection), not only that it offered it.
+    /// Waits until the gateway confirms it delivered `call_id` (Codex acts on a call as soon as
+    /// its `response.output_item.done` arrives, before the answer's last frame is handed over).
     async fn await_delivered(&self, call_id: &str) {
-        let deadline = tokio::time::Instant::now() + DELIVERY_WAIT;
-        while !self.io.host.confirmed(call_id) && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        crate::permission::await_confirmed(self.io.host.as_ref(), call_id).await;
     }
 
     /// What a notification tells the controller itself: the turn, the open MCP calls.
