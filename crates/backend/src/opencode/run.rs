@@ -488,6 +488,9 @@ impl Session {
             .unwrap_or_default();
         let call_id = properties.pointer("/tool/callID").and_then(Value::as_str);
         let metadata = properties.get("metadata").unwrap_or(&Value::Null);
+        if let Some(call) = call_id {
+            crate::permission::await_confirmed(self.io.host.as_ref(), call).await;
+        }
         let ruling: Result<PermissionRuling, String> = match call_id {
             None => Err("the request names no model call".to_owned()),
             Some(_) => self.io.host.permission(&self.ask(name, call_id, metadata)),
