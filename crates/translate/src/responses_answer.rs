@@ -343,19 +343,61 @@ fn usage_json(usage: &TurnUsage) -> Value {
     })
 }
 
-/// The whole turn `chunk` as a Responses `response` object.
+/// The whole turn `chunk` as a Responses `response` object: the same items, with the same
+/// ids, as a stream of it ends with.
 pub fn response_value(id: &str, created_at: u64, chunk: &TurnChunk) -> Value {
     let mut renderer = ResponsesRenderer::new(id, created_at);
     renderer.model = Some(chunk.model.clone());
-    let _ = renderer.events(&TurnChunk {
-        finish: None,
-        ..chunk.clone()
-    });
-    let mut close = Vec::new();
-    renderer.close_item(&mut close);
+    let output = output_items(id, chunk);
     let (status, incomplete) = status(chunk.finish.unwrap_or(Finish::Stop));
-    let output = renderer.items.clone();
     renderer.response_value(status, output, chunk.usage.as_ref(), incomplete)
+}
+
+/// The items of a whole turn: adjacent text (and reasoning) parts in one item, each call its
+/// own, every id as [`ResponsesRenderer`] gives it (the item's position).
+fn output_items(id: &str, chunk: &TurnChunk) -> Vec<Value> {
+    let base = id.trim_start_matches("resp_");
+    let mut items: Vec<Value> = Vec::new();
+    // The open text item: its kind, id and text so far.
+    let mut open: Option<(Open, String, String)> = None;
+    let close = |open: &mut Option<(Open, String, String)>, items: &mut Vec<Value>| {
+        if let Some((kind, item_id, text)) = open.take() {
+            items.push(match kind {
+                Open::Message => message_item(&item_id, &text),
+                Open::Reasoning => reasoning_item(&item_id, &text),
+            });
+        }
+    };
+    for part in &chunk.parts {
+        let (kind, text) = match part {
+            TurnPart::Text { text } if !text.is_empty() => (Open::Message, text),
+            TurnPart::Reasoning { text } if !text.is_empty() => (Open::Reasoning, text),
+            TurnPart::Text { .. } | TurnPart::Reasoning { .. } => continue,
+            TurnPart::Call(call) => {
+                close(&mut open, &mut items);
+                let prefix = match call.kind {
+                    CallKind::Function => "fc",
+                    CallKind::Custom => "ctc",
+                };
+                items.push(call_item(&format!("{prefix}_{base}_{}", items.len()), call));
+                continue;
+            }
+        };
+        match &mut open {
+            Some((open_kind, _, so_far)) if *open_kind == kind => so_far.push_str(text),
+            _ => {
+                close(&mut open, &mut items);
+                let prefix = match kind {
+                    Open::Message => "msg",
+                    Open::Reasoning => REASONING_ID_PREFIX,
+                };
+                let item_id = format!("{prefix}_{base}_{}", items.len());
+                open = Some((kind, item_id, text.clone()));
+            }
+        }
+    }
+    close(&mut open, &mut items);
+    items
 }
 
 /// The `response.failed` event that ends a stream already under way (`code`: OpenAI's error
