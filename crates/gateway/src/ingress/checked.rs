@@ -119,9 +119,9 @@ fn restore_upstream_ids(upstream: &HashMap<String, String>, chat: &mut ChatReque
 }
 
 /// `Translated` (and the `Prepared` it becomes) for an ingress's prepared request type: the
-/// fields are the same in each; `$usage` and `$shapes` say what only some carry.
+/// fields are the same in each; `usage` and `shapes` name the fields only some carry.
 macro_rules! translated {
-    ($ty:ty, $usage:expr, $shapes:expr) => {
+    ($ty:ty $(, usage = $usage:ident)? $(, shapes = $shapes:ident)?) => {
         impl Translated for $ty {
             fn chat_mut(&mut self) -> &mut ChatRequest {
                 &mut self.chat
@@ -136,17 +136,19 @@ macro_rules! translated {
                 &mut self.unconverted_pngs
             }
             fn into_prepared(self) -> Prepared {
-                #[allow(clippy::redundant_closure_call)]
-                let (include_usage, call_shapes) = (($usage)(&self), ($shapes)(&self));
-                Prepared {
+                #[allow(unused_mut)]
+                let mut prepared = Prepared {
                     chat: self.chat,
                     report: self.report,
                     json_response: false,
                     prompt_token_estimate: self.prompt_token_estimate,
-                    include_usage,
+                    include_usage: false,
                     schemas: switchyard_translate::plan::Schemas::Guest,
-                    call_shapes,
-                }
+                    call_shapes: CallShapes::default(),
+                };
+                $(prepared.include_usage = self.$usage;)?
+                $(prepared.call_shapes = self.$shapes;)?
+                prepared
             }
         }
     };
@@ -154,16 +156,10 @@ macro_rules! translated {
 
 translated!(
     switchyard_translate::chat_ingress::PreparedChat,
-    |p: &switchyard_translate::chat_ingress::PreparedChat| p.include_usage,
-    |_: &switchyard_translate::chat_ingress::PreparedChat| CallShapes::default()
+    usage = include_usage
 );
-translated!(
-    switchyard_translate::messages_ingress::PreparedMessages,
-    |_: &switchyard_translate::messages_ingress::PreparedMessages| false,
-    |_: &switchyard_translate::messages_ingress::PreparedMessages| CallShapes::default()
-);
+translated!(switchyard_translate::messages_ingress::PreparedMessages);
 translated!(
     switchyard_translate::responses_ingress::PreparedResponses,
-    |_: &switchyard_translate::responses_ingress::PreparedResponses| false,
-    |p: &switchyard_translate::responses_ingress::PreparedResponses| p.call_shapes.clone()
+    shapes = call_shapes
 );
