@@ -1,7 +1,6 @@
 //! What points a Codex 0.171.0 at this gateway's Responses ingress: the `config.toml` lines of
 //! a provider (`switchyard gateway` prints them; a `switchyard run --agent codex` launch writes
-//! the same keys) and the model-catalog entry without which Codex gives an unknown model no
-//! `apply_patch` tool.
+//! the same keys). The model-catalog entry they name is `switchyard_protocol::codex_catalog`'s.
 //!
 //! The provider's retry knobs are low on purpose: the gateway retries the upstream itself and
 //! answers a failure it gave up on with a status Codex does not retry (`ingress::responses`);
@@ -18,12 +17,6 @@ pub const CODEX_KEY_ENV: &str = "SWITCHYARD_API_KEY";
 pub const CODEX_REQUEST_MAX_RETRIES: u32 = 1;
 /// Streams Codex reopens after a cut (its default is 5).
 pub const CODEX_STREAM_MAX_RETRIES: u32 = 1;
-
-/// The catalog file (`model_catalog_json`) with one entry for `model` (see
-/// `switchyard_protocol::codex_catalog`).
-pub fn codex_catalog(model: &str, context_window: u64) -> Value {
-    switchyard_protocol::codex_catalog::model_catalog(model, context_window)
-}
 
 /// `config.toml` lines that point a stock Codex at `base_url` (the gateway's root) with model
 /// `model`, the key read from `key_env`, the catalog at `catalog` (an absolute path).

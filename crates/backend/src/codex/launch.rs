@@ -75,7 +75,7 @@ pub const SANDBOX: &str = "workspace-write";
 /// The approval policy of every turn.
 pub const APPROVAL_POLICY: &str = "on-request";
 /// The context window the catalog gives the run's model (Codex reports 95 % of it).
-pub const CONTEXT_WINDOW: u64 = 128_000;
+pub const CONTEXT_WINDOW: u64 = switchyard_protocol::codex_catalog::DEFAULT_CONTEXT_WINDOW;
 /// `AGENTS.md` bytes Codex reads.
 pub const PROJECT_DOC_MAX_BYTES: u64 = 32_768;
 /// Longer than any gateway deadline: the gateway's timeouts decide.

@@ -241,7 +241,10 @@ fn write_codex_catalog(model: &str) -> anyhow::Result<std::path::PathBuf> {
         })
         .collect();
     let path = dir.join(format!("catalog-{name}.json"));
-    let catalog = switchyard_gateway::codex::codex_catalog(model, 128_000);
+    let catalog = switchyard_protocol::codex_catalog::model_catalog(
+        model,
+        switchyard_protocol::codex_catalog::DEFAULT_CONTEXT_WINDOW,
+    );
     std::fs::write(&path, serde_json::to_vec_pretty(&catalog)?)
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
