@@ -332,10 +332,11 @@ impl Pass<'_, '_> {
                 "a function_call's arguments are a JSON object",
             ));
         };
-        if let Some(strip) = self.options.strip {
-            object.remove(strip);
+        // The guest's own text goes upstream unless the private argument had to come out.
+        match self.options.strip.and_then(|strip| object.remove(strip)) {
+            Some(_) => Ok(value.to_string()),
+            None => Ok(text),
         }
-        Ok(value.to_string())
     }
 
     /// Adds a call to the assistant message it belongs to (the one just before it, if it is
@@ -558,14 +559,22 @@ impl Pass<'_, '_> {
                         "an input_file needs a base64 data URL (file ids are not served)",
                     ));
                 };
-                Ok(attachment::inline(
+                let inlined = attachment::inline(
                     mime,
                     data,
                     origin,
                     &self.options.provider,
                     &mut self.report,
                     &format!("{path}.file_data"),
-                ))
+                );
+                // A file part keeps the name the guest gave it, as on the Chat ingress.
+                Ok(match inlined {
+                    ContentPart::File { file: mut sent } if part.filename.is_some() => {
+                        sent.filename = part.filename;
+                        ContentPart::File { file: sent }
+                    }
+                    other => other,
+                })
             }
             other => Err(unsupported(path, format!("`{other}` content part"))),
         }
