@@ -3,7 +3,8 @@
 //! the call-id session, under a key every replica of a gateway shares (derived from the ingress
 //! key; a random one without). So any replica can tell a delivered id of the session from a
 //! forged one and give the upstream its own id back, with nothing in another replica's memory.
-//! The session's ledger (`sessions`) stays the fast path and the only one for an id it knows.
+//! The session's ledger (`sessions`) stays the fast path: an id is opened only when the ledger
+//! has no upstream id for it, and what its seal carries is then remembered there.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

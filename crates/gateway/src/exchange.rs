@@ -267,13 +267,16 @@ fn accept_turn<I: Ingress>(
 /// Gives the turn's calls their sealed ids (see `call_ids`), each carrying its upstream id when
 /// that id is unique in the turn (a repeated one is never given back).
 fn seal_ids(state: &AppState, session: &str, chunk: &mut TurnChunk) {
-    let upstream: Vec<Option<String>> = chunk.calls().map(|c| c.upstream_id.clone()).collect();
+    let mut in_turn: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for upstream in chunk.calls().filter_map(|c| c.upstream_id.clone()) {
+        *in_turn.entry(upstream).or_default() += 1;
+    }
     for call in chunk.calls_mut() {
         let unique = call
             .upstream_id
-            .as_ref()
-            .filter(|u| upstream.iter().filter(|o| o.as_ref() == Some(*u)).count() == 1);
-        call.id = state.call_ids.seal(session, unique.map(String::as_str));
+            .as_deref()
+            .filter(|u| in_turn.get(*u) == Some(&1));
+        call.id = state.call_ids.seal(session, unique);
     }
 }
 

@@ -56,7 +56,8 @@ impl Sessions {
 
 /// Ids of a guest's history that `ledger` does not know but `call_ids` opens for `session`
 /// (another replica delivered them, or this gateway before it forgot the session) are entered
-/// as delivered; returns the upstream id each history id goes back as: the ledger's, else the
+/// as delivered, and the upstream id a seal carries is remembered in the ledger, so each id is
+/// opened once; returns the upstream id each history id goes back as: the ledger's, else the
 /// one its seal carries, each upstream id given to one delivered id only (the first).
 pub(crate) fn adopt_and_map<'a>(
     call_ids: &crate::call_ids::CallIds,
@@ -65,28 +66,27 @@ pub(crate) fn adopt_and_map<'a>(
     ids: impl IntoIterator<Item = &'a str>,
 ) -> std::collections::HashMap<String, String> {
     let mut mapped = std::collections::HashMap::new();
+    let mut seen = std::collections::HashSet::new();
     let mut taken = std::collections::HashSet::new();
     for id in ids {
-        if mapped.contains_key(id) {
+        // A call and its output name one id: looked at once.
+        if !seen.insert(id) {
             continue;
         }
-        let known = ledger.contains(id);
-        let upstream = match ledger.upstream_id(id) {
-            Some(upstream) => Some(upstream.to_owned()),
-            None => match call_ids.open(session, id) {
-                Some(carried) => {
-                    if !known {
-                        ledger.adopt_ids([id]);
-                    }
-                    carried
-                }
-                None => None,
-            },
-        };
-        if let Some(upstream) = upstream
-            && taken.insert(upstream.clone())
+        if ledger.upstream_id(id).is_none()
+            && let Some(carried) = call_ids.open(session, id)
         {
-            mapped.insert(id.to_owned(), upstream);
+            if !ledger.contains(id) {
+                ledger.adopt_ids([id]);
+            }
+            if let Some(upstream) = carried {
+                ledger.adopt_upstream(id, &upstream);
+            }
+        }
+        if let Some(upstream) = ledger.upstream_id(id)
+            && taken.insert(upstream.to_owned())
+        {
+            mapped.insert(id.to_owned(), upstream.to_owned());
         }
     }
     mapped

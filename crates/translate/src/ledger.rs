@@ -197,6 +197,15 @@ impl CallLedger {
         Ok(())
     }
 
+    /// Remembers `upstream` as the upstream id of the delivered call `id` (one a sealed id
+    /// carried), within [`MAX_UPSTREAM_IDS`]; a known mapping stays.
+    pub fn adopt_upstream(&mut self, id: &str, upstream: &str) {
+        if self.upstream.len() < MAX_UPSTREAM_IDS && !self.upstream.contains_key(id) {
+            self.upstream_seen.insert(upstream.to_owned());
+            self.upstream.insert(id.to_owned(), upstream.to_owned());
+        }
+    }
+
     /// Registers the given call ids of a history the ledger never saw (a resumed session);
     /// returns how many were new.
     pub fn adopt_ids<'a>(&mut self, ids: impl IntoIterator<Item = &'a str>) -> usize {
