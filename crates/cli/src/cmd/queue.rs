@@ -29,7 +29,7 @@ pub enum QueueCommand {
 #[derive(Debug, clap::Args)]
 pub struct Database {
     /// The queue's PostgreSQL database (the same `postgres://` URL as the workers' records).
-    #[arg(long, env = "SWITCHYARD_RECORDS")]
+    #[arg(long, env = "SWITCHYARD_RECORDS", hide_env_values = true)]
     pub records: String,
 }
 

@@ -23,7 +23,12 @@ use switchyard_records::{ExchangeFilter, RecordStore, StoreError, StoreSpec};
 pub struct RecordsArgs {
     /// Records directory (the store is DIR/switchyard.sqlite3), or a PostgreSQL URL
     /// (`postgres://user@host/db`).
-    #[arg(long = "records", value_name = "DIR|URL", env = "SWITCHYARD_RECORDS")]
+    #[arg(
+        long = "records",
+        value_name = "DIR|URL",
+        env = "SWITCHYARD_RECORDS",
+        hide_env_values = true
+    )]
     pub records: PathBuf,
     /// What to do.
     #[command(subcommand)]

@@ -15,7 +15,7 @@ use switchyard_runner::worker::{WorkerConfig, work};
 #[derive(Debug, clap::Args)]
 pub struct WorkerArgs {
     /// The queue's and the records' PostgreSQL database (`postgres://…`).
-    #[arg(long, env = "SWITCHYARD_RECORDS")]
+    #[arg(long, env = "SWITCHYARD_RECORDS", hide_env_values = true)]
     pub records: String,
     /// Runs at once.
     #[arg(long, default_value_t = 1)]
