@@ -396,6 +396,9 @@ impl Session {
             }
             Notification::TurnCompleted(n) if Some(&n.turn.id) == self.turn_id.as_ref() => {
                 self.turn_done = true;
+                // An interrupted or failed turn sends no `item/completed` for its open items:
+                // none of them may take a later turn's elicitation.
+                self.mcp.clear();
             }
             Notification::ItemStarted(n) => {
                 if let ThreadItem::Known(item) = &n.item
@@ -664,7 +667,10 @@ async fn session(controller: CodexController, mut io: ControllerIo<Note>) {
         s.prompts(&mut plan).await;
     }
     let Session { mut io, pump, .. } = s;
-    // stdin closes once the last clone of the pump is gone: the server exits on EOF.
+    // stdin closes once the last clone of the pump is gone: the server exits on EOF. Closing
+    // it first fails any request still waiting for an answer (a `turn/interrupt` whose answer
+    // never came), so no task keeps a clone.
+    pump.close();
     drop(pump);
     drain(&mut io, plan.close_grace).await;
     super::launch::remove_empty_mount_points(&mount_points);
