@@ -280,10 +280,14 @@ impl CodexNormalizer {
             Notification::TokenUsage(n) if !self.started_turns.contains(&n.turn_id) => Vec::new(),
             Notification::TokenUsage(n) => {
                 let last = &n.token_usage.last;
-                self.usage.input_tokens += last.input_tokens;
-                self.usage.cached_tokens += last.cached_input_tokens;
-                self.usage.output_tokens += last.output_tokens;
-                self.usage.total_tokens += last.total_tokens;
+                self.usage.input_tokens = self.usage.input_tokens.saturating_add(last.input_tokens);
+                self.usage.cached_tokens = self
+                    .usage
+                    .cached_tokens
+                    .saturating_add(last.cached_input_tokens);
+                self.usage.output_tokens =
+                    self.usage.output_tokens.saturating_add(last.output_tokens);
+                self.usage.total_tokens = self.usage.total_tokens.saturating_add(last.total_tokens);
                 Vec::new()
             }
             Notification::Error(n) => {
