@@ -59,9 +59,12 @@ pub trait PermissionHost: Send + Sync + 'static {
 /// the answer's last frame was handed over.
 pub const DELIVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// Waits (up to [`DELIVERY_WAIT`]) until `host` confirms it delivered `call_id`; a call it
-/// never delivered is not waited for past that.
+/// Waits (up to [`DELIVERY_WAIT`]) until `host` confirms it delivered `call_id`. A call it
+/// does not know (never offered, or revoked) is not waited for: nothing will confirm it.
 pub async fn await_confirmed(host: &dyn PermissionHost, call_id: &str) {
+    if host.delivered(call_id).is_none() {
+        return;
+    }
     let deadline = tokio::time::Instant::now() + DELIVERY_WAIT;
     while !host.confirmed(call_id) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;

@@ -253,13 +253,13 @@ impl HostBinding {
         rejected
     }
 
-    /// The delivered call `call_id` and the number of the response that carried it, if
-    /// it was delivered.
     /// Whether the call `call_id` is confirmed delivered (see `DeliveredCalls::confirmed`).
     pub fn delivery_confirmed(&self, call_id: &str) -> bool {
         self.delivered().confirmed(call_id)
     }
 
+    /// The delivered call `call_id` and the number of the response that carried it, if
+    /// it was delivered.
     pub fn delivered_call(&self, call_id: &str) -> Option<(DeliveredCall, u64)> {
         self.delivered()
             .get(call_id)
