@@ -119,12 +119,27 @@ async fn a_session_alternating_between_replicas_keeps_its_call_ids() {
         .collect();
     assert_eq!(restored, ["up_1", "up_2"]);
 
-    // The same history in another session, or at a replica with another key, is refused.
+    // A session new to a replica adopts its history as sent; once the replica knows the
+    // session, ids sealed for another session, or under another key, are refused.
     let other_session = chat(&b, "shared-key", "s-2", history(&ids)).await;
     assert_eq!(
         other_session.status(),
         200,
         "a new session adopts its history as sent"
+    );
+    let known = chat(
+        &b,
+        "shared-key",
+        "s-3",
+        json!([{"role": "user", "content": "hi"}]),
+    )
+    .await;
+    assert_eq!(known.status(), 200);
+    let sealed_elsewhere = chat(&b, "shared-key", "s-3", history(&ids)).await;
+    assert_eq!(
+        sealed_elsewhere.status(),
+        400,
+        "ids sealed for session s-1 are not s-3's"
     );
     let c = replica(&upstream, "other-key").await;
     let first = chat(
