@@ -1,6 +1,6 @@
 //! The Messages ingress: a guest's body is parsed, checked and prepared for the upstream, with
-//! the private argument stripped, under every provider profile, and the upstream plan applied;
-//! bad bodies are typed errors, never a panic, and an attachment never fails one.
+//! the private argument stripped, under the OpenAI and vLLM profiles, and the upstream plan
+//! applied; bad bodies are typed errors, never a panic, and an attachment never fails one.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -1,8 +1,11 @@
-//! What points a Codex 0.171.0 at this gateway's Responses ingress: the `config.toml` lines of
-//! a provider (`switchyard gateway` prints them; a `switchyard run --agent codex` launch writes
-//! the same keys). The model-catalog entry they name is `switchyard_protocol::codex_catalog`'s.
+//! What points a stock Codex 0.171.0 at this gateway's Responses ingress: the `config.toml`
+//! lines of a provider, which `switchyard gateway` prints (a `switchyard run --agent codex`
+//! launch writes its own, in `switchyard_backend::codex::launch`, with no Codex retries at all:
+//! there the gateway is in the same process). The model-catalog entry they name is
+//! `switchyard_protocol::codex_catalog`'s.
 //!
-//! The provider's retry knobs are low on purpose: the gateway retries the upstream itself and
+//! The provider's retry knobs are low on purpose (one retry: a standalone gateway may be
+//! restarted under a running Codex): the gateway retries the upstream itself and
 //! answers a failure it gave up on with a status Codex does not retry (`ingress::responses`);
 //! `features.unbounded_connection_retries = false` keeps a Codex whose gateway is gone from
 //! reconnecting for ever. `[analytics]` and the plugin and app features are off so a stock

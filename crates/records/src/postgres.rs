@@ -61,7 +61,7 @@ CREATE TABLE runs (
     upstream_model TEXT,
     started_at     TEXT NOT NULL,                  -- RFC 3339, UTC
     ended_at       TEXT,
-    state          TEXT NOT NULL,                  -- running | ended | incomplete
+    state          TEXT NOT NULL,                  -- running | ended | incomplete | abandoned
     record         TEXT NOT NULL                   -- the whole RunRecord as JSON
 );
 CREATE TABLE events (

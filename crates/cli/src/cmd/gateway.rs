@@ -25,8 +25,13 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "VAR")]
     pub upstream_key_env: Option<String>,
     /// Record every exchange into this directory (SQLite store), or into the PostgreSQL database
-    /// of a `postgres://` URL.
-    #[arg(long, value_name = "DIR|URL")]
+    /// of a `postgres://` URL (also from `SWITCHYARD_RECORDS`, so its password stays out of argv).
+    #[arg(
+        long,
+        value_name = "DIR|URL",
+        env = "SWITCHYARD_RECORDS",
+        hide_env_values = true
+    )]
     pub records: Option<PathBuf>,
     /// TOML config file with the same settings (+ aliases, retries, timeouts); flags win.
     #[arg(long, value_name = "FILE")]
