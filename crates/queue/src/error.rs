@@ -34,41 +34,15 @@ impl QueueError {
     }
 }
 
-/// A postgres error as a queue error, by whether the connection is the problem.
+/// A postgres error as a queue error, by whether the connection is the problem (the records
+/// store's classification: `switchyard_records::postgres::describe`).
 pub(crate) fn pg(context: &'static str) -> impl Fn(postgres::Error) -> QueueError {
     move |error| {
-        let message = render(&error);
-        if is_unavailable(&error) {
+        let (unavailable, message) = switchyard_records::postgres::describe(&error);
+        if unavailable {
             QueueError::Unavailable { context, message }
         } else {
             QueueError::Backend { context, message }
         }
-    }
-}
-
-/// The error with its sources (the client's `Display` says only its kind).
-fn render(error: &postgres::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
-fn is_unavailable(error: &postgres::Error) -> bool {
-    if error.is_closed() {
-        return true;
-    }
-    match error.code() {
-        // Connection exceptions (08…), the server shutting down or starting (57P01..57P03).
-        Some(state) => {
-            let code = state.code();
-            code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
-        }
-        // No SQLSTATE: I/O, a closed socket, a connect timeout.
-        None => error.as_db_error().is_none(),
     }
 }

@@ -133,13 +133,20 @@ impl std::fmt::Debug for PgStore {
 /// [`StoreError::Unavailable`], anything else [`StoreError::Backend`].
 fn pg(context: &'static str) -> impl Fn(postgres::Error) -> StoreError {
     move |error| {
-        let message = render(&error);
-        if is_unavailable(&error) {
+        let (unavailable, message) = describe(&error);
+        if unavailable {
             StoreError::Unavailable { context, message }
         } else {
             StoreError::Backend { context, message }
         }
     }
+}
+
+/// Whether `error` is the database being unavailable (trying again later may work), and its
+/// text with its sources: how every PostgreSQL user in Switchyard (records, the run queue)
+/// classifies a client error.
+pub fn describe(error: &postgres::Error) -> (bool, String) {
+    (is_unavailable(error), render(error))
 }
 
 /// The error with its sources (the client's `Display` says only its kind).
