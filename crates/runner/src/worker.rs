@@ -218,6 +218,7 @@ async fn work_here(
     while !*shutdown.borrow() {
         while runs.try_join_next().is_some() {}
         let mut idle = true;
+        let mut unanswered = false;
         if runs.len() < config.concurrency {
             let run_id = Uuid::now_v7();
             let workdir = config.workdirs.join(run_id.to_string());
@@ -272,12 +273,16 @@ async fn work_here(
                         ));
                     }
                 }
-                Err(e) => eprintln!("switchyard worker {}: claiming: {e:#}", config.name),
+                Err(e) => {
+                    // Not knowing is not an empty queue: `exit_when_idle` waits for an answer.
+                    unanswered = true;
+                    eprintln!("switchyard worker {}: claiming: {e:#}", config.name);
+                }
             }
         } else {
             idle = false;
         }
-        if idle && runs.is_empty() && config.exit_when_idle {
+        if idle && !unanswered && runs.is_empty() && config.exit_when_idle {
             break;
         }
         if !idle && runs.len() < config.concurrency {
