@@ -264,9 +264,23 @@ impl Session {
         if self.live.is_none() {
             self.prepared = None;
             let mut client = self.config.connect(NoTls).map_err(pg("connecting"))?;
-            client
-                .execute("SELECT pg_advisory_lock($1)", &[&writer_key(&self.writer)])
+            // Never waited for: after a network drop the server may keep this writer's old
+            // session (and its lock) until its own keepalive ends it; the recorder's backoff
+            // tries again instead of this thread blocking for that long.
+            let locked: bool = client
+                .query_one(
+                    "SELECT pg_try_advisory_lock($1)",
+                    &[&writer_key(&self.writer)],
+                )
+                .map_err(pg("taking the writer lock"))?
+                .try_get(0)
                 .map_err(pg("taking the writer lock"))?;
+            if !locked {
+                return Err(StoreError::Unavailable {
+                    context: "taking the writer lock",
+                    message: "this writer's previous session still holds it".to_owned(),
+                });
+            }
             self.live = Some(client);
         }
         self.live.as_mut().ok_or_else(|| StoreError::Unavailable {
